@@ -1,0 +1,5 @@
+import sys
+
+from toolrelay.cli import main
+
+sys.exit(main())

@@ -1,0 +1,61 @@
+"""The values the parsers produce: tool calls, parse results and stream events.
+
+Every type here is a small frozen dataclass, in the manner of h11's events, so
+that parsers can hand them out freely and callers can compare and hash them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call: ``arguments_json`` is strict JSON and always an object."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(hash=False, compare=True)
+    arguments_json: str = "{}"
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What a finished model output holds once its tool-call markup is taken out."""
+
+    calls: list[ToolCall]
+    content: str
+    reasoning: str | None = None
+
+
+@dataclass(frozen=True)
+class ContentDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStart:
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolCallArgumentsDelta:
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallEnd:
+    index: int
+    call: ToolCall
+
+
+Event = Union[ContentDelta, ReasoningDelta, ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd]
