@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "parse": ("toolrelay.cli.parse", "parse tool calls out of model output"),
+    "simulate": ("toolrelay.cli.simulate", "serve a model-server simulator (a test double)"),
 }
 
 

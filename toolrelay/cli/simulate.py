@@ -1,0 +1,76 @@
+"""``toolrelay simulate``: serve the model-server simulator (a test double for a model)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from toolrelay.simulator import ScenarioError, SimulatorConfig, serve_forever
+
+# Each switch reproduces a real failure; the scenario file's `settings` may set
+# them too, and a flag given here wins.
+_SWITCHES = {
+    "strip_tools": "drop tools and tool_choice before the model sees them (a stripping proxy)",
+    "stop_at_tool_call_tag": "stop generation at <tool_call>, like vLLM's stop-token interception",
+    "swallow_streamed_calls": "streamed rounds that would hold a call end empty, without error",
+    "no_tools_support": "requests with tools get '400 <model> does not support tools'",
+    "ignore_tool_choice": "ignore tool_choice (the model decides alone)",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Serve a simulated model server (OpenAI /v1, Ollama /api, llama.cpp /props, "
+        "LM Studio /api/v1/models). It is a test double: no model runs behind it."
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="port (default 0: a free port)")
+    parser.add_argument(
+        "--scenario", metavar="FILE", help="scenario file, YAML or JSON (default: built-in demo)"
+    )
+    for name, help_text in _SWITCHES.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, action="store_true", default=None, help=help_text)
+    parser.add_argument(
+        "--capabilities",
+        metavar="LIST",
+        help="capabilities /api/show reports, comma-separated (e.g. completion,tools)",
+    )
+    parser.add_argument("--chunk", type=int, metavar="N", help="characters per streamed delta")
+    parser.add_argument("--delay-ms", type=int, metavar="N", help="pause between streamed deltas")
+    parser.add_argument(
+        "--fail-after-chunks", type=int, metavar="N", help="drop the connection after N chunks"
+    )
+    parser.add_argument(
+        "--status", type=int, metavar="CODE", help="fail every completion request with CODE"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    switches: dict[str, Any] = {
+        name: getattr(args, name)
+        for name in [*_SWITCHES, "chunk", "delay_ms", "fail_after_chunks", "status"]
+        if getattr(args, name) is not None
+    }
+    if args.capabilities is not None:
+        switches["capabilities"] = tuple(
+            c.strip() for c in args.capabilities.split(",") if c.strip()
+        )
+    try:
+        config = SimulatorConfig.load(args.scenario, **switches)
+    except (ScenarioError, ValueError) as exc:
+        print(f"toolrelay simulate: {exc}", file=sys.stderr)
+        return 2
+    try:
+        serve_forever(config, args.host, args.port, _announce)
+    except OSError as exc:
+        print(
+            f"toolrelay simulate: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr
+        )
+        return 1
+    return 0
+
+
+def _announce(url: str) -> None:
+    print(f"toolrelay simulate listening on {url}", flush=True)

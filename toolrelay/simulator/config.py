@@ -1,0 +1,75 @@
+"""What a simulator does: its scenario plus the failure switches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolrelay.simulator.scenario import Scenario, default_scenario, load_scenario
+
+DEFAULT_CAPABILITIES = ("completion", "tools")
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    """A scenario and the switches that reproduce real model-server failures.
+
+    Each switch mirrors a ``toolrelay simulate`` flag of the same name.
+    """
+
+    scenario: Scenario = field(default_factory=default_scenario)
+    # A proxy in front of the model drops `tools` and `tool_choice` (seed 000).
+    strip_tools: bool = False
+    # vLLM's parser registers `<tool_call>` as a stop token (seed 000).
+    stop_at_tool_call_tag: bool = False
+    # A mismatched server-side parser empties streamed rounds with a call (seed 002, §5).
+    swallow_streamed_calls: bool = False
+    # Ollama's `400 … does not support tools`.
+    no_tools_support: bool = False
+    # What /api/show (and /props, /api/v1/models) report; None: derived from tool support.
+    capabilities: tuple[str, ...] | None = None
+    ignore_tool_choice: bool = False
+    chunk: int = 4
+    delay_ms: int = 0
+    # Drop the connection after this many streamed chunks; None: never.
+    fail_after_chunks: int | None = None
+    # Fail every completion request with this HTTP status; None: never.
+    status: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.chunk < 1:
+            raise ValueError("chunk must be at least 1")
+        if self.delay_ms < 0:
+            raise ValueError("delay_ms must not be negative")
+        if self.fail_after_chunks is not None and self.fail_after_chunks < 0:
+            raise ValueError("fail_after_chunks must not be negative")
+        if self.status is not None and not 400 <= self.status <= 599:
+            raise ValueError("status must be an HTTP error status (400-599)")
+
+    @classmethod
+    def load(
+        cls, source: str | Path | Mapping[str, Any] | Scenario | None = None, **switches: Any
+    ) -> SimulatorConfig:
+        """A config from a scenario (file path, dict or None for the built-in one).
+
+        The scenario's ``settings`` apply first; keyword ``switches`` override them.
+        """
+        scenario = default_scenario() if source is None else load_scenario(source)
+        values = scenario.settings.model_dump(exclude_none=True)
+        if "capabilities" in values:
+            values["capabilities"] = tuple(values["capabilities"])
+        values.update(switches)
+        return cls(scenario=scenario, **values)
+
+    def supports_tools(self, model: str) -> bool:
+        spec = self.scenario.model_spec(model)
+        if spec is not None and spec.tools is not None:
+            return spec.tools
+        return not self.no_tools_support
+
+    def capabilities_of(self, model: str) -> tuple[str, ...]:
+        if self.capabilities is not None:
+            return self.capabilities
+        return DEFAULT_CAPABILITIES if self.supports_tools(model) else ("completion",)

@@ -1,0 +1,233 @@
+"""The simulated model: picks the scenario rule for a turn and renders its answer.
+
+API-neutral: the OpenAI and Ollama handlers put the `Reply` on their wire.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from toolrelay.simulator.config import SimulatorConfig
+from toolrelay.simulator.request import Turn, token_count
+from toolrelay.simulator.scenario import Answer, Match, ToolCallSpec
+
+NO_RULE_TEXT = "[toolrelay simulator] no scenario rule matched this request."
+# Where vLLM's qwen3_xml/hermes parsers stop generation (seed 000).
+TOOL_CALL_TAG = "<tool_call>"
+# Start markers of text-format tool calls (formats.md); a streamed round holding
+# one is a round "with a call" for --swallow-streamed-calls.
+TEXT_CALL_MARKERS = (
+    "<tool_call>",
+    "[TOOL_CALL]",
+    "[TOOL_CALLS]",
+    "<function=",
+    "<function_call>",
+    "<tool_calls>",
+    "<|tool_call",
+    "<|python_tag|>",
+    "<|python_start|>",
+    "<TOOLCALL>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜DSML｜function_calls>",
+    "<|tool_calls_section_begin|>",
+    "<minimax:tool_call>",
+    "<seed:tool_call>",
+    "<start_function_call>",
+    "functools[",
+    "to=functions.",
+)
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Call:
+    id: str
+    name: str
+    # The arguments as the OpenAI wire carries them: a JSON string.
+    arguments: str
+
+    def arguments_object(self) -> Any:
+        """The arguments as Ollama carries them: a JSON object."""
+        try:
+            value = orjson.loads(self.arguments)
+        except orjson.JSONDecodeError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: str
+    reasoning: str
+    calls: tuple[Call, ...]
+    finish_reason: str
+    prompt_tokens: int
+
+    @property
+    def completion_tokens(self) -> int:
+        text = self.content + self.reasoning
+        text += "".join(call.name + call.arguments for call in self.calls)
+        return max(1, token_count(text))
+
+    def holds_call(self) -> bool:
+        return bool(self.calls) or any(marker in self.content for marker in TEXT_CALL_MARKERS)
+
+
+@dataclass(frozen=True)
+class Failure:
+    status: int
+    message: str
+    body: Any = None
+
+
+def served_model(name: str) -> str:
+    """The `model` every answer carries: it says it came from the simulator."""
+    return name if name.startswith("sim/") else f"sim/{name}"
+
+
+def respond(config: SimulatorConfig, turn: Turn) -> Reply | Failure:
+    for rule in config.scenario.rules:
+        values = _match(rule.match, turn)
+        if values is not None:
+            return _render(rule.answer, values, config, turn)
+    return Reply(NO_RULE_TEXT, "", (), "stop", turn.prompt_tokens)
+
+
+def _match(match: Match, turn: Turn) -> dict[str, str] | None:
+    """The placeholder values when the rule applies, else None."""
+    if match.tools is not None and turn.tools_mode not in _as_list(match.tools):
+        return None
+    if match.tool_result is not None and match.tool_result != turn.is_tool_result:
+        return None
+    if match.tool_choice is not None and turn.tool_choice not in _as_list(match.tool_choice):
+        return None
+    if match.model is not None and not match.model.search(turn.model):
+        return None
+    values = {
+        "last_user": turn.last_user,
+        "last_tool_result": turn.last_tool_result,
+        "tool_name": turn.tool_name,
+        "model": turn.model,
+    }
+    if match.last_user is not None:
+        found = match.last_user.search(turn.last_user)
+        if found is None:
+            return None
+        values.update((key, value or "") for key, value in found.groupdict().items())
+    return values
+
+
+def _as_list(value: str | Sequence[str]) -> Sequence[str]:
+    return [value] if isinstance(value, str) else value
+
+
+def _render(
+    answer: Answer, values: dict[str, str], config: SimulatorConfig, turn: Turn
+) -> Reply | Failure:
+    if answer.error is not None:
+        return Failure(answer.error.status, answer.error.message, answer.error.body)
+    content = _fill(answer.content, values)
+    reasoning = _fill(answer.reasoning or "", values)
+    calls = [_fill_call(spec, values) for spec in answer.tool_calls]
+    finish_reason = answer.finish_reason
+    choice = turn.tool_choice
+    # A server that honours tool_choice constrains what the model may emit;
+    # only native tools can be constrained.
+    if turn.tools and not config.ignore_tool_choice:
+        if choice == "none" and calls:
+            names = ", ".join(name for name, _ in calls)
+            content = content or f'I would call {names}, but tool_choice is "none".'
+            calls = []
+        elif choice == "required" and not calls:
+            calls = [_forced_call(turn.tools[0])]
+        elif choice.startswith("function:"):
+            name = choice.removeprefix("function:")
+            calls = [call for call in calls if call[0] == name] or [_forced_call(_tool(turn, name))]
+            # OpenAI answers a named tool_choice with finish_reason "stop".
+            finish_reason = finish_reason or "stop"
+    if config.stop_at_tool_call_tag and TOOL_CALL_TAG in content:
+        content = content.split(TOOL_CALL_TAG, 1)[0]
+        calls = []
+        finish_reason = "stop"
+    finish_reason = finish_reason or ("tool_calls" if calls else "stop")
+    return Reply(
+        content=content,
+        reasoning=reasoning,
+        calls=tuple(
+            Call(_call_id(turn, index), name, arguments)
+            for index, (name, arguments) in enumerate(calls)
+        ),
+        finish_reason=finish_reason,
+        prompt_tokens=turn.prompt_tokens,
+    )
+
+
+def _fill(template: str, values: Mapping[str, str]) -> str:
+    # Only known names are replaced, so JSON braces in a text-format call survive.
+    return _PLACEHOLDER.sub(lambda found: values.get(found.group(1), found.group(0)), template)
+
+
+def _fill_value(value: Any, values: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return _fill(value, values)
+    if isinstance(value, list):
+        return [_fill_value(item, values) for item in value]
+    if isinstance(value, dict):
+        return {key: _fill_value(item, values) for key, item in value.items()}
+    return value
+
+
+def _fill_call(spec: ToolCallSpec, values: Mapping[str, str]) -> tuple[str, str]:
+    if isinstance(spec.arguments, str):
+        arguments = _fill(spec.arguments, values)
+    else:
+        arguments = orjson.dumps(_fill_value(spec.arguments, values)).decode()
+    return _fill(spec.name, values), arguments
+
+
+def _tool(turn: Turn, name: str) -> Mapping[str, Any]:
+    return next((tool for tool in turn.tools if tool["name"] == name), {"name": name})
+
+
+def _forced_call(tool: Mapping[str, Any]) -> tuple[str, str]:
+    """A call a constrained decoder could produce: the required properties, sample values."""
+    schema = tool.get("parameters")
+    arguments: dict[str, Any] = {}
+    if isinstance(schema, Mapping) and isinstance(schema.get("properties"), Mapping):
+        for key in schema.get("required") or ():
+            prop = schema["properties"].get(key)
+            arguments[key] = _sample(prop if isinstance(prop, Mapping) else {})
+    return str(tool["name"]), orjson.dumps(arguments).decode()
+
+
+_SAMPLES: dict[str, Any] = {
+    "string": "example",
+    "integer": 1,
+    "number": 1.0,
+    "boolean": True,
+    "array": [],
+    "object": {},
+    "null": None,
+}
+
+
+def _sample(schema: Mapping[str, Any]) -> Any:
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = kind[0] if kind else None
+    return _SAMPLES.get(kind, "example") if isinstance(kind, str) else "example"
+
+
+def _call_id(turn: Turn, index: int) -> str:
+    seed = f"{turn.digest}:{index}".encode()
+    return "call_" + hashlib.blake2b(seed, digest_size=12).hexdigest()

@@ -1,0 +1,281 @@
+"""What "the model" sees of a chat request, whichever API it came through.
+
+Both the OpenAI and the Ollama handlers reduce their request body to a
+`Turn`: the facts scenario rules match on and placeholders are filled from.
+Malformed bodies raise `BadRequest`, which the handlers turn into a 400 in
+their API's error shape.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from toolrelay.simulator.config import SimulatorConfig
+from toolrelay.simulator.scenario import ToolsMode
+
+# The rescue path renders tools into the system prompt as [TOOL_CALL] blocks
+# and hands results back as user messages starting with this prefix.
+RESCUE_TOOLS_MARKER = "[TOOL_CALL]"
+RESCUE_RESULT_PREFIX = "[TOOL_RESULT"
+# Rescue mode appends a late directive to the last user message; the question
+# a rule looks at is the text before it.
+LATE_DIRECTIVE_MARKER = "[SYSTEM DIRECTIVE]"
+
+_PROMPT_TOOL_BLOCK = re.compile(r"\[TOOL_CALL\](.*?)\[/TOOL_CALL\]", re.DOTALL)
+_JSON_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
+_RESULT_BLOCK = re.compile(
+    r"\[TOOL_RESULT([^\]]*)\](.*?)(?:\[/TOOL_RESULT\]|(?=\[TOOL_RESULT)|\Z)", re.DOTALL
+)
+_HEADER_NAME = re.compile(r"""name\s*[=:]\s*["']?([\w.\-]+)""")
+_HEADER_BARE_NAME = re.compile(r"""^[\s:]*["']?([A-Za-z_][\w.\-]*)["']?\s*$""")
+
+
+class BadRequest(ValueError):
+    """A request body the simulator cannot answer; becomes a 400."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+@dataclass(frozen=True)
+class Turn:
+    model: str
+    messages: tuple[Mapping[str, Any], ...]
+    # Native tool definitions (the `function` objects), after --strip-tools.
+    tools: tuple[Mapping[str, Any], ...]
+    tools_mode: ToolsMode
+    # "auto" | "none" | "required" | "function:NAME", the default filled in.
+    tool_choice: str
+    stream: bool
+    include_usage: bool
+    last_user: str
+    is_tool_result: bool
+    last_tool_result: str
+    # The tool the last result came from, else the first tool offered, else "".
+    tool_name: str
+    prompt_tokens: int
+    # Distinguishes requests, for deterministic ids.
+    digest: str
+
+
+def openai_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
+    body = _object(body)
+    stream = _flag(body, "stream", default=False)
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, Mapping):
+        raise BadRequest("'stream_options' must be an object", "stream_options")
+    include_usage = bool(options and options.get("include_usage"))
+    tools = () if config.strip_tools else _tools(body.get("tools"))
+    choice = None if config.strip_tools or config.ignore_tool_choice else body.get("tool_choice")
+    return _turn(body, tools, _tool_choice(choice, bool(tools)), stream, include_usage, digest)
+
+
+def ollama_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
+    body = _object(body)
+    # Ollama streams unless told otherwise.
+    stream = _flag(body, "stream", default=True)
+    tools = () if config.strip_tools else _tools(body.get("tools"))
+    # Ollama has no tool_choice: the model always decides.
+    return _turn(body, tools, "auto" if tools else "none", stream, False, digest)
+
+
+def token_count(text: str) -> int:
+    """Plausible and deterministic: about four characters a token."""
+    return (len(text) + 3) // 4
+
+
+def message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def _turn(
+    body: Mapping[str, Any],
+    tools: tuple[Mapping[str, Any], ...],
+    tool_choice: str,
+    stream: bool,
+    include_usage: bool,
+    digest: str,
+) -> Turn:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' is required", "model")
+    messages = _messages(body.get("messages"))
+    if tools:
+        mode: ToolsMode = "native"
+    elif any(
+        _is_system(m) and RESCUE_TOOLS_MARKER in message_text(m.get("content")) for m in messages
+    ):
+        mode = "prompt"
+    else:
+        mode = "none"
+    results, result_tool = _trailing_results(messages)
+    offered = [str(tool["name"]) for tool in tools] or _prompt_tool_names(messages)
+    prompt_tokens = sum(4 + token_count(message_text(m.get("content"))) for m in messages)
+    if tools:
+        prompt_tokens += token_count(orjson.dumps(list(tools)).decode())
+    return Turn(
+        model=model,
+        messages=messages,
+        tools=tools,
+        tools_mode=mode,
+        tool_choice=tool_choice,
+        stream=stream,
+        include_usage=include_usage,
+        last_user=_last_user(messages),
+        is_tool_result=bool(results),
+        last_tool_result="\n".join(results),
+        tool_name=result_tool or (offered[0] if offered else ""),
+        prompt_tokens=prompt_tokens,
+        digest=digest,
+    )
+
+
+def _object(body: Any) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise BadRequest("the request body must be a JSON object")
+    return body
+
+
+def _flag(body: Mapping[str, Any], key: str, *, default: bool) -> bool:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise BadRequest(f"'{key}' must be a boolean", key)
+    return value
+
+
+def _messages(value: Any) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(value, list) or not value:
+        raise BadRequest("'messages' must be a non-empty array", "messages")
+    for index, message in enumerate(value):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            raise BadRequest(f"messages[{index}] must be an object with a 'role'", "messages")
+    return tuple(value)
+
+
+def _tools(value: Any) -> tuple[Mapping[str, Any], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise BadRequest("'tools' must be an array", "tools")
+    functions = []
+    for index, tool in enumerate(value):
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if (
+            not isinstance(function, Mapping)
+            or tool.get("type", "function") != "function"
+            or not isinstance(function.get("name"), str)
+            or not function["name"]
+        ):
+            raise BadRequest(
+                f"tools[{index}] must be {{'type': 'function', 'function': {{'name': ...}}}}",
+                "tools",
+            )
+        functions.append(function)
+    return tuple(functions)
+
+
+def _tool_choice(value: Any, has_tools: bool) -> str:
+    if value is None:
+        return "auto" if has_tools else "none"
+    if value in ("auto", "none", "required"):
+        return str(value)
+    if isinstance(value, Mapping):
+        function = value.get("function")
+        if value.get("type") == "function" and isinstance(function, Mapping):
+            name = function.get("name")
+            if isinstance(name, str) and name:
+                return f"function:{name}"
+        allowed = value.get("allowed_tools")
+        if value.get("type") == "allowed_tools" and isinstance(allowed, Mapping):
+            mode = allowed.get("mode")
+            if mode in ("auto", "required"):
+                return str(mode)
+    raise BadRequest(
+        f"invalid value for 'tool_choice': {orjson.dumps(value).decode()}", "tool_choice"
+    )
+
+
+def _is_system(message: Mapping[str, Any]) -> bool:
+    return message["role"] in ("system", "developer")
+
+
+def _is_rescue_result(message: Mapping[str, Any]) -> bool:
+    return message["role"] == "user" and message_text(message.get("content")).lstrip().startswith(
+        RESCUE_RESULT_PREFIX
+    )
+
+
+def _last_user(messages: Sequence[Mapping[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message["role"] == "user" and not _is_rescue_result(message):
+            text = message_text(message.get("content"))
+            return text.split(LATE_DIRECTIVE_MARKER, 1)[0].strip()
+    return ""
+
+
+def _trailing_results(messages: Sequence[Mapping[str, Any]]) -> tuple[list[str], str]:
+    """The tool results that end the conversation (parallel calls give several)."""
+    results: list[str] = []
+    name = ""
+    for message in reversed(messages):
+        if message["role"] in ("tool", "function"):
+            results.insert(0, message_text(message.get("content")))
+            name = name or _native_result_name(message, messages)
+        elif _is_rescue_result(message):
+            for header, text in reversed(_RESULT_BLOCK.findall(message_text(message["content"]))):
+                results.insert(0, text.strip())
+                name = name or _header_name(header)
+            break
+        else:
+            break
+    return results, name
+
+
+def _native_result_name(result: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -> str:
+    for key in ("tool_name", "name"):  # Ollama's field, then the legacy function role's
+        if isinstance(result.get(key), str):
+            return str(result[key])
+    call_id = result.get("tool_call_id")
+    for message in reversed(messages):
+        calls = message.get("tool_calls") if message["role"] == "assistant" else None
+        if not isinstance(calls, list):
+            continue
+        for call in calls:
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping) and (call_id is None or call.get("id") == call_id):
+                return str(function.get("name", ""))
+    return ""
+
+
+def _header_name(header: str) -> str:
+    found = _HEADER_NAME.search(header) or _HEADER_BARE_NAME.match(header)
+    return found.group(1) if found else ""
+
+
+def _prompt_tool_names(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for message in messages:
+        if not _is_system(message):
+            continue
+        for block in _PROMPT_TOOL_BLOCK.findall(message_text(message.get("content"))):
+            for name in _JSON_NAME.findall(block):
+                if name not in names:
+                    names.append(name)
+    return names

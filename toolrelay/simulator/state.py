@@ -1,0 +1,52 @@
+"""Per-simulator state shared by the handlers: the config and the request log."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+
+from toolrelay.simulator.config import SimulatorConfig
+from toolrelay.simulator.request import BadRequest
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the simulator received it, for tests to inspect."""
+
+    method: str
+    path: str
+    # The decoded JSON body; None when there was none or it was not JSON.
+    body: Any
+
+
+@dataclass
+class SimulatorState:
+    config: SimulatorConfig
+    requests: list[RecordedRequest] = field(default_factory=list)
+
+
+def state_of(request: Request) -> SimulatorState:
+    state: SimulatorState = request.app.state.simulator
+    return state
+
+
+def record(request: Request, body: Any = None) -> None:
+    state_of(request).requests.append(RecordedRequest(request.method, request.url.path, body))
+
+
+async def read_json(request: Request) -> tuple[Any, str]:
+    """The decoded body and a digest of its bytes; records the request."""
+    raw = await request.body()
+    try:
+        body = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError as exc:
+        record(request)
+        raise BadRequest(f"the request body is not valid JSON: {exc}") from exc
+    record(request, body)
+    if body is None:
+        raise BadRequest("the request body is empty; expected a JSON object")
+    return body, hashlib.blake2b(raw, digest_size=12).hexdigest()
