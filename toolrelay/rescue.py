@@ -1,0 +1,712 @@
+"""The rescue path: tool calling for backends that must never see ``tools``.
+
+Some deployments strip ``tools``/``tool_choice`` before the model sees them,
+some models have no native tool support, and vLLM's ``qwen3_xml`` parser stops
+generation at a literal ``<tool_call>``. The rescue path therefore carries
+everything in plain text and parses the calls out of the reply afterwards
+(:mod:`toolrelay.parse`):
+
+* the tool schemas go into the one system message, each with an example
+  ``[TOOL_CALL]{...}[/TOOL_CALL]`` invocation; square brackets, because no
+  server-side parser or stop token reacts to them;
+* a ``[SYSTEM DIRECTIVE]`` goes at the end of the last user-role message, where
+  recency makes reasoning models heed it;
+* the history loses every role and field a tool-less backend cannot take.
+
+What the backend receives after :func:`build_rescue_request`:
+
+* Every message holds only ``role`` and ``content``; roles are ``system``,
+  ``user`` and ``assistant``.
+* At most one system message, always first: every ``system`` and ``developer``
+  message is merged into it (the Qwen3 template fails on a second one). When
+  tools are rendered there is exactly one.
+* Assistant ``tool_calls`` (and the deprecated ``function_call``) become
+  ``[TOOL_CALL]{"name": ..., "arguments": {...}}[/TOOL_CALL]`` lines after the
+  message's text.
+* ``tool`` (and deprecated ``function``) messages become user messages
+  ``[TOOL_RESULT name=<tool> id=<call id>]\\n<content>\\n[/TOOL_RESULT]``; the
+  name comes from the earlier assistant call with that id. The simulator and
+  other tools recognise a result by the exact ``[TOOL_RESULT`` prefix.
+* Roles alternate. Adjacent messages with the same role are merged into one,
+  their texts separated by a blank line: consecutive tool results become one
+  user message, and a user message that directly follows tool results joins
+  that message (which therefore still starts with ``[TOOL_RESULT``). Many chat
+  templates reject two user messages in a row.
+* Content that is only text becomes a string (old llama.cpp servers reject
+  content-part lists); a list of parts is kept when it holds anything else,
+  such as images. Text parts inside one message are joined with a newline.
+* Literal ``<tool_call>``/``</tool_call>`` tags anywhere in the text are
+  defused into ``‹tool_call›``/``‹/tool_call›``: Qwen tokenizers turn the
+  literal tag into the special token, which primes the model to emit the very
+  tag vLLM intercepts.
+
+``tool_choice`` ``"none"`` renders no tools and still adds a short directive
+telling the model to answer in plain text, because a rewritten history full of
+``[TOOL_CALL]`` lines invites imitation.
+
+Every function here is pure and never mutates its arguments.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Message = dict[str, Any]
+Tool = Mapping[str, Any]
+ToolChoice = str | Mapping[str, Any] | None
+Strength = Literal["normal", "strict"]
+ToolMode = Literal["auto", "none", "required"]
+
+TOOL_CALL_OPEN = "[TOOL_CALL]"
+TOOL_CALL_CLOSE = "[/TOOL_CALL]"
+TOOL_RESULT_PREFIX = "[TOOL_RESULT"
+TOOL_RESULT_CLOSE = "[/TOOL_RESULT]"
+DIRECTIVE_MARKER = "[SYSTEM DIRECTIVE]"
+
+_Part = dict[str, Any]
+
+_XML_CALL_TAG = re.compile(r"<(/?)tool_call>", re.IGNORECASE)
+# Characters that would end or split a ``[TOOL_RESULT name=… id=…]`` header.
+_HEADER_UNSAFE = re.compile(r"[\s\[\]=]+")
+# Bounds the walk through nested or recursive schemas when building examples.
+_MAX_EXAMPLE_DEPTH = 6
+_MAX_REF_HOPS = 16
+
+
+class RescueRequestError(ValueError):
+    """A request the rescue path cannot rewrite; ``param`` names the field at fault.
+
+    The gateway answers it with a 400 ``invalid_request_error`` carrying ``param``.
+    """
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class ToolChoiceError(RescueRequestError):
+    """``tool_choice`` is malformed or names a tool that ``tools`` does not declare."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "tool_choice")
+
+
+@dataclass(frozen=True)
+class ToolChoicePlan:
+    """What a ``tool_choice`` means for one request.
+
+    ``tools`` are the declared tools the model may call, in declared order (the
+    caller's own objects, not copies). ``forced_name`` is set when the choice
+    names one tool, which is then the only entry of ``tools``.
+    """
+
+    mode: ToolMode
+    tools: tuple[Tool, ...] = field(default=(), hash=False)
+    forced_name: str | None = None
+
+
+# --- tool_choice -------------------------------------------------------------
+
+
+def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -> ToolChoicePlan:
+    """Interpret ``tool_choice`` against the declared ``tools``.
+
+    Accepts ``None``/``"auto"``, ``"none"``, ``"required"``,
+    ``{"type": "function", "function": {"name": ...}}``,
+    ``{"type": "custom", "custom": {"name": ...}}`` and
+    ``{"type": "allowed_tools", "allowed_tools": {"mode": ..., "tools": [...]}}``.
+    Raises :class:`ToolChoiceError` for anything else, or for a name that
+    ``tools`` does not declare, and :class:`RescueRequestError` for a malformed
+    ``tools`` array.
+    """
+    declared = _declared_tools(tools)
+    if tool_choice is None or tool_choice == "auto":
+        return ToolChoicePlan("auto", declared)
+    if tool_choice == "none":
+        return ToolChoicePlan("none")
+    if tool_choice == "required":
+        if not declared:
+            raise ToolChoiceError("tool_choice 'required' needs at least one tool in 'tools'")
+        return ToolChoicePlan("required", declared)
+    if isinstance(tool_choice, str):
+        raise ToolChoiceError(
+            f"unknown tool_choice {tool_choice!r}: expected 'none', 'auto', 'required' "
+            "or an object naming a tool"
+        )
+    if not isinstance(tool_choice, Mapping):
+        raise ToolChoiceError("tool_choice must be a string or an object")
+    choice_type = tool_choice.get("type")
+    if choice_type in ("function", "custom"):
+        identity = _choice_identity(tool_choice, "tool_choice")
+        return ToolChoicePlan("required", (_find_tool(declared, *identity),), identity[1])
+    if choice_type == "allowed_tools":
+        return _resolve_allowed_tools(declared, tool_choice)
+    raise ToolChoiceError(
+        f"unknown tool_choice type {choice_type!r}: expected 'function', 'custom' "
+        "or 'allowed_tools'"
+    )
+
+
+def tools_for_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -> list[Tool]:
+    """The declared tools a model may call under ``tool_choice``, in declared order.
+
+    ``"none"`` gives an empty list and a named choice gives only that tool; the
+    native path uses this to enforce a choice the backend would ignore.
+    """
+    return list(resolve_tool_choice(tools, tool_choice).tools)
+
+
+def _declared_tools(tools: Sequence[Tool] | None) -> tuple[Tool, ...]:
+    if tools is None:
+        return ()
+    if not isinstance(tools, Sequence) or isinstance(tools, str):
+        raise RescueRequestError("'tools' must be an array", "tools")
+    for index, tool in enumerate(tools):
+        _tool_identity(tool, f"tools[{index}]")
+    return tuple(tools)
+
+
+def _tool_identity(tool: object, where: str) -> tuple[str, str]:
+    """``(type, name)`` of a declared tool; a missing ``type`` means ``function``."""
+    if not isinstance(tool, Mapping):
+        raise RescueRequestError(f"{where} must be an object", "tools")
+    tool_type = tool.get("type", "function")
+    if not isinstance(tool_type, str):
+        raise RescueRequestError(f"{where}.type must be a string", "tools")
+    name = _entry_name(tool, tool_type)
+    if name is None:
+        raise RescueRequestError(f"{where} has no {tool_type}.name", "tools")
+    return tool_type, name
+
+
+def _choice_identity(entry: Mapping[str, Any], where: str) -> tuple[str, str]:
+    """``(type, name)`` of a tool named by ``tool_choice``."""
+    entry_type = entry.get("type", "function")
+    name = _entry_name(entry, entry_type) if isinstance(entry_type, str) else None
+    if name is None:
+        raise ToolChoiceError(f"{where} has no {entry_type}.name")
+    return entry_type, name
+
+
+def _entry_name(entry: Mapping[str, Any], entry_type: str) -> str | None:
+    """The name in ``{"type": T, T: {"name": ...}}``, or in the flat ``{"name": ...}`` form."""
+    body = entry.get(entry_type)
+    name = body.get("name") if isinstance(body, Mapping) else entry.get("name")
+    return name if isinstance(name, str) and name else None
+
+
+def _find_tool(declared: Sequence[Tool], tool_type: str, name: str) -> Tool:
+    for tool in declared:
+        if _tool_identity(tool, "tool") == (tool_type, name):
+            return tool
+    names = ", ".join(_tool_identity(tool, "tool")[1] for tool in declared) or "none"
+    raise ToolChoiceError(
+        f"tool_choice names the {tool_type} tool {name!r}, which 'tools' does not declare "
+        f"(declared: {names})"
+    )
+
+
+def _resolve_allowed_tools(
+    declared: Sequence[Tool], tool_choice: Mapping[str, Any]
+) -> ToolChoicePlan:
+    allowed = tool_choice.get("allowed_tools")
+    if not isinstance(allowed, Mapping):
+        raise ToolChoiceError("tool_choice of type 'allowed_tools' needs an 'allowed_tools' object")
+    mode = allowed.get("mode")
+    if mode not in ("auto", "required"):
+        raise ToolChoiceError(
+            f"tool_choice allowed_tools.mode must be 'auto' or 'required', not {mode!r}"
+        )
+    entries = allowed.get("tools")
+    if not isinstance(entries, Sequence) or isinstance(entries, str) or not entries:
+        raise ToolChoiceError("tool_choice allowed_tools.tools must be a non-empty array")
+    wanted: set[tuple[str, str]] = set()
+    for index, entry in enumerate(entries):
+        where = f"tool_choice allowed_tools.tools[{index}]"
+        if not isinstance(entry, Mapping):
+            raise ToolChoiceError(f"{where} must be an object")
+        identity = _choice_identity(entry, where)
+        _find_tool(declared, *identity)
+        wanted.add(identity)
+    chosen = tuple(tool for tool in declared if _tool_identity(tool, "tool") in wanted)
+    return ToolChoicePlan("required" if mode == "required" else "auto", chosen)
+
+
+# --- the tools section of the system prompt ----------------------------------
+
+# The prose never writes a bare call marker: every marker pair in the prompt
+# encloses a valid call, so neither the model nor a parser meets a malformed one.
+_TOOLS_PREAMBLE = f"""# Tools
+
+You can call tools to get information or to act. Each tool below is listed \
+with its description, its parameters as a JSON Schema, and an example call.
+
+To call a tool, write a call block exactly like the examples below: the \
+opening marker, one JSON object with two keys ("name", the tool's exact name, \
+and "arguments", an object that matches the tool's parameters), and the \
+closing marker. Rules:
+- One call per block. To call several tools, write several blocks, one after \
+another.
+- Inside a block write only the JSON object: no code fences, no comments, no \
+other tags.
+- "arguments" is always a JSON object; use {{}} for a tool without parameters.
+- Call only the tools listed here.
+- After your last block, stop. Each result comes back to you in a message \
+that starts with {TOOL_RESULT_PREFIX} name=... id=...]."""
+
+
+def render_tools_prompt(tools: Sequence[Tool]) -> str:
+    """The tools section for the system prompt; ``""`` when there are no tools.
+
+    Only ``function`` tools can be rendered: a ``custom`` tool takes free text,
+    which a JSON call block cannot carry, so it raises :class:`RescueRequestError`.
+    """
+    if not tools:
+        return ""
+    sections = [_TOOLS_PREAMBLE, "## Available tools"]
+    for index, tool in enumerate(tools):
+        sections.append(_render_tool(tool, f"tools[{index}]"))
+    return _defuse("\n\n".join(sections))
+
+
+def _render_tool(tool: Tool, where: str) -> str:
+    tool_type, name = _tool_identity(tool, where)
+    if tool_type != "function":
+        raise RescueRequestError(
+            f"{where} is a {tool_type!r} tool; the rescue path can only offer function tools",
+            "tools",
+        )
+    function = _function_body(tool)
+    lines = [f"### {name}"]
+    description = function.get("description")
+    if isinstance(description, str) and description.strip():
+        lines.append(description.strip())
+    schema = _parameters_schema(function)
+    compact = json.dumps(schema, ensure_ascii=False, separators=(",", ":"), default=str)
+    lines.append(f"Parameters: {compact}")
+    lines.append(f"Example: {_call_block(name, example_arguments(schema))}")
+    return "\n".join(lines)
+
+
+def _function_body(tool: Tool) -> Mapping[str, Any]:
+    """The ``function`` object of a tool, or the tool itself in the flat form."""
+    function = tool.get("function")
+    return function if isinstance(function, Mapping) else tool
+
+
+def _parameters_schema(function: Mapping[str, Any]) -> Mapping[str, Any]:
+    parameters = function.get("parameters")
+    if isinstance(parameters, Mapping):
+        return parameters
+    return {"type": "object", "properties": {}}
+
+
+def _call_block(name: str, arguments: Any) -> str:
+    payload = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, default=str)
+    return f"{TOOL_CALL_OPEN}{payload}{TOOL_CALL_CLOSE}"
+
+
+def example_arguments(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Example arguments for a parameters schema: every required parameter, with a
+    placeholder of its type (the first value of an ``enum``, ``"<name>"`` for a
+    string, ``1`` for an integer, ...). Local ``$ref``s, ``anyOf``/``oneOf``
+    (first non-null branch) and ``allOf`` (first branch) are followed."""
+    value = _example_value(parameters, "value", parameters, 0)
+    return value if isinstance(value, dict) else {}
+
+
+def _example_value(schema: object, name: str, root: Mapping[str, Any], depth: int) -> Any:
+    resolved = _resolve_schema(schema, root)
+    enum = resolved.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    if "const" in resolved:
+        return resolved["const"]
+    schema_type = _schema_type(resolved)
+    if schema_type == "object":
+        properties = resolved.get("properties")
+        properties = properties if isinstance(properties, Mapping) else {}
+        required = resolved.get("required")
+        if depth >= _MAX_EXAMPLE_DEPTH or not isinstance(required, list):
+            return {}
+        return {
+            key: _example_value(properties.get(key, {}), key, root, depth + 1)
+            for key in required
+            if isinstance(key, str)
+        }
+    if schema_type == "array":
+        items = resolved.get("items")
+        if depth >= _MAX_EXAMPLE_DEPTH or not isinstance(items, Mapping):
+            return []
+        return [_example_value(items, name, root, depth + 1)]
+    placeholders: dict[str, Any] = {"integer": 1, "number": 1.5, "boolean": True, "null": None}
+    return placeholders.get(schema_type, f"<{name}>")
+
+
+def _resolve_schema(schema: object, root: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Follow ``$ref`` and take the first usable branch of a combinator."""
+    current = schema
+    for _ in range(_MAX_REF_HOPS):
+        if not isinstance(current, Mapping):
+            return {}
+        reference = current.get("$ref")
+        if isinstance(reference, str):
+            current = _follow_reference(reference, root)
+            continue
+        branches = next(
+            (current[key] for key in ("anyOf", "oneOf", "allOf") if key in current), None
+        )
+        if isinstance(branches, list) and branches:
+            # pydantic writes Optional[X] as anyOf [X, null]: the example shows X.
+            usable = [
+                b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")
+            ]
+            current = usable[0] if usable else branches[0]
+            continue
+        return current
+    return {}
+
+
+def _follow_reference(reference: str, root: Mapping[str, Any]) -> object:
+    if not reference.startswith("#"):
+        return {}
+    target: object = root
+    for token in reference[1:].split("/")[1:]:
+        key = token.replace("~1", "/").replace("~0", "~")
+        if not isinstance(target, Mapping) or key not in target:
+            return {}
+        target = target[key]
+    return target
+
+
+def _schema_type(schema: Mapping[str, Any]) -> str:
+    declared = schema.get("type")
+    if isinstance(declared, list):
+        declared = next((t for t in declared if t != "null"), "null")
+    if isinstance(declared, str):
+        return declared
+    return "object" if "properties" in schema else "string"
+
+
+# --- the late directive -------------------------------------------------------
+
+
+def directive(
+    tools: Sequence[Tool] | None,
+    tool_choice: ToolChoice = None,
+    *,
+    parallel_tool_calls: bool | None = True,
+    strength: Strength = "normal",
+) -> str:
+    """The ``[SYSTEM DIRECTIVE]`` for the end of the last user message.
+
+    ``""`` when there is nothing to direct (no tools and no ``"none"`` choice).
+    ``strength="strict"`` is for the gateway's single re-ask after a
+    ``required`` or named choice produced no call: it insists that the reply
+    be call blocks only. ``parallel_tool_calls=None`` counts as true.
+    """
+    plan = resolve_tool_choice(tools, tool_choice)
+    return _directive_for_plan(plan, parallel_tool_calls is not False, strength)
+
+
+def _directive_for_plan(plan: ToolChoicePlan, parallel: bool, strength: Strength) -> str:
+    if strength not in ("normal", "strict"):
+        raise ValueError(f"strength must be 'normal' or 'strict', not {strength!r}")
+    strict = strength == "strict"
+    if plan.mode == "none":
+        lines = [
+            "Answer this message directly in plain text. No tools are available for this "
+            "reply: do not write any tool call block."
+        ]
+        if strict:
+            lines.append("A reply that contains a tool call block will be discarded.")
+        return _defuse("\n".join([DIRECTIVE_MARKER, *lines]))
+    if not plan.tools:
+        return ""
+    names = [_tool_identity(tool, "tool")[1] for tool in plan.tools]
+    must_call = plan.mode == "required"
+    if plan.forced_name is not None:
+        opening = f"You must call the tool {plan.forced_name} in this reply."
+    elif must_call:
+        opening = (
+            f"You must call at least one tool in this reply ({', '.join(names)}); "
+            "do not answer in prose yet."
+        )
+    else:
+        opening = (
+            f"If a tool ({', '.join(names)}) is needed to answer, call it now instead of "
+            "guessing or describing the call. If no tool is needed, answer directly in plain "
+            "text without any tool call block."
+        )
+    example_schema = _parameters_schema(_function_body(plan.tools[0]))
+    example = _call_block(names[0], example_arguments(example_schema))
+    lines = [
+        opening,
+        "Write each call as its own block in exactly this format, with real argument values:",
+        example,
+        "One call per block, with only the JSON object inside it.",
+    ]
+    if not parallel:
+        lines.append(f"Make {'exactly' if must_call else 'at most'} one call in this reply.")
+    elif plan.forced_name is not None:
+        lines.append("To call it more than once, write one block per call.")
+    else:
+        lines.append("To call several tools, write several blocks one after another.")
+    lines.append(
+        "After the last block, stop: write nothing after it. The results will be sent back to you."
+    )
+    if strict and must_call:
+        lines.append(
+            "Your reply must consist of tool call blocks only: no explanation, no question, "
+            "no answer in prose. A reply without a tool call block is rejected."
+        )
+    elif strict:
+        lines.append("Use exactly this block format: a call written any other way is not seen.")
+    return _defuse("\n".join([DIRECTIVE_MARKER, *lines]))
+
+
+# --- history rewrite ----------------------------------------------------------
+
+
+def rewrite_history(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """The conversation as a backend without tool support can take it.
+
+    See the module docstring for the rules. Raises :class:`RescueRequestError`
+    (``param="messages"``) for a message it cannot make sense of: not an object,
+    an unknown role, or content that is neither a string, null nor a list of parts.
+    """
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        raise RescueRequestError("'messages' must be an array", "messages")
+    system: list[_Part] | None = None
+    turns: list[tuple[str, list[_Part]]] = []
+    call_names: dict[str, str] = {}
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, Mapping):
+            raise RescueRequestError(f"{where} must be an object", "messages")
+        role = message.get("role")
+        if role in ("system", "developer"):
+            text = _text_only(message.get("content"), where)
+            system = _join(system or [], text, "\n\n")
+        elif role == "user":
+            _add_turn(turns, "user", _content_parts(message.get("content"), where))
+        elif role == "assistant":
+            _add_turn(turns, "assistant", _assistant_parts(message, where, call_names))
+        elif role in ("tool", "function"):
+            _add_turn(turns, "user", _tool_result_parts(message, where, call_names))
+        else:
+            raise RescueRequestError(f"{where} has an unsupported role {role!r}", "messages")
+    rewritten = [{"role": role, "content": _materialize(parts)} for role, parts in turns]
+    if system is not None:
+        rewritten.insert(0, {"role": "system", "content": _materialize(system)})
+    return rewritten
+
+
+def _add_turn(turns: list[tuple[str, list[_Part]]], role: str, parts: list[_Part]) -> None:
+    if turns and turns[-1][0] == role:
+        turns[-1] = (role, _join(turns[-1][1], parts, "\n\n"))
+    else:
+        turns.append((role, parts))
+
+
+def _assistant_parts(
+    message: Mapping[str, Any], where: str, call_names: dict[str, str]
+) -> list[_Part]:
+    calls = message.get("tool_calls")
+    if calls is None:
+        calls = []
+    if not isinstance(calls, list):
+        raise RescueRequestError(f"{where}.tool_calls must be an array", "messages")
+    blocks: list[str] = []
+    for number, call in enumerate(calls):
+        call_where = f"{where}.tool_calls[{number}]"
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            raise RescueRequestError(f"{call_where} has no function object", "messages")
+        name = _call_name(function, call_where)
+        call_id = call.get("id")
+        if isinstance(call_id, str) and call_id:
+            call_names[call_id] = name
+        blocks.append(_call_block(name, _call_arguments(function.get("arguments"))))
+    legacy = message.get("function_call")
+    if isinstance(legacy, Mapping):
+        name = _call_name(legacy, f"{where}.function_call")
+        blocks.append(_call_block(name, _call_arguments(legacy.get("arguments"))))
+    text = _text_only(message.get("content"), where)
+    return _join(text, [_text_part("\n".join(blocks))] if blocks else [], "\n")
+
+
+def _call_name(function: Mapping[str, Any], where: str) -> str:
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise RescueRequestError(f"{where} has no function name", "messages")
+    return name
+
+
+def _call_arguments(raw: object) -> Any:
+    """OpenAI sends arguments as a JSON string; the block shows them as an object.
+
+    Text that is not JSON stays a string, so nothing the client sent is lost.
+    """
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _tool_result_parts(
+    message: Mapping[str, Any], where: str, call_names: Mapping[str, str]
+) -> list[_Part]:
+    call_id = message.get("tool_call_id")
+    call_id = call_id if isinstance(call_id, str) and call_id else None
+    name = call_names.get(call_id) if call_id is not None else None
+    if name is None and isinstance(message.get("name"), str) and message["name"]:
+        name = message["name"]
+    attributes = "".join(
+        f" {key}={_HEADER_UNSAFE.sub('_', value)}"
+        for key, value in (("name", name), ("id", call_id))
+        if value is not None
+    )
+    header = [_text_part(f"{TOOL_RESULT_PREFIX}{attributes}]")]
+    body = _join(header, _content_parts(message.get("content"), where), "\n")
+    return _join(body, [_text_part(TOOL_RESULT_CLOSE)], "\n")
+
+
+# --- message content as a list of parts -----------------------------------------
+#
+# Content is handled as a list of parts in which adjacent text parts are always
+# coalesced, so joining two contents is a matter of how the boundary texts meet.
+
+
+def _text_part(text: str) -> _Part:
+    return {"type": "text", "text": text}
+
+
+def _content_parts(content: object, where: str) -> list[_Part]:
+    """Content of any role as parts; non-text parts (images, audio) are kept."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [_text_part(content)] if content else []
+    if not isinstance(content, list):
+        raise RescueRequestError(
+            f"{where}.content must be a string, null or an array of parts", "messages"
+        )
+    parts: list[_Part] = []
+    for number, part in enumerate(content):
+        text = _part_text(part, f"{where}.content[{number}]")
+        if text is not None:
+            parts = _join(parts, [_text_part(text)] if text else [], "\n")
+        else:
+            parts = _join(parts, [copy.deepcopy(dict(part))], "\n")
+    return parts
+
+
+def _text_only(content: object, where: str) -> list[_Part]:
+    """Content of a role that can only hold text (system, assistant)."""
+    parts = _content_parts(content, where)
+    if any(part.get("type") != "text" for part in parts):
+        raise RescueRequestError(f"{where}.content can only hold text parts", "messages")
+    return parts
+
+
+def _part_text(part: object, where: str) -> str | None:
+    """The text of a text-like part, ``None`` for another kind of part."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+        raise RescueRequestError(f"{where} must be an object with a 'type'", "messages")
+    kind = part["type"]
+    if kind in ("text", "refusal"):
+        text = part.get(kind)
+        if not isinstance(text, str):
+            raise RescueRequestError(f"{where} has no {kind} string", "messages")
+        return text
+    return None
+
+
+def _join(first: list[_Part], second: list[_Part], separator: str) -> list[_Part]:
+    if not first:
+        return list(second)
+    if not second:
+        return list(first)
+    if first[-1].get("type") == "text" and second[0].get("type") == "text":
+        bridge = _text_part(first[-1]["text"] + separator + second[0]["text"])
+        return [*first[:-1], bridge, *second[1:]]
+    return [*first, *second]
+
+
+def _materialize(parts: list[_Part]) -> str | list[_Part]:
+    """Parts as message content: a string when they are only text."""
+    defused = [
+        _text_part(_defuse(part["text"])) if part.get("type") == "text" else part for part in parts
+    ]
+    if not defused:
+        return ""
+    if len(defused) == 1 and defused[0].get("type") == "text":
+        text: str = defused[0]["text"]
+        return text
+    return defused
+
+
+def _defuse(text: str) -> str:
+    return _XML_CALL_TAG.sub(lambda match: f"‹{match.group(1)}tool_call›", text)
+
+
+# --- the whole rewrite ----------------------------------------------------------
+
+
+def build_rescue_request(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Tool] | None,
+    tool_choice: ToolChoice = None,
+    parallel_tool_calls: bool | None = True,
+    strength: Strength = "normal",
+) -> list[Message]:
+    """The ``messages`` to send to the backend on the rescue path.
+
+    Rewrites the history, renders the tools allowed by ``tool_choice`` into the
+    system message and appends the directive to the last user-role message
+    (a user message holding only the directive is added when there is none).
+    The caller sends the result without ``tools``, ``tool_choice`` and
+    ``parallel_tool_calls``. Raises :class:`ToolChoiceError` or
+    :class:`RescueRequestError` (both ``ValueError``) for a request it cannot
+    rewrite; their ``param`` names the request field at fault.
+    """
+    plan = resolve_tool_choice(tools, tool_choice)
+    tools_prompt = render_tools_prompt(plan.tools)
+    rewritten = rewrite_history(messages)
+    if tools_prompt:
+        rewritten = _with_system_text(rewritten, tools_prompt)
+    text = _directive_for_plan(plan, parallel_tool_calls is not False, strength)
+    if text:
+        rewritten = _with_directive(rewritten, text)
+    return rewritten
+
+
+def _with_system_text(messages: list[Message], text: str) -> list[Message]:
+    if messages and messages[0]["role"] == "system":
+        existing = _content_parts(messages[0]["content"], "system")
+        merged = _materialize(_join(existing, [_text_part(text)], "\n\n"))
+        return [{"role": "system", "content": merged}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def _with_directive(messages: list[Message], text: str) -> list[Message]:
+    last_user = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"), None
+    )
+    if last_user is None:
+        return [*messages, {"role": "user", "content": text}]
+    existing = _content_parts(messages[last_user]["content"], "user")
+    merged = _materialize(_join(existing, [_text_part(text)], "\n\n"))
+    return [*messages[:last_user], {"role": "user", "content": merged}, *messages[last_user + 1 :]]
