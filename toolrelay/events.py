@@ -7,7 +7,7 @@ that parsers can hand them out freely and callers can compare and hash them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -58,4 +58,4 @@ class ToolCallEnd:
     call: ToolCall
 
 
-Event = Union[ContentDelta, ReasoningDelta, ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd]
+Event = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd

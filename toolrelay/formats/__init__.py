@@ -1,0 +1,148 @@
+"""The registry of tool-call text formats.
+
+Each module in this package describes one format family: the markers that
+open its regions and the region parser that reads them. ``FORMATS`` lists
+them in the order ``format="auto"`` tries them when two claim one marker.
+Adding a format means a module here and a line in ``FORMATS``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from toolrelay.formats import (
+    bare_json,
+    bracket,
+    fenced,
+    hermes,
+    reasoning,
+)
+from toolrelay.formats.base import Context, Format, Opener, Region, RegionFactory, Status
+
+FORMATS: tuple[Format, ...] = (
+    bracket.FORMAT,
+    hermes.FORMAT,
+    fenced.FORMAT,
+    bare_json.FORMAT,
+)
+
+ALWAYS_ON: tuple[Format, ...] = (reasoning.FORMAT,)
+
+
+def format_names() -> list[str]:
+    return [f.name for f in FORMATS]
+
+
+class UnknownFormatError(ValueError):
+    pass
+
+
+class _Dispatch:
+    """Picks among formats that share one marker by what follows it."""
+
+    __slots__ = ("_candidates", "_ctx", "_inner", "_marker")
+
+    def __init__(self, ctx: Context, marker: str, candidates: tuple[Opener, ...]) -> None:
+        self._ctx = ctx
+        self._marker = marker
+        self._candidates = candidates
+        self._inner: Region | None = None
+
+    @property
+    def may_fallback(self) -> bool:
+        return self._inner is None or bool(getattr(self._inner, "may_fallback", False))
+
+    def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if self._inner is None:
+            following = buf[pos:]
+            undecided = False
+            for candidate in self._candidates:
+                verdict = True if candidate.sniff is None else candidate.sniff(following)
+                if verdict is None and not final:
+                    undecided = True
+                    break
+                if verdict:
+                    self._inner = candidate.region(self._ctx, self._marker)
+                    break
+            if self._inner is None:
+                return pos, Status.CONTINUE if undecided else Status.FALLBACK
+        return self._inner.feed(buf, pos, final)
+
+
+@dataclass(frozen=True)
+class OpenerTable:
+    """Every active marker, compiled for one search per position, never twice."""
+
+    pattern: re.Pattern[str]
+    marked_pattern: re.Pattern[str] | None
+    openers: dict[str, tuple[Opener, ...]]
+    prefixes: frozenset[str]
+    first_chars: frozenset[str]
+    longest: int
+
+    def search(self, buf: str, pos: int, ctx: Context) -> tuple[int, str, RegionFactory] | None:
+        found = self.pattern.search(buf, pos)
+        if found is None:
+            return None
+        marker = found.group()
+        return found.start(), marker, self._factory(marker)
+
+    def search_marked(self, buf: str, pos: int, end: int) -> int:
+        """Where the first multi-character marker starts in ``buf[pos:end]``, or -1."""
+        if self.marked_pattern is None:
+            return -1
+        found = self.marked_pattern.search(buf, pos, end)
+        return -1 if found is None else found.start()
+
+    def _factory(self, marker: str) -> RegionFactory:
+        candidates = self.openers[marker]
+        if len(candidates) == 1 and candidates[0].sniff is None:
+            return candidates[0].region
+        return _dispatcher(candidates)
+
+    def safe_end(self, buf: str, pos: int) -> int:
+        """How far content may be released: a possible partial marker at the end is held."""
+        end = len(buf)
+        start = max(pos, end - self.longest + 1)
+        for i in range(start, end):
+            if buf[i] in self.first_chars and buf[i:] in self.prefixes:
+                return i
+        return end
+
+
+def _dispatcher(candidates: tuple[Opener, ...]) -> Callable[[Context, str], Region]:
+    def factory(ctx: Context, marker: str) -> Region:
+        return _Dispatch(ctx, marker, candidates)
+
+    return factory
+
+
+@lru_cache(maxsize=64)
+def opener_table(name: str = "auto") -> OpenerTable:
+    if name == "auto":
+        formats = ALWAYS_ON + FORMATS
+    else:
+        chosen = [f for f in FORMATS if f.name == name]
+        if not chosen:
+            raise UnknownFormatError(
+                f"unknown format {name!r}; known formats: auto, {', '.join(format_names())}"
+            )
+        formats = (*ALWAYS_ON, *chosen)
+    openers: dict[str, list[Opener]] = {}
+    for fmt in formats:
+        for opener in fmt.openers:
+            openers.setdefault(opener.marker, []).append(opener)
+    markers = sorted(openers, key=len, reverse=True)
+    multi = [m for m in markers if len(m) > 1 and not m.startswith("`")]
+    prefixes = frozenset(m[:i] for m in markers for i in range(1, len(m)))
+    return OpenerTable(
+        pattern=re.compile("|".join(re.escape(m) for m in markers)),
+        marked_pattern=re.compile("|".join(re.escape(m) for m in multi)) if multi else None,
+        openers={m: tuple(o) for m, o in openers.items()},
+        prefixes=prefixes,
+        first_chars=frozenset(p[0] for p in prefixes),
+        longest=max(len(m) for m in markers),
+    )

@@ -1,0 +1,32 @@
+"""Calls with no marker at all: a JSON object or array of them in the text.
+
+Llama 3.x (``{"name": …, "parameters": …}``, several joined by ``;``), xLAM
+and constrained-decoding output (``[{"name": …, "arguments": …}]``), and
+models that paste a call into prose. The value must be a call through and
+through (a name, and arguments that are an object; a declared name when
+tools are declared), otherwise it is content.
+"""
+
+from __future__ import annotations
+
+from toolrelay.formats.base import Format
+from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
+
+_BARE = JsonCallsOptions(marked=False)
+
+
+def _array_of_objects(following: str) -> bool | None:
+    stripped = following.lstrip()
+    if not stripped:
+        return None
+    return stripped[0] == "{"
+
+
+FORMAT = Format(
+    name="bare_json",
+    description='{"name": …, "arguments"|"parameters": …} or a JSON array of such objects',
+    openers=(
+        json_opener("{", _BARE),
+        json_opener("[", _BARE, sniff=_array_of_objects),
+    ),
+)

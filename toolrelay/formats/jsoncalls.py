@@ -1,0 +1,505 @@
+"""The region for formats whose calls are JSON objects carrying their own name.
+
+Hermes ``<tool_call>{…}</tool_call>``, ``[TOOL_CALL]…[/TOOL_CALL]``, Mistral's
+``[TOOL_CALLS] [...]``, Llama 3's bare ``{"name": …, "parameters": …}``,
+Granite, Jamba, Nemotron, LFM2, xLAM, InternLM2, ``functools[…]``, fenced
+JSON and the rest: one token-driven state machine reads a JSON value that is
+a call object, an array of them, or a wrapper (``{"tool_calls": [...]}``,
+``{"function": {...}}``), and streams each call's arguments as they arrive.
+
+Which keys mean what (``name``/``tool_name``/``tool``; ``arguments``/
+``parameters``/``input``; ``id``/``tool_call_id``) is fixed here so that
+every format gets the same tolerance. A call starts (``ToolCallStart``) only
+once its name is known and its arguments have begun as an object, so a call
+that turns out to be broken is dropped before anything of it was emitted.
+
+An *unmarked* region (a bare ``{`` or ``[`` in the text, no format marker)
+is only a call if it looks like one through and through; until a call has
+started it may fall back, and its text is then content.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from toolrelay.formats.base import (
+    Call,
+    Context,
+    Opener,
+    Region,
+    Sniff,
+    Status,
+    skip_whitespace,
+    starts_or_partial,
+)
+from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value
+
+NAME_KEYS = frozenset({"name", "tool_name", "tool", "function_name", "recipient_name"})
+ARGUMENT_KEYS = frozenset({"arguments", "parameters", "input", "args", "params"})
+ID_KEYS = frozenset({"id", "tool_call_id", "call_id"})
+WRAPPER_OBJECT_KEYS = frozenset({"function", "tool_call", "function_call"})
+WRAPPER_LIST_KEYS = frozenset({"tool_calls", "calls", "function_calls"})
+CALL_KEYS = NAME_KEYS | ARGUMENT_KEYS | ID_KEYS | WRAPPER_OBJECT_KEYS | WRAPPER_LIST_KEYS | {"type"}
+
+_LEAKED_TAG = re.compile(r"</?[A-Za-z_|｜][^<>\n]{0,40}>")
+
+
+@dataclass(frozen=True)
+class JsonCallsOptions:
+    end_marker: str | None = None  # the closing marker, if the format has one
+    marked: bool = True  # False: a bare value in the text, which may be prose
+    name_as_key: bool = False  # Apertus: {"get_weather": {...}}
+    several: bool = True  # more values may follow (separated by , ; or whitespace)
+
+
+class _Args(enum.Enum):
+    NONE = 0
+    OBJECT = 1
+    STRING = 2
+    INVALID = 3
+
+
+class _CallRecord:
+    """One call object being read: its name, id and arguments so far."""
+
+    __slots__ = ("args", "args_text", "call", "wrapper")
+
+    def __init__(self, ctx: Context) -> None:
+        self.call = Call(ctx)
+        self.args = _Args.NONE
+        self.args_text: list[str] = []  # a stringified arguments value, decoded
+        self.wrapper = False  # {"tool_calls": [...]}: not a call itself
+
+
+class _Key(enum.Enum):
+    EXPECT = 0  # before a key
+    READING = 1  # inside a quoted key
+    AFTER = 2  # after a key, before ':'
+    VALUE = 3  # after ':', before the value
+    NEXT = 4  # after a value
+
+
+class _Object:
+    __slots__ = ("key", "key_parts", "record", "state")
+
+    def __init__(self, record: _CallRecord) -> None:
+        self.record = record
+        self.state = _Key.EXPECT
+        self.key = ""
+        self.key_parts: list[str] = []
+
+
+class _List:
+    __slots__ = ()
+
+
+class _Value:
+    """A value being read for a purpose: skipped, collected as text, or streamed as arguments."""
+
+    __slots__ = ("purpose", "record", "text", "writer")
+
+    def __init__(self, purpose: str, record: _CallRecord) -> None:
+        self.purpose = purpose  # "skip" | "name" | "id" | "args" | "args_string"
+        self.record = record
+        self.writer = JsonWriter()
+        self.text: list[str] = []
+
+
+_Frame = _Object | _List | _Value
+
+
+class JsonCallsRegion:
+    """Reads JSON call objects until the end marker (or the value) is over."""
+
+    __slots__ = (
+        "_claimed",
+        "_ctx",
+        "_eager",
+        "_failed",
+        "_frames",
+        "_lexer",
+        "_options",
+        "_started_any",
+    )
+
+    def __init__(self, ctx: Context, options: JsonCallsOptions) -> None:
+        self._ctx = ctx
+        self._options = options
+        # A bare value that opens the output is a call from its first argument
+        # on (Llama 3 JSON mode); one in the middle of prose is held until it
+        # is complete, because until then it may be prose.
+        self._eager = options.marked or ctx.at_start
+        self._claimed = False  # a call-shaped object to an undeclared name was dropped
+        self._lexer = JsonLexer()
+        self._frames: list[_Frame] = []
+        self._started_any = False
+        self._failed = False
+
+    @property
+    def may_fallback(self) -> bool:
+        return not self._options.marked and not self._started_any and not self._claimed
+
+    def open_with(self, bracket: str) -> None:
+        """The opener was the value's own first bracket, already consumed."""
+        self._token(Tok.BEGIN_OBJECT if bracket == "{" else Tok.BEGIN_ARRAY, bracket)
+
+    def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        while True:
+            if self._failed:
+                return pos, Status.FALLBACK
+            if not self._frames:
+                pos, status = self._between_values(buf, pos, final)
+                if status is not None:
+                    return pos, status
+                if not self._frames:
+                    return pos, Status.CONTINUE
+            tok, text, new_pos = self._lexer.next(buf, pos, final)
+            if tok is Tok.NEED_MORE:
+                if final:
+                    return self._finish(new_pos)
+                return pos, Status.CONTINUE
+            if tok is Tok.OTHER:
+                pos, status = self._other_inside(buf, new_pos, final)
+                if status is not None:
+                    return pos, status
+                continue
+            pos = new_pos
+            self._token(tok, text)
+
+    # -- between top-level values ------------------------------------------------
+
+    def _between_values(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        options = self._options
+        first = not self._started_any
+        while True:
+            start = pos
+            pos = skip_whitespace(buf, pos)
+            if pos >= len(buf):
+                if final:
+                    return (pos if options.marked else start), self._end_status()
+                return (pos if options.marked else start), None
+            char = buf[pos]
+            if options.end_marker is not None:
+                at_end = starts_or_partial(buf, pos, options.end_marker)
+                if at_end:
+                    return pos + len(options.end_marker), self._end_status()
+                if at_end is None and not final:
+                    return pos, None
+            if char in "{[" and (first or options.several):
+                self._token(Tok.BEGIN_OBJECT if char == "{" else Tok.BEGIN_ARRAY, char)
+                return pos + 1, None
+            if not options.marked:
+                if first:
+                    return pos, Status.FALLBACK
+                return self._after_bare_value(buf, start, pos, final)
+            if char in ",;" and options.several:
+                pos += 1
+                continue
+            if char == "<":
+                tag = _LEAKED_TAG.match(buf, pos)
+                if tag is not None:
+                    pos = tag.end()
+                    continue
+                if not final and ">" not in buf[pos : pos + 44] and len(buf) - pos < 44:
+                    return pos, None
+            # Anything else ends the region: the model left out the closing marker.
+            return pos, self._end_status()
+
+    def _after_bare_value(
+        self, buf: str, start: int, pos: int, final: bool
+    ) -> tuple[int, Status | None]:
+        """Llama 3 separates bare calls with ';': take it only when another call follows."""
+        if buf[pos] != ";" or not self._options.several:
+            return start, Status.DONE
+        after = skip_whitespace(buf, pos + 1)
+        if after >= len(buf):
+            return (start, Status.DONE) if final else (start, None)
+        if buf[after] == "{":
+            self._token(Tok.BEGIN_OBJECT, "{")
+            return after + 1, None
+        return start, Status.DONE
+
+    def _end_status(self) -> Status:
+        return Status.FALLBACK if self.may_fallback else Status.DONE
+
+    # -- inside a value ----------------------------------------------------------
+
+    def _other_inside(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        """A character that is not JSON, met inside a value."""
+        options = self._options
+        if options.end_marker is not None:
+            at_end = starts_or_partial(buf, pos, options.end_marker)
+            if at_end:
+                end_pos, status = self._finish(pos)
+                return end_pos + len(options.end_marker), status
+            if at_end is None and not final:
+                return pos, Status.CONTINUE
+        if self.may_fallback:
+            return pos, Status.FALLBACK
+        if buf[pos] == "<":
+            tag = _LEAKED_TAG.match(buf, pos)
+            if tag is not None:
+                return tag.end(), None  # markup that leaked into the JSON
+            if not final and ">" not in buf[pos : pos + 44] and len(buf) - pos < 44:
+                return pos, Status.CONTINUE
+        if not options.marked:
+            return self._finish(pos)
+        return pos + 1, None  # stray character inside markup: skip it
+
+    def _finish(self, pos: int) -> tuple[int, Status]:
+        """The text ended inside a value: repair what can be, end every open call."""
+        while self._frames:
+            frame = self._frames.pop()
+            if isinstance(frame, _Value):
+                self._finish_value(frame)
+            elif isinstance(frame, _Object):
+                self._end_object(frame.record)
+        return pos, self._end_status()
+
+    def _finish_value(self, frame: _Value) -> None:
+        if frame.purpose == "args":
+            frame.writer.finish()
+            frame.record.call.arguments(frame.writer.take())
+        elif frame.purpose == "args_string":
+            frame.record.args_text.extend(frame.text)
+        elif frame.purpose == "name" and frame.text:
+            frame.record.call.set_name("".join(frame.text))
+
+    def _token(self, tok: Tok, text: str) -> None:
+        frames = self._frames
+        if not frames:
+            if tok is Tok.BEGIN_OBJECT:
+                frames.append(_Object(_CallRecord(self._ctx)))
+            elif tok is Tok.BEGIN_ARRAY:
+                frames.append(_List())
+            return
+        top = frames[-1]
+        if isinstance(top, _Value):
+            self._value_token(top, tok, text)
+        elif isinstance(top, _List):
+            self._list_token(tok, text)
+        else:
+            self._object_token(top, tok, text)
+
+    def _list_token(self, tok: Tok, text: str) -> None:
+        if tok is Tok.BEGIN_OBJECT:
+            self._frames.append(_Object(_CallRecord(self._ctx)))
+        elif tok is Tok.END_ARRAY or tok is Tok.END_OBJECT:
+            self._frames.pop()
+        elif tok is Tok.COMMA:
+            return
+        elif self.may_fallback:
+            self._failed = True
+        else:
+            skip = _Value("skip", _CallRecord(self._ctx))
+            self._frames.append(skip)
+            self._value_token(skip, tok, text)
+
+    def _object_token(self, frame: _Object, tok: Tok, text: str) -> None:
+        state = frame.state
+        if state is _Key.READING:
+            if tok is Tok.STRING_CHUNK:
+                frame.key_parts.append(text)
+            elif tok is Tok.STRING_END:
+                frame.key = "".join(frame.key_parts)
+                frame.state = _Key.AFTER
+            return
+        if state is _Key.EXPECT or state is _Key.NEXT:
+            if tok is Tok.STRING_START:
+                frame.key_parts = []
+                frame.state = _Key.READING
+            elif tok is Tok.ATOM:
+                frame.key = text
+                frame.state = _Key.AFTER
+            elif tok is Tok.END_OBJECT or tok is Tok.END_ARRAY:
+                self._frames.pop()
+                self._end_object(frame.record)
+            elif tok is not Tok.COMMA and self.may_fallback:
+                self._failed = True
+            return
+        if state is _Key.AFTER:
+            if tok is Tok.COLON:
+                frame.state = _Key.VALUE
+                if self.may_fallback and frame.key not in CALL_KEYS:
+                    self._failed = True
+                return
+            if tok is Tok.COMMA or tok is Tok.END_OBJECT:
+                # {"get_weather", "arguments": {...}}: a name written where a key belongs.
+                record = frame.record
+                if record.call.name is None and not record.call.dropped:
+                    record.call.set_name(frame.key)
+                frame.state = _Key.EXPECT
+                if tok is Tok.END_OBJECT:
+                    self._frames.pop()
+                    self._end_object(record)
+                return
+            frame.state = _Key.VALUE  # a missing colon
+        self._begin_value(frame, tok, text)
+
+    def _begin_value(self, frame: _Object, tok: Tok, text: str) -> None:
+        key = frame.key
+        record = frame.record
+        frame.state = _Key.NEXT
+        if key in ARGUMENT_KEYS and record.args is _Args.NONE:
+            if tok is Tok.BEGIN_OBJECT:
+                self._begin_arguments(record, tok, text)
+                return
+            if tok is Tok.STRING_START:
+                record.args = _Args.STRING
+                self._frames.append(_Value("args_string", record))
+                return
+            if not (tok is Tok.ATOM and text in ("null", "None")):
+                record.args = _Args.INVALID
+        elif key in NAME_KEYS or (key == "function" and tok is Tok.STRING_START):
+            if tok is Tok.STRING_START:
+                self._frames.append(_Value("name", record))
+                return
+        elif key in ID_KEYS and tok in (Tok.STRING_START, Tok.ATOM):
+            if tok is Tok.ATOM:
+                record.call.native_id = text
+                return
+            self._frames.append(_Value("id", record))
+            return
+        elif key in WRAPPER_OBJECT_KEYS and tok is Tok.BEGIN_OBJECT:
+            self._frames.append(_Object(record))  # same call, one level down
+            return
+        elif key in WRAPPER_LIST_KEYS and tok is Tok.BEGIN_ARRAY:
+            record.wrapper = True
+            self._frames.append(_List())
+            return
+        elif (
+            tok is Tok.BEGIN_OBJECT
+            and record.call.name is None
+            and self._name_as_key(key)
+            and record.call.set_name(key)
+        ):
+            self._begin_arguments(record, tok, text)
+            return
+        skip = _Value("skip", record)
+        self._frames.append(skip)
+        self._value_token(skip, tok, text)
+
+    def _begin_arguments(self, record: _CallRecord, tok: Tok, text: str) -> None:
+        record.args = _Args.OBJECT
+        value = _Value("args", record)
+        self._frames.append(value)
+        self._value_token(value, tok, text)
+        self._maybe_start(record)
+
+    def _name_as_key(self, key: str) -> bool:
+        if not self._options.marked or key in CALL_KEYS:
+            return False
+        if self._options.name_as_key:
+            return True
+        tools = self._ctx.tools
+        return tools.declared and tools.resolve(key) is not None
+
+    def _value_token(self, frame: _Value, tok: Tok, text: str) -> None:
+        purpose = frame.purpose
+        if purpose in ("name", "id", "args_string"):
+            if tok is Tok.STRING_CHUNK:
+                frame.text.append(text)
+                return
+            if tok is not Tok.STRING_END:
+                return
+            self._frames.pop()
+            value = "".join(frame.text)
+            record = frame.record
+            if purpose == "name":
+                if record.call.name is None and not record.call.dropped:
+                    record.call.set_name(value)
+                    self._maybe_start(record)
+            elif purpose == "id":
+                record.call.native_id = value
+            else:
+                record.args_text.append(value)
+            return
+        writer = frame.writer
+        try:
+            done = writer.push(tok, text)
+        except ValueError:
+            writer.finish()  # a token that cannot belong here ends the value as it stands
+            done = True
+        if purpose == "args":
+            frame.record.call.arguments(writer.take())
+        if done:
+            self._frames.pop()
+
+    def _maybe_start(self, record: _CallRecord) -> None:
+        call = record.call
+        if (
+            self._eager
+            and call.name is not None
+            and record.args is _Args.OBJECT
+            and not call.started
+        ):
+            call.start()
+            self._started_any = True
+
+    def _end_object(self, record: _CallRecord) -> None:
+        """A call object closed (or the text ended inside it): emit or drop the call."""
+        if any(isinstance(f, _Object) and f.record is record for f in self._frames):
+            return  # a wrapper level closed; the call goes on
+        call = record.call
+        if call.dropped and self._eager and record.args is _Args.OBJECT:
+            self._claimed = True
+        if record.wrapper or call.dropped:
+            return
+        if call.name is None:
+            if self.may_fallback:
+                self._failed = True
+            return
+        if record.args is _Args.STRING:
+            parsed = _object_text("".join(record.args_text))
+            if parsed is None:
+                return self._reject(record)
+            call.arguments(parsed)
+        elif record.args is _Args.INVALID or (
+            record.args is _Args.NONE and not self._options.marked
+        ):
+            return self._reject(record)
+        call.start()
+        self._started_any = True
+        call.end()
+
+    def _reject(self, record: _CallRecord) -> None:
+        record.call.dropped = True
+        if self.may_fallback:
+            self._failed = True
+
+
+def _object_text(text: str) -> str | None:
+    """Strict JSON for stringified arguments, if the whole string is one object."""
+    stripped = text.strip()
+    if not stripped:
+        return "{}"
+    lexer = JsonLexer()
+    writer = JsonWriter()
+    end, stopped_at = lex_value(lexer, writer, stripped, 0, True)
+    if stopped_at is not None or not writer.done or stripped[end:].strip():
+        return None
+    out = writer.take()
+    return out if out.startswith("{") else None
+
+
+def json_opener(
+    marker: str,
+    options: JsonCallsOptions,
+    sniff: Sniff | None = None,
+) -> Opener:
+    """An opener whose region reads JSON call objects with ``options``.
+
+    The region starts at the marker's first character when the marker is the
+    JSON's own first bracket (a bare ``{`` or ``[``).
+    """
+    own_bracket = marker in ("{", "[")
+
+    def region(ctx: Context, _marker: str) -> Region:
+        parsed = JsonCallsRegion(ctx, options)
+        if own_bracket:
+            parsed.open_with(marker)
+        return parsed
+
+    return Opener(marker, region, sniff)

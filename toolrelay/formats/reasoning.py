@@ -1,0 +1,105 @@
+"""Reasoning wrappers: ``<think>…</think>`` and its relatives go to ``reasoning``.
+
+``<think>`` (Qwen3, DeepSeek-R1, GLM, MiniMax, Nemotron), ``<seed:think>``
+(Seed-OSS), ``<|START_THINKING|>`` (Command R7B), ``<|inner_prefix|>``
+(Apertus). A closing tag with no opening one (templates that open the think
+block in the prompt) is dropped from content.
+
+Calls inside a closed think block are drafts and stay reasoning. When the
+block never closes, the calls in it are parsed at the end of the output.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from toolrelay.events import ContentDelta
+from toolrelay.formats.base import Context, Format, Opener, Region, Status, find_marker
+
+WRAPPERS = (
+    ("<think>", "</think>"),
+    ("<seed:think>", "</seed:think>"),
+    ("<|START_THINKING|>", "<|END_THINKING|>"),
+    ("<|inner_prefix|>", "<|inner_suffix|>"),
+)
+
+
+class _MarkerSearch(Protocol):
+    def search_marked(self, buf: str, pos: int, end: int) -> int: ...
+
+
+class ThinkRegion:
+    """Streams reasoning until the closing tag; holds back a call written inside."""
+
+    __slots__ = ("_closer", "_ctx", "_held", "_holding")
+
+    def __init__(self, ctx: Context, closer: str) -> None:
+        self._ctx = ctx
+        self._closer = closer
+        self._holding = False
+        self._held: list[str] = []
+
+    def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        ctx = self._ctx
+        found, safe = find_marker(buf, pos, self._closer)
+        limit = found if found >= 0 else (len(buf) if final else safe)
+        if not self._holding:
+            table: _MarkerSearch | None = ctx.openers
+            call_at = table.search_marked(buf, pos, limit) if table is not None else -1
+            if call_at >= 0:
+                ctx.reasoning(buf[pos:call_at])
+                self._holding = True
+                pos = call_at
+            else:
+                ctx.reasoning(buf[pos:limit])
+        if self._holding:
+            self._held.append(buf[pos:limit])
+        if found >= 0:
+            ctx.reasoning("".join(self._held))
+            return found + len(self._closer), Status.DONE
+        if final:
+            self._parse_held_calls()
+            return len(buf), Status.DONE
+        return limit, Status.CONTINUE
+
+    def _parse_held_calls(self) -> None:
+        """The think block never closed: read the calls in it; its prose stays reasoning."""
+        from toolrelay.stream import StreamParser  # the parser is this module's user
+
+        ctx = self._ctx
+        mark = len(ctx.events)
+        nested = StreamParser(_context=ctx, format=ctx.format_name)
+        nested.feed("".join(self._held))
+        produced = ctx.events[mark:] + nested.close()
+        del ctx.events[mark:]
+        for event in produced:
+            if isinstance(event, ContentDelta):
+                ctx.reasoning(event.text)
+            else:
+                ctx.events.append(event)
+
+
+class _StrayCloser:
+    """A closing tag whose opening tag was in the prompt: drop it."""
+
+    __slots__ = ()
+
+    def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        return pos, Status.DONE
+
+
+def _opener(opening: str, closing: str) -> tuple[Opener, Opener]:
+    def think(ctx: Context, _marker: str) -> Region:
+        return ThinkRegion(ctx, closing)
+
+    def stray(_ctx: Context, _marker: str) -> Region:
+        return _StrayCloser()
+
+    return Opener(opening, think), Opener(closing, stray)
+
+
+FORMAT = Format(
+    name="reasoning",
+    description="<think>…</think> and other reasoning wrappers",
+    openers=tuple(o for opening, closing in WRAPPERS for o in _opener(opening, closing)),
+)

@@ -1,0 +1,112 @@
+"""Declared-tool name matching: exact first, a unique namespaced suffix next, never a guess."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+log = logging.getLogger("toolrelay.names")
+
+NAMESPACE_SEPARATORS = ("__", ".", "/", "-", ":")
+
+
+def _tool_spec(tool: Any) -> tuple[str, dict[str, Any]] | None:
+    """Name and parameter schema of an OpenAI tool entry (or a flat declarative one)."""
+    if not isinstance(tool, Mapping):
+        return None
+    function = tool.get("function")
+    spec: Mapping[str, Any] = function if isinstance(function, Mapping) else tool
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    parameters = spec.get("parameters")
+    return name, dict(parameters) if isinstance(parameters, Mapping) else {}
+
+
+class ToolSet:
+    """The tools a request declared; with none declared, every name is accepted."""
+
+    __slots__ = ("_by_name", "_cache", "declared")
+
+    def __init__(self, tools: Iterable[Any] | None = None) -> None:
+        self._by_name: dict[str, dict[str, Any]] = {}
+        for tool in tools or ():
+            spec = _tool_spec(tool)
+            if spec is not None:
+                self._by_name.setdefault(spec[0], spec[1])
+        self.declared = tools is not None and bool(self._by_name)
+        self._cache: dict[str, str | None] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
+    def resolve(self, name: str) -> str | None:
+        """The declared name a model's name stands for, or None when unknown or ambiguous."""
+        name = name.strip()
+        if not self.declared:
+            return name or None
+        if name in self._cache:
+            return self._cache[name]
+        resolved = self._match(name)
+        self._cache[name] = resolved
+        if resolved is None:
+            log.info("dropped tool call to undeclared or ambiguous name %r", name)
+        elif resolved != name:
+            log.info("rewrote tool name %r to declared %r", name, resolved)
+        return resolved
+
+    def _match(self, name: str) -> str | None:
+        if name in self._by_name:
+            return name
+        by_suffix = [
+            declared
+            for declared in self._by_name
+            if any(declared.endswith(sep + name) for sep in NAMESPACE_SEPARATORS)
+        ]
+        if len(by_suffix) == 1:
+            return by_suffix[0]
+        if by_suffix:
+            return None
+        # The model may add a namespace the client did not use ("functions.get_weather").
+        for sep in NAMESPACE_SEPARATORS:
+            if sep in name:
+                tail = name.rsplit(sep, 1)[1]
+                if tail in self._by_name:
+                    return tail
+        return None
+
+    def parameters(self, name: str) -> dict[str, Any] | None:
+        return self._by_name.get(name)
+
+    def parameter_schema(self, name: str, parameter: str) -> dict[str, Any] | None:
+        schema = self._by_name.get(name)
+        if not schema:
+            return None
+        properties = schema.get("properties")
+        if not isinstance(properties, Mapping):
+            return None
+        found = properties.get(parameter)
+        return dict(found) if isinstance(found, Mapping) else None
+
+    def infer_name(self, argument_keys: Iterable[str]) -> str | None:
+        """The one declared tool whose parameters fit these keys, for calls that lost their name.
+
+        A single declared tool is the answer; otherwise exactly one tool must
+        accept every key and have all its required parameters present.
+        """
+        if not self.declared:
+            return None
+        keys = set(argument_keys)
+        if len(self._by_name) == 1:
+            return next(iter(self._by_name))
+        fitting = []
+        for name, schema in self._by_name.items():
+            properties = schema.get("properties")
+            known = set(properties) if isinstance(properties, Mapping) else set()
+            required = schema.get("required")
+            needed = set(required) if isinstance(required, list) else set()
+            if keys <= known and needed <= keys and keys:
+                fitting.append(name)
+        return fitting[0] if len(fitting) == 1 else None

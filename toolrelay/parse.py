@@ -1,0 +1,44 @@
+"""``parse_tool_calls``: a finished model output in, calls, content and reasoning out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from toolrelay.events import (
+    ContentDelta,
+    ParseResult,
+    ReasoningDelta,
+    ToolCall,
+    ToolCallEnd,
+)
+from toolrelay.stream import StreamParser
+
+
+def parse_tool_calls(
+    text: str, tools: Iterable[Any] | None = None, format: str = "auto"
+) -> ParseResult:
+    """Take every tool call out of ``text``.
+
+    ``tools`` is the OpenAI ``tools`` array: when given, call names are
+    matched to it (exactly, or by a unique namespaced suffix) and calls to
+    other names are dropped; without it any name is accepted. ``format`` is
+    ``"auto"`` (every known format) or one format's name (see
+    ``toolrelay.formats.format_names()``).
+
+    This is the streaming parser fed the whole text at once, so the two can
+    never disagree. See ``StreamParser`` for the reasoning policy.
+    """
+    parser = StreamParser(tools, format)
+    events = parser.feed(text) + parser.close()
+    calls: list[ToolCall] = []
+    content: list[str] = []
+    reasoning: list[str] = []
+    for event in events:
+        if isinstance(event, ContentDelta):
+            content.append(event.text)
+        elif isinstance(event, ReasoningDelta):
+            reasoning.append(event.text)
+        elif isinstance(event, ToolCallEnd):
+            calls.append(event.call)
+    return ParseResult(calls, "".join(content), "".join(reasoning) if reasoning else None)

@@ -1,0 +1,434 @@
+"""Lenient, incremental JSON: sloppy model JSON in, strict compact JSON out.
+
+Two pieces, both fed a little at a time and never rescanning what they have
+read (the buffer discipline of h11):
+
+- ``JsonLexer`` cuts text into tokens. It accepts what models get wrong:
+  single-quoted strings, Python literals, bare words, raw control characters
+  inside strings. Characters that are not JSON come back as ``OTHER`` so that
+  the caller (a format's region parser) can decide whether they end the
+  value (a closing tag), are leaked markup to skip, or are garbage.
+- ``JsonWriter`` turns the tokens of one value into strict, compact JSON and
+  hands it out as soon as nothing later can change it: a trailing comma or a
+  key is held until the next value starts, everything else goes out at once.
+  ``finish()`` closes what truncation left open, so the concatenation of all
+  it emitted is always one valid JSON document once it has started.
+
+``repair_json`` runs both over a finished string.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from typing import Any
+
+import orjson
+
+
+class Tok(enum.Enum):
+    BEGIN_OBJECT = "{"
+    END_OBJECT = "}"
+    BEGIN_ARRAY = "["
+    END_ARRAY = "]"
+    COLON = ":"
+    COMMA = ","
+    STRING_START = "str<"
+    STRING_CHUNK = "str"
+    STRING_END = "str>"
+    ATOM = "atom"
+    OTHER = "other"
+    NEED_MORE = "more"
+
+
+_STRUCTURAL = {
+    "{": Tok.BEGIN_OBJECT,
+    "}": Tok.END_OBJECT,
+    "[": Tok.BEGIN_ARRAY,
+    "]": Tok.END_ARRAY,
+    ":": Tok.COLON,
+    ",": Tok.COMMA,
+}
+_ATOM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+-.")
+_WHITESPACE = frozenset(" \t\r\n")
+_ATOM_RUN = re.compile(r"[A-Za-z0-9_+\-.]*")
+_SPACE_RUN = re.compile(r"[ \t\r\n]*")
+_DOUBLE_QUOTED_SPECIAL = re.compile(r'["\\\x00-\x1f]')
+_SINGLE_QUOTED_SPECIAL = re.compile(r"['\\\x00-\x1f]")
+_SIMPLE_ESCAPES = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "'": "'",
+}
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+
+
+class JsonLexer:
+    """Pull tokens out of a growing buffer: ``next(buf, pos, final)``.
+
+    Returns ``(token, text, new_pos)``. ``NEED_MORE`` means the buffer ends in
+    the middle of something (an escape, a bare word) and ``final`` is false.
+    String contents come back decoded, in chunks, so a long string streams.
+    """
+
+    __slots__ = ("_special", "quote")
+
+    def __init__(self) -> None:
+        self.quote = ""  # the open string's quote character, "" outside strings
+        self._special = _DOUBLE_QUOTED_SPECIAL
+
+    @property
+    def in_string(self) -> bool:
+        return self.quote != ""
+
+    def next(self, buf: str, pos: int, final: bool) -> tuple[Tok, str, int]:
+        if self.quote:
+            return self._string_part(buf, pos, final)
+        end = len(buf)
+        pos = _SPACE_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if pos >= end:
+            return Tok.NEED_MORE, "", pos
+        char = buf[pos]
+        structural = _STRUCTURAL.get(char)
+        if structural is not None:
+            return structural, char, pos + 1
+        if char == '"' or char == "'":
+            self.quote = char
+            self._special = _DOUBLE_QUOTED_SPECIAL if char == '"' else _SINGLE_QUOTED_SPECIAL
+            return Tok.STRING_START, char, pos + 1
+        if char in _ATOM_CHARS:
+            stop = _ATOM_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+            if stop >= end and not final:
+                return Tok.NEED_MORE, "", pos
+            return Tok.ATOM, buf[pos:stop], stop
+        return Tok.OTHER, char, pos
+
+    def _string_part(self, buf: str, pos: int, final: bool) -> tuple[Tok, str, int]:
+        end = len(buf)
+        if pos >= end:
+            return Tok.NEED_MORE, "", pos
+        found = self._special.search(buf, pos)
+        if found is None:
+            return Tok.STRING_CHUNK, buf[pos:], end
+        stop = found.start()
+        if stop > pos:
+            return Tok.STRING_CHUNK, buf[pos:stop], stop
+        char = buf[pos]
+        if char == self.quote:
+            self.quote = ""
+            return Tok.STRING_END, char, pos + 1
+        if char != "\\":
+            return Tok.STRING_CHUNK, char, pos + 1  # a raw control character
+        return self._escape(buf, pos, final)
+
+    def _escape(self, buf: str, pos: int, final: bool) -> tuple[Tok, str, int]:
+        end = len(buf)
+        if pos + 1 >= end:
+            if final:
+                return Tok.STRING_CHUNK, "", end  # a lone trailing backslash is dropped
+            return Tok.NEED_MORE, "", pos
+        kind = buf[pos + 1]
+        simple = _SIMPLE_ESCAPES.get(kind)
+        if simple is not None:
+            return Tok.STRING_CHUNK, simple, pos + 2
+        if kind != "u":
+            # An unknown escape keeps its backslash: it was most likely meant literally.
+            return Tok.STRING_CHUNK, "\\" + kind, pos + 2
+        if pos + 6 > end and not final:
+            return Tok.NEED_MORE, "", pos
+        if not _HEX4.fullmatch(buf, pos + 2, pos + 6):
+            return Tok.STRING_CHUNK, "\\u", pos + 2
+        code = int(buf[pos + 2 : pos + 6], 16)
+        if 0xD800 <= code < 0xDC00:
+            if pos + 12 > end and not final:
+                return Tok.NEED_MORE, "", pos
+            if buf.startswith("\\u", pos + 6) and _HEX4.fullmatch(buf, pos + 8, pos + 12):
+                low = int(buf[pos + 8 : pos + 12], 16)
+                if 0xDC00 <= low < 0xE000:
+                    pair = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    return Tok.STRING_CHUNK, chr(pair), pos + 12
+            return Tok.STRING_CHUNK, "\ufffd", pos + 6
+        if 0xDC00 <= code < 0xE000:
+            return Tok.STRING_CHUNK, "\ufffd", pos + 6
+        return Tok.STRING_CHUNK, chr(code), pos + 6
+
+
+_STRICT_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_LOOSE_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_LITERALS = {
+    "true": "true",
+    "false": "false",
+    "null": "null",
+    "True": "true",
+    "False": "false",
+    "None": "null",
+}
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+
+
+def escape_json_text(text: str) -> str:
+    """The inside of a JSON string literal for ``text`` (no quotes)."""
+    if _NEEDS_ESCAPE.search(text) is None:
+        return text
+    return orjson.dumps(text).decode()[1:-1]
+
+
+def canonical_atom(text: str) -> str:
+    """Strict JSON for a bare word: a number or a literal.
+
+    Any other word is an error rather than a string: quoting it would invent
+    a value the model did not write.
+    """
+    literal = _LITERALS.get(text)
+    if literal is not None:
+        return literal
+    if _STRICT_NUMBER.fullmatch(text):
+        if "e" in text or "E" in text:
+            return text if math.isfinite(float(text)) else "null"
+        return text
+    if _LOOSE_NUMBER.fullmatch(text):
+        number = float(text)
+        if not math.isfinite(number):
+            return "null"
+        if number.is_integer() and "." not in text and "e" not in text.lower():
+            return str(int(text))
+        return repr(number)
+    if text.lstrip("+-") in ("NaN", "Infinity", "inf", "nan"):
+        return "null"
+    raise ValueError(f"bare word {text!r} is not a JSON value")
+
+
+class _Frame(enum.Enum):
+    OBJECT_KEY = 1  # in an object, before a key
+    OBJECT_COLON = 2  # after a key, before ':'
+    OBJECT_VALUE = 3  # after ':', before the value
+    OBJECT_NEXT = 4  # after a value, before ',' or '}'
+    ARRAY_VALUE = 5  # in an array, before a value
+    ARRAY_NEXT = 6  # after a value, before ',' or ']'
+
+
+class JsonWriter:
+    """Tokens of one JSON value in, strict compact JSON out, as early as is safe.
+
+    ``push`` returns True once the value is complete. ``take()`` hands out
+    what may be emitted now; ``finish()`` repairs a truncated value. A token
+    that cannot belong to the value raises ``ValueError`` before anything of
+    it is emitted, so what was emitted stays a valid prefix.
+    """
+
+    __slots__ = (
+        "_held",
+        "_key",
+        "_out",
+        "_stack",
+        "done",
+        "in_key",
+        "in_string_value",
+        "started",
+    )
+
+    def __init__(self) -> None:
+        self._out: list[str] = []
+        self._stack: list[_Frame] = []
+        self._held = ""  # a ',' and/or '"key":' waiting for the next value
+        self._key: list[str] = []
+        self.in_key = False
+        self.in_string_value = False
+        self.started = False
+        self.done = False
+
+    def take(self) -> str:
+        if not self._out:
+            return ""
+        text = "".join(self._out)
+        self._out.clear()
+        return text
+
+    @property
+    def depth(self) -> int:
+        return len(self._stack)
+
+    def push(self, tok: Tok, text: str) -> bool:
+        if self.done:
+            raise ValueError("value already complete")
+        if self.in_key:
+            self._push_key(tok, text)
+        elif self.in_string_value:
+            if tok is Tok.STRING_CHUNK:
+                self._out.append(escape_json_text(text))
+            elif tok is Tok.STRING_END:
+                self._out.append('"')
+                self.in_string_value = False
+                self._value_done()
+        else:
+            self._push_structure(tok, text)
+        return self.done
+
+    def _push_key(self, tok: Tok, text: str) -> None:
+        if tok is Tok.STRING_CHUNK:
+            self._key.append(text)
+        elif tok is Tok.STRING_END:
+            self.in_key = False
+            self._stack[-1] = _Frame.OBJECT_COLON
+
+    def _begin_value(self, text: str) -> None:
+        self._out.append(self._held)
+        self._out.append(text)
+        self._held = ""
+        self.started = True
+
+    def _value_done(self) -> None:
+        if not self._stack:
+            self.done = True
+            return
+        top = self._stack[-1]
+        self._stack[-1] = _Frame.OBJECT_NEXT if top is _Frame.OBJECT_VALUE else _Frame.ARRAY_NEXT
+
+    def _expecting_value(self) -> bool:
+        return not self._stack or self._stack[-1] in (_Frame.OBJECT_VALUE, _Frame.ARRAY_VALUE)
+
+    def _push_structure(self, tok: Tok, text: str) -> None:
+        frame = self._stack[-1] if self._stack else None
+        if frame is _Frame.OBJECT_COLON and tok is not Tok.COLON:
+            if tok in (Tok.COMMA, Tok.END_OBJECT, Tok.END_ARRAY):
+                self._drop_key()  # a key with no value: {"a", ...} or {"a"}
+                self._stack[-1] = _Frame.OBJECT_NEXT
+                self._push_structure(tok, text)
+                return
+            self._accept_key()  # the colon is missing; the value follows
+            frame = _Frame.OBJECT_VALUE
+        if frame in (_Frame.OBJECT_NEXT, _Frame.ARRAY_NEXT) and tok in (
+            Tok.BEGIN_OBJECT,
+            Tok.BEGIN_ARRAY,
+            Tok.STRING_START,
+            Tok.ATOM,
+        ):
+            # A missing comma between two values.
+            self._push_structure(Tok.COMMA, ",")
+            self._push_structure(tok, text)
+            return
+        if tok is Tok.COLON:
+            if frame is _Frame.OBJECT_COLON:
+                self._accept_key()
+            return
+        if tok is Tok.COMMA:
+            if frame is _Frame.OBJECT_NEXT:
+                self._held = ","
+                self._stack[-1] = _Frame.OBJECT_KEY
+            elif frame is _Frame.ARRAY_NEXT:
+                self._held = ","
+                self._stack[-1] = _Frame.ARRAY_VALUE
+            elif frame is None:
+                raise ValueError("comma outside a value")
+            return
+        if tok in (Tok.END_OBJECT, Tok.END_ARRAY):
+            if frame is None:
+                raise ValueError("closing bracket outside a value")
+            self._close_container()
+            return
+        if frame is _Frame.OBJECT_KEY:
+            if tok is Tok.STRING_START:
+                self.in_key = True
+                self._key.clear()
+                return
+            if tok is Tok.ATOM:
+                self._key[:] = [text]
+                self._stack[-1] = _Frame.OBJECT_COLON
+                return
+            raise ValueError(f"unexpected {text!r} where a key belongs")
+        if tok is Tok.BEGIN_OBJECT:
+            self._begin_value("{")
+            self._stack.append(_Frame.OBJECT_KEY)
+        elif tok is Tok.BEGIN_ARRAY:
+            self._begin_value("[")
+            self._stack.append(_Frame.ARRAY_VALUE)
+        elif tok is Tok.STRING_START:
+            self._begin_value('"')
+            self.in_string_value = True
+        elif tok is Tok.ATOM:
+            atom = canonical_atom(text)
+            self._begin_value(atom)
+            self._value_done()
+        else:
+            raise ValueError(f"unexpected {text!r} in JSON")
+
+    def _accept_key(self) -> None:
+        key = "".join(self._key)
+        self._held += '"' + escape_json_text(key) + '":'
+        self._stack[-1] = _Frame.OBJECT_VALUE
+
+    def _drop_key(self) -> None:
+        self._key.clear()
+
+    def _close_container(self) -> None:
+        frame = self._stack.pop()
+        self._held = ""
+        if frame in (_Frame.OBJECT_VALUE, _Frame.OBJECT_COLON, _Frame.OBJECT_KEY):
+            self._key.clear()
+        is_object = frame in (
+            _Frame.OBJECT_KEY,
+            _Frame.OBJECT_COLON,
+            _Frame.OBJECT_VALUE,
+            _Frame.OBJECT_NEXT,
+        )
+        self._out.append("}" if is_object else "]")
+        self._value_done()
+
+    def finish(self) -> None:
+        """Close whatever truncation left open; a value never started stays empty."""
+        if self.done or not self.started:
+            return
+        if self.in_string_value:
+            self._out.append('"')
+            self.in_string_value = False
+            self._value_done()
+        self.in_key = False
+        while self._stack:
+            self._close_container()
+
+
+def lex_value(
+    lexer: JsonLexer, writer: JsonWriter, buf: str, pos: int, final: bool
+) -> tuple[int, str | None]:
+    """Feed ``writer`` from ``buf`` until the value is complete or input runs out.
+
+    Returns the new position and, when the lexer met something that cannot
+    continue the value, its first character (unconsumed) so the caller can
+    decide; the value is then closed as it stands.
+    """
+    while not writer.done:
+        tok, text, new_pos = lexer.next(buf, pos, final)
+        if tok is Tok.NEED_MORE:
+            return new_pos, None
+        if tok is Tok.OTHER:
+            return new_pos, text
+        try:
+            writer.push(tok, text)
+        except ValueError:
+            lexer.quote = ""
+            writer.finish()
+            return pos, text[:1]
+        pos = new_pos
+    return pos, None
+
+
+def repair_json(text: str) -> Any:
+    """Parse sloppy JSON text leniently; None when it holds no JSON value.
+
+    Trailing text after the first complete value is ignored.
+    """
+    lexer = JsonLexer()
+    writer = JsonWriter()
+    lex_value(lexer, writer, text, 0, True)
+    writer.finish()
+    out = writer.take()
+    if not out:
+        return None
+    return orjson.loads(out)

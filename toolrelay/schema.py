@@ -1,0 +1,119 @@
+"""Typing of text parameter values by the tool's JSON Schema.
+
+XML-style formats deliver every parameter as text; the schema says what it
+was meant to be. A value that does not fit its declared type is kept as the
+model wrote it rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from toolrelay.repair import repair_json
+
+_TRUE = {"true", "yes", "1"}
+_FALSE = {"false", "no", "0"}
+_NULL = {"null", "none", ""}
+
+
+def schema_types(schema: Mapping[str, Any] | None) -> list[str]:
+    """The JSON types a schema allows, in order, "null" last."""
+    if not schema:
+        return []
+    found: list[str] = []
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        found.append(declared)
+    elif isinstance(declared, list):
+        found.extend(t for t in declared if isinstance(t, str))
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list):
+            for option in options:
+                if isinstance(option, Mapping):
+                    found.extend(schema_types(option))
+    if not found and "enum" in schema:
+        found.append("string")
+    if not found and "properties" in schema:
+        found.append("object")
+    unique = list(dict.fromkeys(found))
+    return [t for t in unique if t != "null"] + (["null"] if "null" in unique else [])
+
+
+def is_string_schema(schema: Mapping[str, Any] | None) -> bool:
+    types = schema_types(schema)
+    return bool(types) and types[0] == "string"
+
+
+_MISSING = object()
+
+
+def _as_type(text: str, kind: str) -> Any:
+    stripped = text.strip()
+    lowered = stripped.lower()
+    if kind == "string":
+        return text
+    if kind == "integer":
+        try:
+            return int(stripped)
+        except ValueError:
+            try:
+                number = float(stripped)
+            except ValueError:
+                return _MISSING
+            return int(number) if number.is_integer() else _MISSING
+    if kind == "number":
+        try:
+            return int(stripped)
+        except ValueError:
+            try:
+                number = float(stripped)
+            except ValueError:
+                return _MISSING
+            return number if number == number and abs(number) != float("inf") else _MISSING
+    if kind == "boolean":
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        return _MISSING
+    if kind == "null":
+        return None if lowered in _NULL else _MISSING
+    if kind in ("object", "array"):
+        value = repair_json(stripped)
+        expected = dict if kind == "object" else list
+        return value if isinstance(value, expected) else _MISSING
+    return _MISSING
+
+
+def coerce_text(text: str, schema: Mapping[str, Any] | None) -> Any:
+    """The value a text parameter stands for under ``schema``.
+
+    Without a schema, text that is a JSON literal (number, boolean, null,
+    object, array) becomes that value and anything else stays a string.
+    """
+    types = schema_types(schema)
+    if not types:
+        value = repair_json(text.strip()) if _looks_like_json(text) else _MISSING
+        return text if value is _MISSING or (value is None and text.strip() != "null") else value
+    for kind in types:
+        value = _as_type(text, kind)
+        if value is not _MISSING:
+            return value
+    return text
+
+
+def _looks_like_json(text: str) -> bool:
+    stripped = text.strip()
+    if not stripped:
+        return False
+    if stripped[0] in "{[":
+        return stripped[-1] in "}]"
+    if stripped in ("true", "false", "null"):
+        return True
+    try:
+        float(stripped)
+    except ValueError:
+        return False
+    return stripped.lower() not in ("nan", "inf", "-inf", "infinity", "-infinity")

@@ -1,0 +1,140 @@
+"""The streaming parser: model text in, a few characters at a time; events out.
+
+``StreamParser`` is the one implementation of tool-call parsing;
+``parse_tool_calls`` is this parser fed the whole text at once. It works like
+h11's connection object: a buffer that only ever holds text not yet decided
+on, a cursor that never goes back over searched text, and events handed out
+as soon as they are certain.
+
+Outside a region the parser looks for the opening markers of the active
+formats. Text that cannot start a marker goes out as content at once; only
+a possible partial marker at the end of the buffer is held back (at most the
+longest marker's length less one). Inside a region the format's region
+parser consumes the text and emits call events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from toolrelay.events import ContentDelta, Event, ReasoningDelta
+from toolrelay.formats import OpenerTable, opener_table
+from toolrelay.formats.base import Context, Region, Status
+from toolrelay.names import ToolSet
+
+
+class StreamParser:
+    """Feed model output with ``feed(delta)``; finish with ``close()``.
+
+    Both return the events that became certain. Events are frozen
+    dataclasses from ``toolrelay.events``. The concatenated ContentDelta
+    texts equal ``parse_tool_calls(whole_text).content`` whatever the
+    chunking, and the argument deltas of a call concatenate to its final
+    ``arguments_json``.
+
+    Reasoning policy: text in ``<think>…</think>`` (and the other reasoning
+    wrappers) is reasoning, calls written inside a closed think block
+    included. If the think block never closes, calls in it are parsed as
+    calls when the output ends (a model that forgot ``</think>``).
+    """
+
+    __slots__ = ("_buf", "_closed", "_ctx", "_opener", "_pos", "_region", "_table")
+
+    def __init__(
+        self,
+        tools: Iterable[Any] | None = None,
+        format: str = "auto",
+        *,
+        _context: Context | None = None,
+    ) -> None:
+        self._table: OpenerTable = opener_table(format)
+        self._ctx = _context if _context is not None else Context(ToolSet(tools), format)
+        self._ctx.openers = self._table
+        self._buf = ""  # text not yet decided on; starts at the opener while a region may fall back
+        self._pos = 0  # how far the buffer has been read
+        self._region: Region | None = None
+        self._opener = ""  # the marker that opened the current region
+        self._closed = False
+
+    def feed(self, delta: str) -> list[Event]:
+        if self._closed:
+            raise RuntimeError("feed() after close()")
+        if delta:
+            self._buf = self._buf + delta if self._buf else delta
+            self._run(final=False)
+        return self._take()
+
+    def close(self) -> list[Event]:
+        if not self._closed:
+            self._closed = True
+            self._run(final=True)
+        return self._take()
+
+    def _take(self) -> list[Event]:
+        events = self._ctx.events
+        if not events:
+            return []
+        self._ctx.events = []
+        return _merge_text(events)
+
+    def _run(self, final: bool) -> None:
+        buf = self._buf
+        pos = self._pos
+        keep_from = 0  # text before this is decided and may be dropped from the buffer
+        ctx = self._ctx
+        while True:
+            region = self._region
+            if region is not None:
+                pos, status = region.feed(buf, pos, final)
+                if status is Status.CONTINUE:
+                    if not getattr(region, "may_fallback", False):
+                        keep_from = pos
+                    break
+                self._region = None
+                if status is Status.FALLBACK:
+                    ctx.content(self._opener)
+                    ctx.at_start = False
+                    pos = keep_from + len(self._opener)
+                elif status is Status.DROP_OPENER:
+                    pos = keep_from + len(self._opener)
+                keep_from = pos
+                continue
+            found = self._table.search(buf, pos, ctx)
+            if found is None:
+                safe = len(buf) if final else self._table.safe_end(buf, pos)
+                self._emit_content(buf[pos:safe])
+                pos = keep_from = safe
+                break
+            start, marker, factory = found
+            self._emit_content(buf[pos:start])
+            self._opener = marker
+            keep_from = start
+            self._region = factory(ctx, marker)
+            ctx.at_start = False
+            pos = start + len(marker)
+        self._buf = buf[keep_from:] if keep_from else buf
+        self._pos = pos - keep_from
+
+    def _emit_content(self, text: str) -> None:
+        if text:
+            ctx = self._ctx
+            ctx.content(text)
+            if ctx.at_start and not text.isspace():
+                ctx.at_start = False
+
+
+def _merge_text(events: list[Event]) -> list[Event]:
+    """Join neighbouring content (and reasoning) deltas produced by one feed."""
+    if len(events) < 2:
+        return events
+    merged: list[Event] = []
+    for event in events:
+        last = merged[-1] if merged else None
+        if isinstance(event, ContentDelta) and isinstance(last, ContentDelta):
+            merged[-1] = ContentDelta(last.text + event.text)
+        elif isinstance(event, ReasoningDelta) and isinstance(last, ReasoningDelta):
+            merged[-1] = ReasoningDelta(last.text + event.text)
+        else:
+            merged.append(event)
+    return merged
