@@ -1,0 +1,331 @@
+"""The detector's entry points: the agent loop's two checks and the gateway's one.
+
+Everything is recomputed from the transcript on every call. What the detector
+did before (a nudge, a block) is read back from its tagged notes, so a check is
+a pure function of ``(messages, pending, config, tools)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toolrelay.stuck.config import StuckConfig
+from toolrelay.stuck.messages import block_text, describe_call, halt_text, nudge_text
+from toolrelay.stuck.patterns import (
+    Finding,
+    Measure,
+    Rung,
+    best,
+    cycle_measure,
+    error_streak_measure,
+    near_identical_measure,
+    repeat_measures,
+    repeated_error_measure,
+    resolve_after_round,
+    resolve_pending,
+    text_turn_measures,
+    unknown_tool_measure,
+)
+from toolrelay.stuck.transcript import (
+    CallSpec,
+    Round,
+    ToolCatalog,
+    Window,
+    read_calls,
+    read_window,
+    text_of,
+)
+from toolrelay.stuck.verdict import CallAction, Decision, InvolvedCall, Level, Verdict
+
+Tools = Sequence[Mapping[str, Any] | str]
+
+_SUGGESTIONS: dict[str, tuple[str, ...]] = {
+    "identical_call": ("use_previous_result", "change_arguments", "final_answer"),
+    "side_effect_repeat": ("do_not_repeat_action", "final_answer"),
+    "identical_error": ("fix_arguments", "use_another_tool", "final_answer"),
+    "repeated_error": ("change_approach", "use_another_tool", "final_answer"),
+    "error_streak": ("check_tool_names_and_arguments", "final_answer"),
+    "unknown_tool": ("use_declared_tool", "final_answer"),
+    "cycle": ("decide_from_results", "final_answer"),
+    "near_identical": ("change_approach", "final_answer"),
+    "identical_call_changing_result": ("use_current_output", "final_answer"),
+    "polling_no_progress": ("back_off", "report_status"),
+    "monologue": ("call_a_tool", "final_answer"),
+    "empty_round": ("final_answer",),
+}
+_HALT_SUGGESTIONS = ("final_answer_without_tools",)
+_NOTE_SEPARATOR = "\n\n"
+
+
+def _level(rung: Rung, config: StuckConfig) -> Level:
+    if config.mode == "observe":
+        return (
+            "would_nudge"
+            if rung == "nudge"
+            else "would_block"
+            if rung == "block"
+            else ("would_halt")
+        )
+    return rung
+
+
+def _involved(measure: Measure) -> tuple[InvolvedCall, ...]:
+    seen: dict[str, InvolvedCall] = {}
+    specs = [call.spec for call in measure.evidence] + list(measure.pending)
+    for spec in specs:
+        seen.setdefault(spec.sig, InvolvedCall(spec.name, spec.sig, spec.canonical_args))
+    return tuple(seen.values())
+
+
+def _primary_spec(measure: Measure) -> CallSpec | None:
+    if measure.evidence:
+        return measure.evidence[-1].spec
+    return measure.pending[0] if measure.pending else None
+
+
+def _verdict(
+    finding: Finding,
+    config: StuckConfig,
+    message: str,
+    blocked_call_ids: tuple[str, ...] = (),
+) -> Verdict:
+    measure = finding.measure
+    primary = _primary_spec(measure)
+    last_call = measure.evidence[-1] if measure.evidence else None
+    involved = _involved(measure)
+    return Verdict(
+        pattern=measure.pattern,
+        level=_level(finding.rung, config),
+        mode=config.mode,
+        count=measure.count,
+        thresholds=measure.shown_ladder,
+        tool_names=tuple(dict.fromkeys(call.name for call in involved)),
+        calls=involved,
+        signature=primary.sig if primary else None,
+        canonical_args=primary.canonical_args if primary else None,
+        result_excerpt=last_call.result_excerpt if last_call else measure.text_excerpt,
+        error_excerpt=last_call.error_excerpt if last_call else None,
+        first_index=measure.loop_start_index,
+        last_index=measure.last_index,
+        loop_start_index=measure.loop_start_index,
+        blocked_call_ids=blocked_call_ids,
+        message_to_model=message,
+        suggested_actions=_HALT_SUGGESTIONS
+        if finding.rung == "halt"
+        else _SUGGESTIONS[measure.pattern],
+        period=measure.period,
+        polling=measure.polling,
+    )
+
+
+def _halt_note(measure: Measure) -> str:
+    primary = _primary_spec(measure)
+    description = describe_call(primary.name, primary.canonical_args) if primary else None
+    return halt_text(measure.pattern, measure.count, description)
+
+
+def _measures_after_round(window: Window, config: StuckConfig) -> list[Measure]:
+    """Every pattern's progress, for the round (or text turn) that ends the window."""
+    if not window.steps:
+        return []
+    if not isinstance(window.steps[-1], Round):
+        return text_turn_measures(window, config)
+    rounds = window.rounds
+    last = rounds[-1]
+    measures: list[Measure] = []
+    for call in last.calls:
+        measures.extend(repeat_measures(rounds, call.spec, config, pending=False))
+    for name in dict.fromkeys(call.name for call in last.calls if call.unknown_tool):
+        measures.extend(unknown_tool_measure(window, name, config, None))
+    measures.extend(repeated_error_measure(rounds, config))
+    measures.extend(error_streak_measure(rounds, config))
+    measures.extend(cycle_measure(rounds, config, ()))
+    measures.extend(near_identical_measure(rounds, config, ()))
+    return measures
+
+
+def _already_nudged(window: Window, measure: Measure, config: StuckConfig) -> bool:
+    # Observe mode writes nothing into the transcript, so "nudged before" is
+    # read from the count: the nudge would have gone out at its threshold.
+    if config.mode == "observe":
+        nudge = measure.ladder.nudge
+        return nudge is not None and measure.progress > nudge
+    return window.nudged_since(measure.pattern, measure.loop_start_index)
+
+
+class StuckDetector:
+    """The agent loop's detector: ``check_pending`` before a round runs, ``check_round`` after.
+
+    ``tools`` (the OpenAI ``tools`` array, or tool names) is optional; with it,
+    calls to undeclared names are recognised without waiting for their errors,
+    namespaced names resolve, and arguments equal to schema defaults are ignored.
+    """
+
+    def __init__(self, config: StuckConfig | None = None) -> None:
+        self.config = config or StuckConfig()
+
+    def check_pending(
+        self,
+        messages: Sequence[Any],
+        pending_assistant: Mapping[str, Any],
+        tools: Tools | None = None,
+    ) -> Decision:
+        """Which calls of the assistant message about to run may run."""
+        config = self.config
+        if config.mode == "off":
+            return Decision()
+        catalog = ToolCatalog(tools)
+        specs = read_calls(pending_assistant, len(messages), config, catalog)
+        run_all: dict[str, CallAction] = {spec.call_id: "run" for spec in specs}
+        if not specs:
+            return Decision(per_call=run_all)
+        window = read_window(messages, config, catalog)
+        distinct = list({spec.sig: spec for spec in reversed(specs)}.values())[::-1]
+        findings: list[Finding] = []
+        for spec in distinct:
+            measures = repeat_measures(window.rounds, spec, config, pending=True)
+            known_unknown = any(
+                call.unknown_tool and call.name == spec.name
+                for round_ in window.rounds
+                for call in round_.calls
+            )
+            if spec.declared is False or known_unknown:
+                measures.extend(unknown_tool_measure(window, spec.name, config, spec))
+            findings.extend(_findings_pending(measures))
+        findings.extend(_findings_pending(cycle_measure(window.rounds, config, distinct)))
+        findings.extend(_findings_pending(near_identical_measure(window.rounds, config, distinct)))
+        chosen = best(findings)
+        if chosen is None:
+            return Decision(per_call=run_all)
+        blocked_sigs: dict[str, Finding] = {}
+        for finding in sorted(findings, key=lambda f: f.rank, reverse=True):
+            for spec in finding.measure.pending:
+                blocked_sigs[spec.sig] = finding
+        halt = chosen.rung == "halt"
+        blocked = [spec for spec in specs if halt or spec.sig in blocked_sigs]
+        texts = {
+            spec.call_id: block_text((chosen if halt else blocked_sigs[spec.sig]).measure, spec)
+            for spec in blocked
+        }
+        blocked_ids = tuple(spec.call_id for spec in blocked)
+        message = _halt_note(chosen.measure) if halt else texts[blocked_ids[0]]
+        verdict = _verdict(chosen, config, message, blocked_ids)
+        if config.mode == "observe":
+            return Decision(per_call=run_all, verdict=verdict)
+        per_call: dict[str, CallAction] = {
+            spec.call_id: "block" if spec.call_id in texts else "run" for spec in specs
+        }
+        return Decision(per_call=per_call, verdict=verdict, blocked_texts=texts)
+
+    def check_round(self, messages: Sequence[Any], tools: Tools | None = None) -> Verdict | None:
+        """After a round's results are appended: a nudge to attach, a halt, or nothing."""
+        config = self.config
+        if config.mode == "off":
+            return None
+        catalog = ToolCatalog(tools)
+        window = read_window(messages, config, catalog)
+        findings = []
+        for measure in _measures_after_round(window, config):
+            rung = resolve_after_round(measure, _already_nudged(window, measure, config))
+            if rung is not None:
+                findings.append(Finding(measure, rung))
+        chosen = best(findings)
+        if chosen is None:
+            return None
+        if chosen.rung == "halt":
+            message = _halt_note(chosen.measure)
+        else:
+            message = nudge_text(chosen.measure, catalog.names)
+        return _verdict(chosen, config, message)
+
+
+def _findings_pending(measures: Sequence[Measure]) -> list[Finding]:
+    findings = []
+    for measure in measures:
+        rung = resolve_pending(measure)
+        if rung is not None:
+            findings.append(Finding(measure, rung))
+    return findings
+
+
+def gateway_verdict(
+    messages: Sequence[Any],
+    config: StuckConfig | None = None,
+    tools: Tools | None = None,
+) -> Verdict | None:
+    """Proxy mode: is the client's agent stuck in a loop right now?
+
+    The client runs the tools, so the gateway cannot nudge or block a call; it
+    can only answer without tools. It therefore declares a loop at each
+    pattern's first threshold (for identical calls: the third identical call
+    with the same result) and reports it with level ``halt``.
+    """
+    config = config or StuckConfig()
+    if config.mode == "off":
+        return None
+    window = read_window(messages, config, ToolCatalog(tools))
+    findings = []
+    for measure in _measures_after_round(window, config):
+        ladder = measure.ladder
+        first = ladder.nudge or ladder.block or ladder.halt_at
+        if first is not None and measure.progress >= first:
+            findings.append(Finding(measure, "halt"))
+    chosen = best(findings)
+    if chosen is None:
+        return None
+    return _verdict(chosen, config, _halt_note(chosen.measure))
+
+
+def final_answer_note(verdict: Verdict) -> str:
+    """The note asking for a final, tools-free answer after ``verdict``'s loop."""
+    description = (
+        describe_call(verdict.tool_names[0], verdict.canonical_args)
+        if verdict.tool_names and verdict.canonical_args is not None
+        else None
+    )
+    return halt_text(verdict.pattern, verdict.count, description)
+
+
+def append_note(messages: Sequence[Mapping[str, Any]], note: str) -> list[dict[str, Any]]:
+    """A copy of ``messages`` carrying ``note`` where every chat template accepts it.
+
+    The note goes at the end of the last tool result when the conversation
+    ends with one (no extra turn, valid role order), else into a new user
+    message. The input is not modified.
+    """
+    copied = [dict(message) for message in messages]
+    if copied and copied[-1].get("role") == "tool":
+        last = copied[-1]
+        content = last.get("content")
+        if isinstance(content, list):
+            last["content"] = [*content, {"type": "text", "text": _NOTE_SEPARATOR + note}]
+        else:
+            last["content"] = text_of(content) + _NOTE_SEPARATOR + note
+        return copied
+    copied.append({"role": "user", "content": note})
+    return copied
+
+
+def apply_nudge(messages: Sequence[Mapping[str, Any]], verdict: Verdict) -> list[dict[str, Any]]:
+    """``messages`` with the nudge of an enforced ``nudge`` verdict attached (design §7.6)."""
+    if verdict.level != "nudge":
+        return [dict(message) for message in messages]
+    return append_note(messages, verdict.message_to_model)
+
+
+def name_saturation(
+    messages: Sequence[Any], config: StuckConfig | None = None, last: int = 10, at_least: int = 8
+) -> str | None:
+    """Info only, never enforced: the tool name behind most of the latest calls.
+
+    Batches (reading ten files) are legitimate, so this is a signal for logs
+    and threshold tuning, not a verdict.
+    """
+    config = config or StuckConfig()
+    window = read_window(messages, config, ToolCatalog(None))
+    names = [call.name for round_ in window.rounds for call in round_.calls][-last:]
+    if len(names) < at_least:
+        return None
+    top = max(sorted(set(names)), key=names.count)
+    return top if names.count(top) >= at_least else None
