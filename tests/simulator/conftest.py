@@ -1,0 +1,97 @@
+"""Simulators on free 127.0.0.1 ports, and helpers to read their wire formats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import openai
+import orjson
+import pytest
+
+from toolrelay.simulator import Simulator, SimulatorConfig
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+WEATHER_QUESTION = [{"role": "user", "content": "What's the weather in Paris?"}]
+
+StartSimulator = Callable[..., Simulator]
+
+
+@pytest.fixture
+def start_simulator() -> Iterator[StartSimulator]:
+    """start_simulator(scenario_or_None, **switches) -> a running Simulator, stopped after."""
+    running: list[Simulator] = []
+
+    def start(scenario: Any = None, **switches: Any) -> Simulator:
+        simulator = Simulator(SimulatorConfig.load(scenario, **switches))
+        simulator.start()
+        running.append(simulator)
+        return simulator
+
+    yield start
+    for simulator in running:
+        simulator.stop()
+
+
+@pytest.fixture(scope="module")
+def default_sim() -> Iterator[Simulator]:
+    """The built-in scenario, no switch on; shared by a module's read-only tests."""
+    with Simulator() as simulator:
+        yield simulator
+
+
+class Wire:
+    """Clients for a simulator and readers for its streaming formats."""
+
+    @staticmethod
+    def openai(simulator: Simulator) -> openai.OpenAI:
+        return openai.OpenAI(
+            base_url=simulator.openai_url, api_key="unused", timeout=10, max_retries=0
+        )
+
+    @staticmethod
+    def http(simulator: Simulator) -> httpx.Client:
+        return httpx.Client(base_url=simulator.url, timeout=10)
+
+    @staticmethod
+    def sse(body: str) -> list[Any]:
+        """The data payloads of an SSE body: decoded JSON, or the raw string ([DONE])."""
+        payloads: list[Any] = []
+        for event in body.split("\n\n")[:-1]:
+            assert event.startswith("data: "), event
+            data = event.removeprefix("data: ")
+            payloads.append(data if data == "[DONE]" else orjson.loads(data))
+        assert body.endswith("\n\n")
+        return payloads
+
+    @staticmethod
+    def ndjson(body: str) -> list[Any]:
+        assert body.endswith("\n")
+        return [orjson.loads(line) for line in body.splitlines()]
+
+
+@pytest.fixture
+def wire() -> type[Wire]:
+    return Wire
+
+
+@pytest.fixture
+def weather_tool() -> dict[str, Any]:
+    return WEATHER_TOOL
+
+
+@pytest.fixture
+def weather_question() -> list[dict[str, Any]]:
+    return [dict(message) for message in WEATHER_QUESTION]

@@ -1,0 +1,260 @@
+"""Every failure switch, over real HTTP, reproducing the real case it stands for."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import openai
+import pytest
+
+TOOLS_SEEN = {
+    "rules": [
+        {"match": {"tools": "native"}, "answer": {"tool_calls": [{"name": "get_weather"}]}},
+        {"match": {"tools": "none"}, "answer": {"content": "I see no tools."}},
+    ]
+}
+TAGGED = {
+    "rules": [
+        {
+            "answer": {
+                "reasoning": "I should call the tool.",
+                "content": 'Let me check.<tool_call>\n{"name": "get_weather"}\n</tool_call>',
+            }
+        }
+    ]
+}
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+def test_strip_tools_hides_tools_and_tool_choice(start_simulator, wire, weather_tool):
+    sim = start_simulator(TOOLS_SEEN, strip_tools=True)
+    reply = wire.openai(sim).chat.completions.create(
+        model="m", messages=HELLO, tools=[weather_tool], tool_choice="required"
+    )
+    assert reply.choices[0].message.content == "I see no tools."
+    assert not reply.choices[0].message.tool_calls
+    # The proxy strips after receiving: the log shows what the client sent.
+    assert sim.requests[0].body["tools"] == [weather_tool]
+    ollama = wire.http(sim).post(
+        "/api/chat",
+        json={"model": "m", "messages": HELLO, "tools": [weather_tool], "stream": False},
+    )
+    assert ollama.json()["message"]["content"] == "I see no tools."
+
+
+def test_without_strip_tools_the_same_request_calls(start_simulator, wire, weather_tool):
+    sim = start_simulator(TOOLS_SEEN)
+    reply = wire.openai(sim).chat.completions.create(
+        model="m", messages=HELLO, tools=[weather_tool]
+    )
+    assert (reply.choices[0].message.tool_calls or [])[0].function.name == "get_weather"
+
+
+def test_stop_at_tool_call_tag_truncates(start_simulator, wire):
+    sim = start_simulator(TAGGED, stop_at_tool_call_tag=True)
+    http = wire.http(sim)
+    request = {"model": "m", "messages": HELLO}
+    body = http.post("/v1/chat/completions", json=request).json()
+    assert body["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "Let me check.",
+        "reasoning_content": "I should call the tool.",
+    }
+    assert body["choices"][0]["finish_reason"] == "stop"
+    payloads = wire.sse(http.post("/v1/chat/completions", json=request | {"stream": True}).text)
+    text = "".join(p["choices"][0]["delta"].get("content", "") for p in payloads[:-1])
+    assert text == "Let me check."
+    ollama = http.post("/api/chat", json=request | {"stream": False}).json()
+    assert ollama["message"]["content"] == "Let me check."
+
+
+def test_without_stop_at_tag_the_markup_comes_through(start_simulator, wire):
+    sim = start_simulator(TAGGED)
+    reply = wire.openai(sim).chat.completions.create(model="m", messages=HELLO)
+    assert "<tool_call>" in (reply.choices[0].message.content or "")
+
+
+def test_swallow_streamed_calls_empties_streamed_call_rounds(
+    start_simulator, wire, weather_tool, weather_question
+):
+    sim = start_simulator(swallow_streamed_calls=True)
+    http = wire.http(sim)
+    request = {
+        "model": "m",
+        "messages": weather_question,
+        "tools": [weather_tool],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    response = http.post("/v1/chat/completions", json=request)
+    assert response.status_code == 200
+    payloads = wire.sse(response.text)
+    assert [p["choices"] for p in payloads[:-2]] == [
+        [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": ""},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        ],
+        [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}],
+    ]
+    assert payloads[-2]["choices"] == [] and payloads[-1] == "[DONE]"
+    # Non-streaming still returns the call: the engine's fallback depends on it.
+    whole = http.post("/v1/chat/completions", json=request | {"stream": False}).json()
+    assert whole["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+def test_swallow_also_eats_text_calls_but_not_plain_text(start_simulator, wire):
+    sim = start_simulator(swallow_streamed_calls=True)
+    http = wire.http(sim)
+    system = {"role": "system", "content": '[TOOL_CALL]{"name": "get_weather"}[/TOOL_CALL]'}
+    request = {"model": "m", "stream": True}
+    rescue = request | {"messages": [system, {"role": "user", "content": "weather in Rome?"}]}
+    payloads = wire.sse(http.post("/v1/chat/completions", json=rescue).text)
+    assert all("content" not in p["choices"][0]["delta"] for p in payloads[1:-1])
+    plain = wire.sse(http.post("/v1/chat/completions", json=request | {"messages": HELLO}).text)
+    assert "".join(p["choices"][0]["delta"].get("content", "") for p in plain[:-1]).endswith(
+        "hello"
+    )
+
+
+def test_swallow_on_ollama_stream(start_simulator, wire, weather_tool, weather_question):
+    sim = start_simulator(swallow_streamed_calls=True)
+    request = {"model": "m", "messages": weather_question, "tools": [weather_tool]}
+    [last] = wire.ndjson(wire.http(sim).post("/api/chat", json=request).text)
+    assert last["done"] is True and last["done_reason"] == "stop"
+    assert last["message"] == {"role": "assistant", "content": ""}
+
+
+def test_no_tools_support_errors_in_both_shapes(start_simulator, wire, weather_tool):
+    sim = start_simulator(no_tools_support=True)
+    http = wire.http(sim)
+    request = {"model": "gemma:2b", "messages": HELLO, "tools": [weather_tool]}
+    ollama = http.post("/api/chat", json=request)
+    assert (ollama.status_code, ollama.json()) == (
+        400,
+        {"error": "gemma:2b does not support tools"},
+    )
+    openai_shape = http.post("/v1/chat/completions", json=request)
+    assert openai_shape.status_code == 400
+    assert openai_shape.json() == {
+        "error": {
+            "message": "gemma:2b does not support tools",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
+    with pytest.raises(openai.BadRequestError, match="does not support tools"):
+        wire.openai(sim).chat.completions.create(
+            model="gemma:2b", messages=HELLO, tools=[weather_tool]
+        )
+    assert http.post("/api/chat", json=request | {"tools": None}).status_code == 200
+    assert http.post("/api/show", json={"model": "gemma:2b"}).json()["capabilities"] == [
+        "completion"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "has_tools"),
+    [(("completion", "tools"), True), (("completion",), False), (("completion", "vision"), False)],
+)
+def test_capabilities_drive_api_show(start_simulator, wire, capabilities, has_tools):
+    sim = start_simulator(capabilities=capabilities)
+    body = wire.http(sim).post("/api/show", json={"model": "m"}).json()
+    assert body["capabilities"] == list(capabilities)
+    assert (".Tools" in body["template"]) is has_tools
+
+
+def test_ignore_tool_choice(start_simulator, wire, weather_tool):
+    sim = start_simulator(ignore_tool_choice=True)
+    reply = wire.openai(sim).chat.completions.create(
+        model="m", messages=HELLO, tools=[weather_tool], tool_choice="required"
+    )
+    assert not reply.choices[0].message.tool_calls
+    assert reply.choices[0].message.content.endswith("You said: hello")
+
+
+def test_chunk_sets_delta_size(start_simulator, wire):
+    sim = start_simulator({"rules": [{"answer": {"content": "abcdefghij"}}]}, chunk=4)
+    request = {"model": "m", "messages": HELLO, "stream": True}
+    payloads = wire.sse(wire.http(sim).post("/v1/chat/completions", json=request).text)
+    pieces = [p["choices"][0]["delta"]["content"] for p in payloads[1:-2]]
+    assert pieces == ["abcd", "efgh", "ij"]
+    lines = wire.ndjson(wire.http(sim).post("/api/chat", json=request).text)
+    assert [line["message"]["content"] for line in lines[:-1]] == ["abcd", "efgh", "ij"]
+
+
+def test_delay_ms_paces_the_deltas(start_simulator, wire):
+    sim = start_simulator({"rules": [{"answer": {"content": "abcdefghij"}}]}, chunk=2, delay_ms=40)
+    request = {"model": "m", "messages": HELLO, "stream": True}
+    arrivals = []
+    started = time.monotonic()
+    with wire.http(sim).stream("POST", "/v1/chat/completions", json=request) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                arrivals.append(time.monotonic() - started)
+    # role + 5 content + finish + [DONE]: seven pauses of 40 ms.
+    assert len(arrivals) == 8
+    assert arrivals[-1] - arrivals[0] >= 0.25
+    non_streaming = time.monotonic()
+    wire.http(sim).post("/v1/chat/completions", json=request | {"stream": False})
+    assert time.monotonic() - non_streaming < 0.25
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/api/chat"])
+def test_fail_after_chunks_drops_the_connection(start_simulator, wire, path):
+    sim = start_simulator({"rules": [{"answer": {"content": "x" * 40}}]}, fail_after_chunks=3)
+    request = {"model": "m", "messages": HELLO, "stream": True}
+    received = []
+    with (
+        pytest.raises(httpx.RemoteProtocolError),
+        wire.http(sim).stream("POST", path, json=request) as response,
+    ):
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line:
+                received.append(line)
+    assert len(received) == 3
+    # The server is still fine afterwards.
+    assert wire.http(sim).get("/v1/models").status_code == 200
+
+
+def test_fail_after_chunks_through_the_sdk(start_simulator, wire):
+    sim = start_simulator({"rules": [{"answer": {"content": "x" * 40}}]}, fail_after_chunks=2)
+    stream = wire.openai(sim).chat.completions.create(model="m", messages=HELLO, stream=True)
+    seen = 0
+    with pytest.raises((httpx.HTTPError, openai.APIError)):
+        for _ in stream:
+            seen += 1
+    assert seen == 2
+
+
+def test_status_fails_every_completion(start_simulator, wire):
+    sim = start_simulator(status=503)
+    http = wire.http(sim)
+    request = {"model": "m", "messages": HELLO}
+    response = http.post("/v1/chat/completions", json=request)
+    assert response.status_code == 503
+    assert response.json() == {
+        "error": {
+            "message": "simulated failure (status 503)",
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+    ollama = http.post("/api/chat", json=request)
+    assert (ollama.status_code, ollama.json()) == (503, {"error": "simulated failure (status 503)"})
+    with pytest.raises(openai.InternalServerError):
+        wire.openai(sim).chat.completions.create(model="m", messages=HELLO)
+    assert http.get("/v1/models").status_code == 200
+
+
+def test_status_429_maps_to_the_sdks_rate_limit_error(start_simulator, wire):
+    sim = start_simulator(status=429)
+    with pytest.raises(openai.RateLimitError):
+        wire.openai(sim).chat.completions.create(model="m", messages=HELLO)
