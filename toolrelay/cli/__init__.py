@@ -14,6 +14,10 @@ from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "parse": ("toolrelay.cli.parse", "parse tool calls out of model output"),
+    "serve": (
+        "toolrelay.cli.serve",
+        "run the OpenAI-compatible gateway in front of a model server",
+    ),
     "simulate": ("toolrelay.cli.simulate", "serve a model-server simulator (a test double)"),
 }
 

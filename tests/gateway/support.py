@@ -1,0 +1,105 @@
+"""Fixtures: the gateway on a free 127.0.0.1 port in a background thread, in
+front of a simulator (a test double for a model), and openai SDK clients."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import openai
+import uvicorn
+
+from toolrelay.io.settings import Settings
+from toolrelay.server import create_app
+from toolrelay.simulator import Simulator, SimulatorConfig
+from toolrelay.simulator.runner import listening_socket
+
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+TIME_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Current time in a time zone",
+        "parameters": {
+            "type": "object",
+            "properties": {"tz": {"type": "string"}},
+            "required": ["tz"],
+        },
+    },
+}
+ASK_WEATHER = [{"role": "user", "content": "What's the weather in Paris?"}]
+
+
+class GatewayServer:
+    """The real gateway app served by uvicorn from a background thread."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.app = create_app(settings)
+        sock = listening_socket("127.0.0.1", 0)
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            self.app, log_level="warning", access_log=False, timeout_graceful_shutdown=1
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+
+    def start(self) -> GatewayServer:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the gateway did not start")
+            time.sleep(0.002)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+
+    def client(self, **kwargs: Any) -> openai.OpenAI:
+        return openai.OpenAI(
+            base_url=self.url + "/v1", api_key="none", max_retries=0, timeout=20, **kwargs
+        )
+
+    def async_client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            base_url=self.url + "/v1", api_key="none", max_retries=0, timeout=20
+        )
+
+
+@contextmanager
+def gateway(backend_url: str, **settings: Any) -> Iterator[GatewayServer]:
+    server = GatewayServer(Settings(backend=backend_url, **settings)).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def stack(
+    scenario: Any = None, *, gateway_settings: dict[str, Any] | None = None, **switches: Any
+) -> Iterator[tuple[Simulator, GatewayServer]]:
+    """A simulator with these switches and a gateway in front of it."""
+    with (
+        Simulator(SimulatorConfig.load(scenario, **switches)) as sim,
+        gateway(sim.openai_url, **(gateway_settings or {})) as gw,
+    ):
+        yield sim, gw

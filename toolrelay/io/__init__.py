@@ -1,0 +1,1 @@
+"""The I/O layer: talking to model servers (``backends``) and running tools."""

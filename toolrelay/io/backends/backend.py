@@ -1,0 +1,127 @@
+"""One model server: its OpenAI-compatible API, its kind, and what it can do.
+
+This is the layer the gateway, the agent engine, ``toolrelay chat`` and
+``toolrelay doctor`` share; it knows nothing of Starlette or of the client
+that asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.facts import CapabilityCache, Fact
+from toolrelay.io.backends.http import ChunkStream, HttpClient
+from toolrelay.io.backends.probe import detect_kind, probe_native_tools, root_url
+from toolrelay.io.settings import BackendConfig, ToolMode
+
+RoundMode = Literal["native", "rescue"]
+
+# Kinds whose native endpoints say whether a model takes tools.
+_PROBED_KINDS = frozenset({"ollama", "llamacpp", "lmstudio"})
+
+
+class Backend:
+    def __init__(
+        self,
+        config: BackendConfig,
+        *,
+        capability_ttl: float = 600.0,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.base_url = config.url.rstrip("/")
+        self.root_url = root_url(self.base_url)
+        self.client = HttpClient(
+            api_key=config.api_key, timeout=timeout, connect_timeout=connect_timeout
+        )
+        self.facts = CapabilityCache(ttl=capability_ttl)
+        self._kind: str | None = None if config.kind == "auto" else config.kind
+        self._kind_lock = asyncio.Lock()
+
+    async def kind(self) -> str:
+        """The server's kind, detected once when configured as ``auto``."""
+        if self._kind is None:
+            async with self._kind_lock:
+                if self._kind is None:
+                    self._kind = await detect_kind(self.client, self.root_url)
+        return self._kind
+
+    @property
+    def known_kind(self) -> str | None:
+        return self._kind
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``/chat/completions`` without streaming and return the answer."""
+        body = {**body, "stream": False}
+        # Servers reject stream_options on a request that does not stream.
+        body.pop("stream_options", None)
+        answer = await self.client.request_json("POST", self.base_url + "/chat/completions", body)
+        if not isinstance(answer, dict):
+            raise BackendError(502, "backend answered with something other than a JSON object")
+        return answer
+
+    async def open_stream(self, body: dict[str, Any]) -> ChunkStream:
+        """POST a streamed ``/chat/completions``; returns once the headers are in."""
+        return await self.client.open_stream(
+            self.base_url + "/chat/completions", {**body, "stream": True}
+        )
+
+    async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """The chunks of a streamed completion, as dicts."""
+        async with await self.open_stream(body) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    async def list_models(self) -> dict[str, Any]:
+        """The backend's ``GET /models`` answer, as it gave it."""
+        answer = await self.client.request_json("GET", self.base_url + "/models")
+        if not isinstance(answer, dict):
+            raise BackendError(502, "backend's model list is not a JSON object")
+        return answer
+
+    async def default_model(self) -> str:
+        """The backend's first listed model (for toolrelay's own rounds)."""
+        listing = await self.list_models()
+        data = listing.get("data")
+        if isinstance(data, list):
+            for entry in data:
+                if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                    return str(entry["id"])
+        raise BackendError(502, "backend lists no models")
+
+    async def tool_mode_for(self, model: str, configured: ToolMode | None = None) -> RoundMode:
+        """Native or rescue for a request with tools to ``model``.
+
+        ``configured`` (a per-model override) wins over the backend's setting;
+        ``auto`` uses what was learned, then the server's own answer, and
+        otherwise tries native first (a refusal flips it, see ``learn``).
+        """
+        mode = configured or self.config.tool_mode
+        if mode != "auto":
+            return mode
+        if self.facts.get(model, "refuses_tools"):
+            return "rescue"
+        native = self.facts.get(model, "native_tools")
+        if native is None:
+            kind = await self.kind()
+            if kind not in _PROBED_KINDS:
+                return "native"
+            probed = await probe_native_tools(self.client, self.root_url, kind, model)
+            # An inconclusive probe means "native first", cached so as not to ask again.
+            native = probed is not False
+            self.facts.set(model, "native_tools", native)
+        return "native" if native else "rescue"
+
+    def learn(self, model: str, fact: Fact, value: bool = True) -> None:
+        self.facts.set(model, fact, value)
+
+    def knows(self, model: str, fact: Fact) -> bool:
+        return bool(self.facts.get(model, fact))
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,157 @@
+"""Native tool calls as backends send them, made strict.
+
+Upstream servers get the details wrong in known ways: a missing ``index``, the
+name repeated on every delta, two calls merged under one index, arguments as
+an object or as sloppy JSON, empty ids, short names for namespaced tools. The
+collector takes the deltas in any of those shapes and gives back clean
+:class:`~toolrelay.events.ToolCall` values once the round is over, so that the
+gateway can emit them under the streaming rules (no interleaving, name once).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+
+from toolrelay.events import ToolCall
+from toolrelay.names import ToolSet
+from toolrelay.repair import repair_json
+
+
+def new_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def make_call(call_id: Any, name: Any, arguments: Any, tools: ToolSet) -> ToolCall | None:
+    """A strict call from upstream parts; None when the name is not a declared tool."""
+    if not isinstance(name, str):
+        return None
+    resolved = tools.resolve(name)
+    if resolved is None:
+        return None
+    args = _arguments(arguments)
+    return ToolCall(
+        id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
+        name=resolved,
+        arguments=args,
+        arguments_json=orjson.dumps(args).decode(),
+    )
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str) or not raw.strip():
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        value = repair_json(raw)
+    # Some servers double-encode: a JSON string holding the object.
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+class _Slot:
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self, call_id: str | None, name: str | None) -> None:
+        self.id = call_id
+        self.name = name
+        self.arguments: list[str] = []
+
+
+class NativeCalls:
+    """Accumulates ``delta.tool_calls`` entries across a stream."""
+
+    def __init__(self) -> None:
+        self._slots: list[_Slot] = []
+        # Upstream index -> our slot: a new id under a used index gets a new slot.
+        self._by_index: dict[int, int] = {}
+        self._by_id: dict[str, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._slots)
+
+    def feed(self, entries: Any) -> None:
+        if not isinstance(entries, list):
+            return
+        for entry in entries:
+            if isinstance(entry, dict):
+                self._feed_one(entry)
+
+    def _feed_one(self, entry: dict[str, Any]) -> None:
+        function = entry.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        call_id = entry.get("id") if isinstance(entry.get("id"), str) and entry.get("id") else None
+        name = function.get("name") if isinstance(function.get("name"), str) else None
+        slot = self._slot_for(entry.get("index"), call_id)
+        if slot is None:
+            slot = self._open(entry.get("index"), call_id, name)
+        elif name and not slot.name:
+            slot.name = name  # later repeats of the name are ignored, never appended
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):
+            slot.arguments = [orjson.dumps(arguments).decode()]
+        elif isinstance(arguments, str):
+            slot.arguments.append(arguments)
+
+    def _slot_for(self, index: Any, call_id: str | None) -> _Slot | None:
+        if call_id is not None:
+            found = self._by_id.get(call_id)
+            if found is not None:
+                return self._slots[found]
+        if isinstance(index, int) and index in self._by_index:
+            slot = self._slots[self._by_index[index]]
+            if call_id is not None and slot.id is not None and slot.id != call_id:
+                return None  # a second call merged under an index already in use
+            if call_id is not None and slot.id is None:
+                slot.id = call_id
+                self._by_id[call_id] = self._by_index[index]
+            return slot
+        if index is None and call_id is None and self._slots:
+            return self._slots[-1]  # a continuation that lost its index
+        return None
+
+    def _open(self, index: Any, call_id: str | None, name: str | None) -> _Slot:
+        slot = _Slot(call_id, name)
+        position = len(self._slots)
+        self._slots.append(slot)
+        if isinstance(index, int):
+            self._by_index[index] = position
+        if call_id is not None:
+            self._by_id[call_id] = position
+        return slot
+
+    def calls(self, tools: ToolSet) -> list[ToolCall]:
+        out = []
+        for slot in self._slots:
+            call = make_call(slot.id, slot.name, "".join(slot.arguments), tools)
+            if call is not None:
+                out.append(call)
+        return out
+
+
+def message_calls(message: dict[str, Any], tools: ToolSet) -> list[ToolCall]:
+    """The strict calls of a non-streamed ``message.tool_calls`` array."""
+    raw = message.get("tool_calls")
+    if not isinstance(raw, list):
+        return []
+    out = []
+    for entry in raw:
+        if not isinstance(entry, dict):
+            continue
+        function = entry.get("function")
+        if not isinstance(function, dict):
+            continue
+        call = make_call(entry.get("id"), function.get("name"), function.get("arguments"), tools)
+        if call is not None:
+            out.append(call)
+    return out

@@ -1,0 +1,109 @@
+"""Probes of a model server's native endpoints, at the root of its base URL.
+
+The base URL is the one a user gives the openai SDK (``http://host:port/v1``);
+Ollama's ``/api/show``, llama.cpp's ``/props`` and LM Studio's
+``/api/v1/models`` live beside ``/v1``, not under it. A probe answers True or
+False when the server says, and None when it cannot tell.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.http import HttpClient
+
+
+def root_url(base_url: str) -> str:
+    """``http://h:11434/v1`` → ``http://h:11434``."""
+    parts = urlsplit(base_url.rstrip("/"))
+    path = parts.path
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+async def detect_kind(client: HttpClient, root: str) -> str:
+    """Which server this is, judged by the native endpoints it answers."""
+    for kind, method, path in _SIGNATURES:
+        try:
+            answer = await client.request_json(method, root + path)
+        except BackendError:
+            continue
+        if kind == "llamacpp" and not (
+            isinstance(answer, dict)
+            and ("chat_template" in answer or "chat_template_caps" in answer)
+        ):
+            continue
+        return kind
+    return "openai"
+
+
+_SIGNATURES = (
+    ("ollama", "GET", "/api/tags"),
+    ("llamacpp", "GET", "/props"),
+    ("lmstudio", "GET", "/api/v1/models"),
+)
+
+
+async def probe_native_tools(client: HttpClient, root: str, kind: str, model: str) -> bool | None:
+    """Whether ``model`` takes native tools on a server of this ``kind``."""
+    try:
+        if kind == "ollama":
+            show = await client.request_json("POST", root + "/api/show", {"model": model})
+            return _ollama_supports(show)
+        if kind == "llamacpp":
+            return _llamacpp_supports(await client.request_json("GET", root + "/props"))
+        if kind == "lmstudio":
+            listing = await client.request_json("GET", root + "/api/v1/models")
+            return _lmstudio_supports(listing, model)
+    except BackendError:
+        return None
+    return None
+
+
+def _ollama_supports(show: Any) -> bool | None:
+    if not isinstance(show, dict):
+        return None
+    capabilities = show.get("capabilities")
+    template = show.get("template")
+    if isinstance(capabilities, list) and "tools" in capabilities:
+        return True
+    if isinstance(template, str) and ".Tools" in template:
+        return True
+    if isinstance(capabilities, list) or isinstance(template, str):
+        return False
+    return None
+
+
+def _llamacpp_supports(props: Any) -> bool | None:
+    if not isinstance(props, dict):
+        return None
+    caps = props.get("chat_template_caps")
+    if isinstance(caps, dict):
+        for key in ("supports_tools", "supports_tool_calls"):
+            if isinstance(caps.get(key), bool):
+                return bool(caps[key])
+    return None
+
+
+def _lmstudio_supports(listing: Any, model: str) -> bool | None:
+    if not isinstance(listing, dict):
+        return None
+    entries = listing.get("models", listing.get("data"))
+    if not isinstance(entries, list):
+        return None
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        names = {entry.get(k) for k in ("key", "id", "model_key", "path", "display_name")}
+        if model not in names:
+            continue
+        capabilities = entry.get("capabilities")
+        for source in (entry, capabilities if isinstance(capabilities, dict) else {}):
+            flag = source.get("trained_for_tool_use")
+            if isinstance(flag, bool):
+                return flag
+        return None
+    return None

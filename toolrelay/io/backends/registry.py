@@ -1,0 +1,44 @@
+"""The configured backends, and which one serves a model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from toolrelay.io.backends.backend import Backend
+from toolrelay.io.settings import Settings
+
+
+class Backends:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._all = [
+            Backend(
+                config,
+                capability_ttl=settings.capability_ttl,
+                timeout=settings.timeout,
+                connect_timeout=settings.connect_timeout,
+            )
+            for config in settings.backend_configs()
+        ]
+        self._by_name = {backend.name: backend for backend in self._all}
+        self._by_model = {
+            model: backend for backend in self._all for model in backend.config.models
+        }
+
+    @property
+    def default(self) -> Backend:
+        return self._all[0]
+
+    def __iter__(self) -> Iterator[Backend]:
+        return iter(self._all)
+
+    def for_model(self, model: str) -> Backend:
+        """The per-model override's backend, else the one listing the model, else the default."""
+        named = self._settings.override_for(model).backend
+        if named is not None and named in self._by_name:
+            return self._by_name[named]
+        return self._by_model.get(model, self.default)
+
+    async def aclose(self) -> None:
+        for backend in self._all:
+            await backend.aclose()

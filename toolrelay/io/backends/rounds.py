@@ -1,0 +1,398 @@
+"""One round of tool calling against a backend, native or rescued, made strict.
+
+A round is one chat completion with tools. The caller (the gateway, the agent
+engine) builds a :class:`RoundRequest`; :func:`complete_round` returns a
+:class:`Reply` and :func:`stream_round` yields the parsing core's events plus
+:class:`Opened` and :class:`Finish`. Between the two ends this module decides
+native or rescue, falls back when a backend refuses tools or swallows a
+streamed call, parses calls written as text, and enforces ``tool_choice`` and
+``parallel_tool_calls`` whatever the backend did with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from toolrelay import StreamParser, parse_tool_calls
+from toolrelay.events import (
+    ContentDelta,
+    Event,
+    ReasoningDelta,
+    ToolCall,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from toolrelay.io.backends.backend import Backend, RoundMode
+from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.native import NativeCalls, message_calls
+from toolrelay.io.counters import Counters
+from toolrelay.io.settings import ToolMode
+from toolrelay.names import ToolSet
+from toolrelay.profiles import apply_profile
+from toolrelay.rescue import ToolChoicePlan, build_rescue_request, resolve_tool_choice
+
+FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter"})
+REQUIRED_UNMET = (
+    "tool_choice required a tool call, but the model answered without one "
+    "(also after one re-ask with a stricter directive)"
+)
+# Request fields a tool-less (rescued) backend must not receive.
+_TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
+
+
+@dataclass
+class RoundRequest:
+    """A chat completion request as the round needs it.
+
+    ``body`` is what the backend would get natively (``model`` set, toolrelay's
+    own fields removed); the other fields are read from it once, by the caller.
+    """
+
+    body: dict[str, Any]
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool = True
+    format: str = "auto"
+    tool_mode: ToolMode | None = None
+    omit_tool_choice: bool = False
+    profile: str | None = None
+    finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
+    plan: ToolChoicePlan = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Raises ToolChoiceError (a ValueError with .param) for an invalid choice.
+        self.plan = resolve_tool_choice(self.tools, self.tool_choice)
+
+    @property
+    def has_tools(self) -> bool:
+        return bool(self.tools)
+
+
+@dataclass
+class Reply:
+    """The outcome of a non-streamed round."""
+
+    content: str | None
+    reasoning: str | None
+    calls: list[ToolCall]
+    finish_reason: str
+    usage: dict[str, Any] | None
+    mode: RoundMode
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The backend accepted the streamed round: the caller may commit to a 200."""
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: str
+    usage: dict[str, Any] | None = None
+    warning: str | None = None
+
+
+StreamItem = Event | Opened | Finish
+
+
+def has_tool_history(messages: list[dict[str, Any]]) -> bool:
+    return any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+
+
+async def round_mode(backend: Backend, req: RoundRequest) -> RoundMode:
+    """Native or rescue: asked only when tools are involved, native otherwise."""
+    if req.has_tools or has_tool_history(req.messages):
+        return await backend.tool_mode_for(req.model, req.tool_mode)
+    return "native"
+
+
+async def backend_body(
+    backend: Backend, req: RoundRequest, mode: RoundMode, *, strict: bool = False
+) -> dict[str, Any]:
+    """The body the backend receives for this round in this mode."""
+    body = dict(req.body)
+    if mode == "rescue":
+        for key in _TOOL_FIELDS:
+            body.pop(key, None)
+        body["messages"] = build_rescue_request(
+            req.messages,
+            req.tools,
+            req.tool_choice,
+            parallel_tool_calls=req.parallel_tool_calls,
+            strength="strict" if strict else "normal",
+        )
+    elif req.omit_tool_choice:
+        body.pop("tool_choice", None)
+    if req.profile:
+        kind = await backend.kind()
+        # We speak Ollama's OpenAI-compatible /v1, not its native /api/chat.
+        body = apply_profile(body, req.profile, "ollama-openai" if kind == "ollama" else kind)
+    return body
+
+
+def _finish_reason(req: RoundRequest, has_calls: bool, upstream: Any) -> str:
+    if has_calls:
+        if req.plan.forced_name is not None and req.finish_reason_named == "stop":
+            return "stop"
+        return "tool_calls"
+    # Never "tool_calls" without calls, and only reasons clients know.
+    return upstream if upstream in FINISH_REASONS and upstream != "tool_calls" else "stop"
+
+
+def _call_limit(req: RoundRequest) -> int | None:
+    if req.plan.mode == "none":
+        return 0
+    return None if req.parallel_tool_calls else 1
+
+
+def _parse_tools(req: RoundRequest) -> list[Any]:
+    """The tools calls may resolve to: every declared tool under ``none`` (so its
+    markup is still recognised and removed), else those the choice allows."""
+    if req.plan.mode == "none":
+        return list(req.tools or ())
+    return list(req.plan.tools)
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, str) or content is None:
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return None
+
+
+def _join(first: str | None, second: str | None) -> str | None:
+    if first and second:
+        return first + second
+    return first or second
+
+
+# --- non-streamed rounds -------------------------------------------------------
+
+
+async def _attempt(
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    counters: Counters,
+    *,
+    strict: bool = False,
+) -> Reply:
+    answer = await backend.complete(await backend_body(backend, req, mode, strict=strict))
+    choices = answer.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else {}
+    if not isinstance(choice, dict):
+        choice = {}
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        message = {}
+    content = _text(message.get("content"))
+    reasoning = _text(message.get("reasoning_content") or message.get("reasoning"))
+    usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else None
+    tools = _parse_tools(req)
+    calls = []
+    if mode == "native" and req.has_tools:
+        calls = message_calls(message, ToolSet(tools))
+    if req.has_tools and content and (mode == "rescue" or not calls or req.plan.mode == "none"):
+        parsed = parse_tool_calls(content, tools=tools, format=req.format)
+        if parsed.calls or mode == "rescue" or req.plan.mode == "none":
+            if mode == "native" and parsed.calls and req.plan.mode != "none":
+                backend.learn(req.model, "emits_text_calls")
+                counters.inc("text_calls")
+            content = parsed.content
+            reasoning = _join(reasoning, parsed.reasoning)
+            calls = calls + parsed.calls
+    limit = _call_limit(req)
+    if limit is not None:
+        calls = calls[:limit]
+    if req.has_tools:
+        counters.inc("rounds", mode)
+    return Reply(
+        content=content if content or not calls else None,
+        reasoning=reasoning,
+        calls=calls,
+        finish_reason=_finish_reason(req, bool(calls), choice.get("finish_reason")),
+        usage=usage,
+        mode=mode,
+    )
+
+
+async def complete_round(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
+    """One non-streamed round, with every fallback and ``tool_choice`` enforced."""
+    mode = await round_mode(backend, req)
+    try:
+        reply = await _attempt(backend, req, mode, counters)
+    except BackendError as exc:
+        if not _may_rescue(backend, req, mode, exc):
+            raise
+        _learn_refusal(backend, req, counters)
+        mode = "rescue"
+        reply = await _attempt(backend, req, mode, counters)
+    if req.plan.mode == "required" and not reply.calls:
+        # The backend ignored the requirement: ask once more, as plainly as we can.
+        counters.inc("fallbacks", "required_reask")
+        again = await _attempt(backend, req, "rescue", counters, strict=True)
+        if again.calls:
+            return again
+        counters.inc("required_unmet")
+        best = again if again.content else reply
+        return replace(best, warning=REQUIRED_UNMET)
+    return reply
+
+
+def _may_rescue(backend: Backend, req: RoundRequest, mode: RoundMode, exc: BackendError) -> bool:
+    """A refusal of tools flips a model to rescue, unless native was asked for."""
+    configured = req.tool_mode or backend.config.tool_mode
+    return mode == "native" and configured == "auto" and exc.refuses_tools
+
+
+def _learn_refusal(backend: Backend, req: RoundRequest, counters: Counters) -> None:
+    backend.learn(req.model, "refuses_tools")
+    counters.inc("fallbacks", "refuses_tools")
+
+
+def reply_events(reply: Reply, first_index: int = 0) -> Iterator[Event]:
+    """A finished reply as the events a stream of it would have produced."""
+    if reply.reasoning:
+        yield ReasoningDelta(reply.reasoning)
+    if reply.content:
+        yield ContentDelta(reply.content)
+    for offset, call in enumerate(reply.calls):
+        index = first_index + offset
+        yield ToolCallStart(index, call.id, call.name)
+        yield ToolCallArgumentsDelta(index, call.arguments_json)
+        yield ToolCallEnd(index, call)
+
+
+# --- streamed rounds -----------------------------------------------------------
+
+
+async def stream_round(
+    backend: Backend, req: RoundRequest, counters: Counters
+) -> AsyncGenerator[StreamItem, None]:
+    """One streamed round: :class:`Opened`, then events, then one :class:`Finish`.
+
+    Errors before :class:`Opened` are the backend's refusal to start; after it
+    they are failures mid-stream.
+    """
+    mode = await round_mode(backend, req)
+    if req.has_tools and (
+        req.plan.mode == "required" or backend.knows(req.model, "swallows_streamed_calls")
+    ):
+        # A required call may need a re-ask, and a backend known to swallow
+        # streamed calls is asked without streaming: stream the finished reply.
+        reply = await complete_round(backend, req, counters)
+        yield Opened()
+        for event in reply_events(reply):
+            yield event
+        yield Finish(reply.finish_reason, reply.usage, reply.warning)
+        return
+    try:
+        chunks = await backend.open_stream(await backend_body(backend, req, mode))
+    except BackendError as exc:
+        if not _may_rescue(backend, req, mode, exc):
+            raise
+        _learn_refusal(backend, req, counters)
+        mode = "rescue"
+        chunks = await backend.open_stream(await backend_body(backend, req, mode))
+    yield Opened()
+    if req.has_tools:
+        counters.inc("rounds", mode)
+    tools = _parse_tools(req)
+    state = _StreamState(
+        StreamParser(tools=tools, format=req.format) if req.has_tools else None,
+        _call_limit(req),
+    )
+    native = NativeCalls()
+    finish: Any = None
+    usage: dict[str, Any] | None = None
+    async with chunks:
+        async for chunk in chunks:
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            choices = chunk.get("choices")
+            if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+                continue
+            choice = choices[0]
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if reasoning and isinstance(reasoning, str):
+                    yield ReasoningDelta(reasoning)
+                content = delta.get("content")
+                if content and isinstance(content, str):
+                    for event in state.feed(content):
+                        yield event
+                if delta.get("tool_calls") and mode == "native":
+                    native.feed(delta["tool_calls"])
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    for event in state.close():
+        yield event
+    if state.calls and mode == "native":
+        backend.learn(req.model, "emits_text_calls")
+        counters.inc("text_calls")
+    if native and req.has_tools:
+        kept = native.calls(ToolSet(tools))
+        if state.limit is not None:
+            kept = kept[: max(state.limit - state.calls, 0)]
+        for event in reply_events(
+            Reply(None, None, kept, "tool_calls", None, mode), first_index=state.calls
+        ):
+            yield event
+        state.calls += len(kept)
+    if req.has_tools and not state.saw_text and not state.calls and req.plan.mode != "none":
+        # The stream came back empty although tools were sent: the backend's
+        # streamed tool parsing lost the call. Ask once without streaming.
+        backend.learn(req.model, "swallows_streamed_calls")
+        counters.inc("fallbacks", "swallowed_stream")
+        reply = await complete_round(backend, req, counters)
+        for event in reply_events(reply):
+            yield event
+        yield Finish(reply.finish_reason, reply.usage or usage, reply.warning)
+        return
+    yield Finish(_finish_reason(req, state.calls > 0, finish), usage)
+
+
+class _StreamState:
+    """Content deltas through the streaming parser, with the call limit applied."""
+
+    __slots__ = ("calls", "limit", "parser", "saw_text")
+
+    def __init__(self, parser: StreamParser | None, limit: int | None) -> None:
+        self.parser = parser
+        self.limit = limit
+        self.calls = 0
+        self.saw_text = False
+
+    def feed(self, text: str) -> list[Event]:
+        if self.parser is None:
+            self.saw_text = True
+            return [ContentDelta(text)]
+        return self._admit(self.parser.feed(text))
+
+    def close(self) -> list[Event]:
+        return [] if self.parser is None else self._admit(self.parser.close())
+
+    def _admit(self, events: list[Event]) -> list[Event]:
+        out = []
+        for event in events:
+            if isinstance(event, ContentDelta):
+                self.saw_text = self.saw_text or not event.text.isspace()
+            elif isinstance(event, (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)):
+                if self.limit is not None and event.index >= self.limit:
+                    continue
+                if isinstance(event, ToolCallStart):
+                    self.calls += 1
+            out.append(event)
+        return out

@@ -1,0 +1,31 @@
+"""Plain counters for what the gateway does; ``/health`` and ``/metrics`` read them.
+
+A dict increment is the cheapest thing on the hot path; the Prometheus
+exporter reads the same numbers through a custom collector.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+# name -> (help text, label name); every counter the gateway keeps is declared here.
+COUNTERS: dict[str, tuple[str, str]] = {
+    "requests": ("chat completion requests, by outcome", "outcome"),
+    "rounds": ("backend rounds with tools, by mode", "mode"),
+    "text_calls": ("native rounds whose tool calls came back as text and were parsed", ""),
+    "fallbacks": ("automatic fallbacks, by reason", "reason"),
+    "required_unmet": ("required or named tool_choice still unmet after the re-ask", ""),
+    "backend_errors": ("backend failures, by HTTP status returned to the client", "status"),
+    "stuck": ("stuck detector signals, by mode/pattern/level", "signal"),
+}
+
+
+class Counters:
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, int]] = {name: defaultdict(int) for name in COUNTERS}
+
+    def inc(self, name: str, label: str = "") -> None:
+        self.values[name][label] += 1
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        return {name: dict(by_label) for name, by_label in self.values.items()}

@@ -1,0 +1,158 @@
+"""Settings of the gateway and of toolrelay's own rounds.
+
+Precedence, highest first: explicit values (command-line flags), environment
+variables ``TOOLRELAY_*``, the config file (YAML or JSON, given by ``--config``
+or ``TOOLRELAY_CONFIG``), defaults. The config file may hold several backends
+and per-model overrides; the flat ``backend``/``backend_kind``/``tool_mode``
+settings describe the default (first) backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+BackendKind = Literal["auto", "openai", "vllm", "sglang", "ollama", "lmstudio", "llamacpp"]
+ToolMode = Literal["auto", "native", "rescue"]
+StuckMode = Literal["enforce", "observe", "off"]
+
+DEFAULT_BACKEND_URL = "http://127.0.0.1:8000/v1"
+
+
+class ModelOverride(BaseModel):
+    """Per-model settings; unset fields fall back to the backend's or the global ones."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str | None = None
+    tool_mode: ToolMode | None = None
+    format: str | None = None
+    omit_tool_choice: bool | None = None
+    profile: str | None = None
+    stuck: StuckMode | None = None
+    stuck_polling_exempt: bool | None = None
+    finish_reason_named: Literal["stop", "tool_calls"] | None = None
+
+
+class BackendConfig(BaseModel):
+    """One model server, addressed like the openai SDK's ``base_url``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "default"
+    url: str = DEFAULT_BACKEND_URL
+    kind: BackendKind = "auto"
+    api_key: str | None = None
+    tool_mode: ToolMode = "auto"
+    omit_tool_choice: bool = False
+    # Models served by this backend; a request naming one of them is routed here.
+    models: list[str] = Field(default_factory=list)
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    """Values from the config file, below the environment in precedence."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: str | None) -> None:
+        super().__init__(settings_cls)
+        self._data = load_config_file(path) if path else {}
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """Read a YAML or JSON config file into a mapping (JSON is valid YAML, but
+    a ``.json`` file gets the stricter parser and its clearer errors)."""
+    text = Path(path).read_text(encoding="utf-8")
+    data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path}: the top level must be a mapping")
+    return data
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TOOLRELAY_", extra="forbid", env_nested_delimiter="__"
+    )
+
+    backend: str = DEFAULT_BACKEND_URL
+    backend_kind: BackendKind = "auto"
+    api_key: str | None = None
+    tool_mode: ToolMode = "auto"
+    omit_tool_choice: bool = False
+    # Forces every request onto this model; without it requests use the model they name.
+    model: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8787
+    config: str | None = None
+    format: str = "auto"
+    profile: str | None = None
+    finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
+    stuck_mode: StuckMode = "enforce"
+    stuck_polling_exempt: bool = True
+    # Seconds a probe result or learned fact about a (backend, model) is trusted.
+    capability_ttl: float = 600.0
+    # Seconds to wait for a backend's answer (or its next streamed chunk).
+    timeout: float = 600.0
+    connect_timeout: float = 10.0
+    # Seconds of backend silence after which a stream gets an SSE comment.
+    keepalive_interval: float = 10.0
+    max_body_bytes: int = 32 * 1024 * 1024
+    backends: list[BackendConfig] = Field(default_factory=list)
+    models: dict[str, ModelOverride] = Field(default_factory=dict)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        init_kwargs = getattr(init_settings, "init_kwargs", {})
+        path = init_kwargs.get("config") or os.environ.get("TOOLRELAY_CONFIG")
+        return (init_settings, env_settings, _ConfigFileSource(settings_cls, path))
+
+    def backend_configs(self) -> list[BackendConfig]:
+        """The configured backends; the flat settings make the default one when the
+        file lists none (or when ``--backend`` was given explicitly)."""
+        flat = BackendConfig(
+            name="default",
+            url=self.backend,
+            kind=self.backend_kind,
+            api_key=self.api_key,
+            tool_mode=self.tool_mode,
+            omit_tool_choice=self.omit_tool_choice,
+        )
+        if not self.backends:
+            return [flat]
+        if "backend" in self.model_fields_set:
+            return [flat, *(b for b in self.backends if b.name != "default")]
+        return list(self.backends)
+
+    def override_for(self, model: str) -> ModelOverride:
+        return self.models.get(model) or _NO_OVERRIDE
+
+    def public_dict(self) -> dict[str, Any]:
+        """The settings in force, without secrets (for ``/health``)."""
+        data = self.model_dump(mode="json", exclude={"api_key", "backends"})
+        data["backends"] = [
+            b.model_dump(mode="json", exclude={"api_key"}) for b in self.backend_configs()
+        ]
+        return data
+
+
+_NO_OVERRIDE = ModelOverride()

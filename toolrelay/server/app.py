@@ -1,0 +1,130 @@
+"""The gateway's ASGI app."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import uuid
+from collections.abc import AsyncIterator
+from importlib import metadata
+
+import orjson
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolrelay.io.backends import BackendError
+from toolrelay.io.settings import Settings
+from toolrelay.server.completions import ChatCompletions
+from toolrelay.server.docs import DOCS_PAGE, openapi_spec
+from toolrelay.server.errors import APIError, upstream
+from toolrelay.server.gateway import Gateway
+from toolrelay.server.metrics import Metrics
+
+_SAFE_REQUEST_ID = re.compile(rb"[\w.:/=+-]{1,128}")
+
+
+class JSONResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: object) -> bytes:
+        return orjson.dumps(content)
+
+
+def create_app(settings: Settings) -> Starlette:
+    gateway = Gateway(settings)
+    metrics = Metrics(gateway.counters)
+    spec = openapi_spec(_version())
+
+    async def models(request: Request) -> Response:
+        data: list[object] = []
+        errors: list[BackendError] = []
+        for backend in gateway.backends:
+            try:
+                listing = await backend.list_models()
+            except BackendError as exc:
+                errors.append(exc)
+                continue
+            entries = listing.get("data")
+            data.extend(entries if isinstance(entries, list) else [])
+        if errors and not data:
+            error = upstream(errors[0].status, errors[0].message)
+            return JSONResponse(error.to_dict(), status_code=error.status)
+        return JSONResponse({"object": "list", "data": data})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse(await gateway.health())
+
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(spec)
+
+    async def docs(request: Request) -> Response:
+        return HTMLResponse(DOCS_PAGE)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        error = APIError(status, f"{detail}: {request.method} {request.url.path}", type=kind)
+        return JSONResponse(error.to_dict(), status_code=status)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await gateway.aclose()
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", ChatCompletions(gateway), methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/metrics", prometheus, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
+            Route("/docs", docs, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: http_error, Exception: http_error},
+        lifespan=lifespan,
+    )
+    app.state.gateway = gateway
+    app.add_middleware(RequestIdMiddleware)
+    return app
+
+
+class RequestIdMiddleware:
+    """``x-request-id`` on every response: the client's own when it sent a sane
+    one, a fresh one otherwise."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = None
+        for key, value in scope["headers"]:
+            if key == b"x-request-id" and _SAFE_REQUEST_ID.fullmatch(value):
+                request_id = value
+                break
+        if request_id is None:
+            request_id = b"req_" + uuid.uuid4().hex.encode()
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("toolrelay")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"

@@ -1,0 +1,137 @@
+"""``/openapi.json`` and the ``/docs`` page.
+
+The schema is written out rather than generated from request models, because
+the hot path has none (see :mod:`toolrelay.server.request`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ERROR = {
+    "description": "An OpenAI error object",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+}
+
+
+def openapi_spec(version: str) -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "toolrelay gateway",
+            "version": version,
+            "description": (
+                "An OpenAI-compatible proxy that makes tool calling work on any model server: "
+                "native where the backend does it right, rescued from text where it does not."
+            ),
+        },
+        "paths": {
+            "/v1/chat/completions": {
+                "post": {
+                    "tags": ["chat"],
+                    "summary": "Chat completion, streaming or not (OpenAI Chat Completions API)",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {"$ref": "#/components/schemas/ChatRequest"}
+                            }
+                        },
+                    },
+                    "responses": {
+                        "200": {
+                            "description": "A chat.completion object, or an SSE stream of "
+                            "chat.completion.chunk objects ending with data: [DONE]",
+                            "content": {
+                                "application/json": {"schema": {"type": "object"}},
+                                "text/event-stream": {"schema": {"type": "string"}},
+                            },
+                        },
+                        "400": _ERROR,
+                        "502": _ERROR,
+                        "504": _ERROR,
+                    },
+                }
+            },
+            "/v1/models": {
+                "get": {
+                    "tags": ["chat"],
+                    "summary": "The backends' model lists",
+                    "responses": {"200": {"description": "An OpenAI model list"}, "502": _ERROR},
+                }
+            },
+            "/health": {
+                "get": {
+                    "tags": ["operations"],
+                    "summary": "Status, settings in force, backends and counters",
+                    "responses": {"200": {"description": "Always answers, backend down or not"}},
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "tags": ["operations"],
+                    "summary": "Counters in the Prometheus text format",
+                    "responses": {"200": {"description": "text/plain; version=0.0.4"}},
+                }
+            },
+        },
+        "components": {
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "properties": {
+                        "error": {
+                            "type": "object",
+                            "properties": {
+                                "message": {"type": "string"},
+                                "type": {"type": "string"},
+                                "param": {"type": ["string", "null"]},
+                                "code": {"type": ["string", "null"]},
+                            },
+                        }
+                    },
+                },
+                "ChatRequest": {
+                    "type": "object",
+                    "required": ["model", "messages"],
+                    "additionalProperties": True,
+                    "properties": {
+                        "model": {"type": "string"},
+                        "messages": {"type": "array", "items": {"type": "object"}},
+                        "tools": {"type": "array", "items": {"type": "object"}},
+                        "tool_choice": {"oneOf": [{"type": "string"}, {"type": "object"}]},
+                        "parallel_tool_calls": {"type": "boolean"},
+                        "stream": {"type": "boolean"},
+                        "stream_options": {"type": "object"},
+                        "toolrelay_profile": {
+                            "type": "string",
+                            "description": "Sampling profile: graded, vendor, "
+                            "vendor-thinking or antiloop",
+                        },
+                        "toolrelay_stuck_mode": {
+                            "type": "string",
+                            "enum": ["enforce", "observe", "off"],
+                        },
+                    },
+                },
+            }
+        },
+    }
+
+
+DOCS_PAGE = """<!doctype html>
+<html>
+<head>
+<meta charset="utf-8">
+<title>toolrelay gateway</title>
+<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css">
+</head>
+<body>
+<div id="ui"><p>The OpenAPI document is at <a href="/openapi.json">/openapi.json</a>.</p></div>
+<script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"></script>
+<script>
+if (window.SwaggerUIBundle) { SwaggerUIBundle({url: "/openapi.json", dom_id: "#ui"}); }
+</script>
+</body>
+</html>
+"""

@@ -1,0 +1,206 @@
+"""Reading a chat completion request: decode, check, and build the round.
+
+Checked by hand rather than by a pydantic model: the hot path pays only for
+the fields the gateway reads, unknown fields pass through to the backend
+untouched, and each error names its field as the OpenAI API does
+(``messages[2].content``). A backend that rejects a value we let through
+answers for itself, and its 4xx reaches the client as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from toolrelay.io.backends import RoundRequest
+from toolrelay.io.settings import Settings
+from toolrelay.profiles import get_profile
+from toolrelay.rescue import RescueRequestError
+from toolrelay.server.errors import invalid
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_STUCK_MODES = ("enforce", "observe", "off")
+_NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
+_INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
+# toolrelay's own request fields: read here, never sent to a backend.
+_OWN_FIELDS = ("toolrelay_profile", "toolrelay_stuck_mode")
+
+
+@dataclass
+class ChatRequest:
+    round: RoundRequest
+    stream: bool
+    include_usage: bool
+    stuck_mode: str | None
+
+
+def decode(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise invalid(f"The request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.")
+    return body
+
+
+def read_request(body: dict[str, Any], settings: Settings, stuck_header: str | None) -> ChatRequest:
+    model = settings.model or body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid("'model' is required and must be a non-empty string.", "model")
+    messages = _messages(body.get("messages"))
+    tools = _tools(body.get("tools"))
+    stream = _optional(body, "stream", bool) or False
+    stream_options = _optional(body, "stream_options", dict)
+    include_usage = False
+    if stream_options is not None:
+        include_usage = _optional(stream_options, "include_usage", bool, "stream_options.") or False
+    parallel = _optional(body, "parallel_tool_calls", bool)
+    n = _optional(body, "n", int)
+    if n is not None and n != 1:
+        raise invalid("toolrelay serves one choice per request: 'n' must be 1.", "n")
+    for key in _NUMBERS:
+        value = body.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise invalid(f"'{key}' must be a number.", key)
+    for key in _INTEGERS:
+        _optional(body, key, int)
+    stop = body.get("stop")
+    if stop is not None and not isinstance(stop, str) and not _all_strings(stop):
+        raise invalid("'stop' must be a string or an array of strings.", "stop")
+    override = settings.override_for(model)
+    profile = _optional(body, "toolrelay_profile", str) or override.profile or settings.profile
+    if profile is not None:
+        try:
+            get_profile(profile)
+        except ValueError as exc:
+            raise invalid(str(exc), "toolrelay_profile") from None
+    stuck_mode = _optional(body, "toolrelay_stuck_mode", str) or stuck_header
+    if stuck_mode is not None and stuck_mode not in _STUCK_MODES:
+        raise invalid(
+            f"Unknown stuck mode {stuck_mode!r}: expected one of {', '.join(_STUCK_MODES)}.",
+            "toolrelay_stuck_mode",
+        )
+    backend_body = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
+    backend_body["model"] = model
+    try:
+        round_request = RoundRequest(
+            body=backend_body,
+            model=model,
+            messages=messages,
+            tools=tools,
+            tool_choice=body.get("tool_choice"),
+            parallel_tool_calls=parallel is not False,
+            format=override.format or settings.format,
+            tool_mode=override.tool_mode,
+            omit_tool_choice=bool(
+                override.omit_tool_choice
+                if override.omit_tool_choice is not None
+                else settings.omit_tool_choice
+            ),
+            profile=profile,
+            finish_reason_named=override.finish_reason_named or settings.finish_reason_named,
+        )
+    except RescueRequestError as exc:
+        raise invalid(str(exc), exc.param) from None
+    return ChatRequest(round_request, stream, include_usage, stuck_mode)
+
+
+def _optional(body: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    # bool is an int in Python; JSON keeps them apart.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise invalid(f"'{prefix}{key}' must be {_KIND_NAMES[kind]}.", prefix + key)
+    return value
+
+
+_KIND_NAMES: dict[type, str] = {
+    bool: "a boolean",
+    dict: "an object",
+    int: "an integer",
+    str: "a string",
+}
+
+
+def _all_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not value:
+        raise invalid("'messages' is required and must be a non-empty array.", "messages")
+    for i, message in enumerate(value):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise invalid(f"'{where}' must be an object.", where)
+        role = message.get("role")
+        if role not in _ROLES:
+            raise invalid(
+                f"'{where}.role' must be one of {', '.join(sorted(_ROLES))}.", where + ".role"
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            _content_parts(content, where + ".content")
+        if "tool_calls" in message and message["tool_calls"] is not None:
+            _tool_calls(message["tool_calls"], where + ".tool_calls")
+        for key in ("name", "tool_call_id"):
+            if message.get(key) is not None and not isinstance(message[key], str):
+                raise invalid(f"'{where}.{key}' must be a string.", f"{where}.{key}")
+    return value
+
+
+def _content_parts(content: Any, where: str) -> None:
+    if not isinstance(content, list):
+        raise invalid(f"'{where}' must be a string, an array of parts or null.", where)
+    for j, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise invalid(f"'{where}[{j}]' must be an object with a 'type'.", f"{where}[{j}]")
+        if part["type"] == "text" and not isinstance(part.get("text"), str):
+            raise invalid(f"'{where}[{j}].text' must be a string.", f"{where}[{j}].text")
+
+
+def _tool_calls(calls: Any, where: str) -> None:
+    if not isinstance(calls, list):
+        raise invalid(f"'{where}' must be an array.", where)
+    for j, call in enumerate(calls):
+        at = f"{where}[{j}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise invalid(f"'{at}.function.name' must be a string.", f"{at}.function.name")
+        arguments = function.get("arguments")
+        if arguments is not None and not isinstance(arguments, (str, dict)):
+            raise invalid(
+                f"'{at}.function.arguments' must be a string.", f"{at}.function.arguments"
+            )
+        if call.get("id") is not None and not isinstance(call["id"], str):
+            raise invalid(f"'{at}.id' must be a string.", f"{at}.id")
+
+
+def _tools(value: Any) -> list[dict[str, Any]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise invalid("'tools' must be an array.", "tools")
+    for i, tool in enumerate(value):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise invalid(f"'{where}.type' must be 'function'.", where + ".type")
+        function = tool.get("function")
+        if not isinstance(function, dict):
+            raise invalid(f"'{where}.function' must be an object.", where + ".function")
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            _wrong(where + ".function.name", "a non-empty string")
+        if not isinstance(function.get("parameters", {}), dict):
+            _wrong(where + ".function.parameters", "an object")
+        if not isinstance(function.get("description", ""), str):
+            _wrong(where + ".function.description", "a string")
+    return value or None
+
+
+def _wrong(param: str, expected: str) -> None:
+    raise invalid(f"'{param}' must be {expected}.", param)

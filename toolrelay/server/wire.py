@@ -1,0 +1,129 @@
+"""The OpenAI wire shapes: completion objects and SSE chunks.
+
+Every chunk of one stream shares ``id``, ``created`` and ``model``, so their
+JSON prefix and suffix are encoded once and only the delta is serialised per
+token. The rules followed are those of ``openai-streaming.md``: ``id``,
+``type`` and ``name`` once per call index, argument fragments after, one
+index per chunk, ``usage: null`` on every chunk only when usage was asked for.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from toolrelay.events import (
+    ContentDelta,
+    Event,
+    ReasoningDelta,
+    ToolCallArgumentsDelta,
+    ToolCallStart,
+)
+from toolrelay.io.backends import Reply
+
+KEEPALIVE = b": keep-alive\n\n"
+DONE = b"data: [DONE]\n\n"
+_ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
+def completion_id() -> str:
+    return "chatcmpl-" + uuid.uuid4().hex
+
+
+def completion(reply: Reply, model: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """A ``chat.completion`` object for a finished round."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_json},
+            }
+            for call in reply.calls
+        ]
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
+    out: dict[str, Any] = {
+        "id": completion_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": reply.finish_reason,
+            }
+        ],
+        "usage": reply.usage or _ZERO_USAGE,
+    }
+    out.update(extra)
+    return out
+
+
+class ChunkEncoder:
+    """SSE ``data:`` lines of one ``chat.completion.chunk`` stream."""
+
+    def __init__(self, model: str, include_usage: bool) -> None:
+        self._common: dict[str, Any] = {
+            "id": completion_id(),
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+        self.include_usage = include_usage
+        head = orjson.dumps(self._common)[:-1]
+        self._head = b"data: " + head + b',"choices":[{"index":0,"delta":'
+        self._tail = b',"logprobs":null,"finish_reason":null}]'
+        self._tail += b',"usage":null}\n\n' if include_usage else b"}\n\n"
+
+    def delta(self, delta: dict[str, Any]) -> bytes:
+        return self._head + orjson.dumps(delta) + self._tail
+
+    def role(self) -> bytes:
+        return self.delta({"role": "assistant", "content": None})
+
+    def event(self, event: Event) -> bytes | None:
+        """The chunk for one parser event; None for events with nothing to send."""
+        if isinstance(event, ContentDelta):
+            return self.delta({"content": event.text}) if event.text else None
+        if isinstance(event, ToolCallArgumentsDelta):
+            if not event.text:
+                return None
+            call: dict[str, Any] = {"index": event.index, "function": {"arguments": event.text}}
+            return self.delta({"tool_calls": [call]})
+        if isinstance(event, ToolCallStart):
+            start = {
+                "index": event.index,
+                "id": event.id,
+                "type": "function",
+                "function": {"name": event.name, "arguments": ""},
+            }
+            return self.delta({"tool_calls": [start]})
+        if isinstance(event, ReasoningDelta):
+            return self.delta({"reasoning_content": event.text}) if event.text else None
+        return None  # ToolCallEnd: the fragments already carried the call
+
+    def finish(self, reason: str, extra: dict[str, Any]) -> bytes:
+        """The last choice chunk; toolrelay's own keys ride on it, top level."""
+        chunk = {
+            **self._common,
+            "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}],
+        }
+        if self.include_usage:
+            chunk["usage"] = None
+        chunk.update(extra)
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+    def usage(self, usage: dict[str, Any] | None) -> bytes:
+        chunk = {**self._common, "choices": [], "usage": usage or _ZERO_USAGE}
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def sse_error(error: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(error) + b"\n\n"
