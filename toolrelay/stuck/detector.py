@@ -32,9 +32,11 @@ from toolrelay.stuck.transcript import (
     Round,
     ToolCatalog,
     Window,
+    call_id_of,
     read_calls,
     read_window,
     text_of,
+    tool_calls_of,
 )
 from toolrelay.stuck.verdict import CallAction, Decision, InvolvedCall, Level, Verdict
 
@@ -53,6 +55,12 @@ _SUGGESTIONS: dict[str, tuple[str, ...]] = {
     "polling_no_progress": ("back_off", "report_status"),
     "monologue": ("call_a_tool", "final_answer"),
     "empty_round": ("final_answer",),
+}
+# Broad patterns whose nudge would only repeat what a narrower nudge about the
+# same calls already said (four failures after "same error three times").
+_COVERED_BY: dict[str, tuple[str, ...]] = {
+    "error_streak": ("identical_error", "repeated_error", "unknown_tool"),
+    "identical_call_changing_result": ("identical_call",),
 }
 _HALT_SUGGESTIONS = ("final_answer_without_tools",)
 _NOTE_SEPARATOR = "\n\n"
@@ -151,7 +159,10 @@ def _already_nudged(window: Window, measure: Measure, config: StuckConfig) -> bo
     if config.mode == "observe":
         nudge = measure.ladder.nudge
         return nudge is not None and measure.progress > nudge
-    return window.nudged_since(measure.pattern, measure.loop_start_index)
+    return any(
+        window.nudged_since(pattern, measure.loop_start_index)
+        for pattern in (measure.pattern, *_COVERED_BY.get(measure.pattern, ()))
+    )
 
 
 class StuckDetector:
@@ -174,7 +185,12 @@ class StuckDetector:
         """Which calls of the assistant message about to run may run."""
         config = self.config
         if config.mode == "off":
-            return Decision()
+            return Decision(
+                per_call={
+                    call_id_of(raw, position): "run"
+                    for position, raw in enumerate(tool_calls_of(pending_assistant))
+                }
+            )
         catalog = ToolCatalog(tools)
         specs = read_calls(pending_assistant, len(messages), config, catalog)
         run_all: dict[str, CallAction] = {spec.call_id: "run" for spec in specs}

@@ -221,7 +221,7 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}\b"),
         "<hex>",
     ),
-    (re.compile(r"\b(pid|PID|Pid)(\s*[:=]?\s*)\d+"), r"\1\2<pid>"),
+    (re.compile(r"\bpid\b\s*[:=]?\s*\d+", re.IGNORECASE), "pid <pid>"),
     (
         re.compile(r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|secs?|seconds?|mins?|minutes?)\b"),
         "<duration>",

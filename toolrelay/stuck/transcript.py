@@ -40,7 +40,7 @@ _UNKNOWN_TOOL_TEXT = re.compile(
 _EXCERPT_CHARS = 240
 _ERROR_EXCERPT_CHARS = 200
 # Argument values shorter than this are too common to mask inside error text.
-_MIN_MASKED_ARG_CHARS = 3
+_MIN_MASKED_ARG_CHARS = 2
 _WHITESPACE = re.compile(r"\s+")
 
 # Names that announce a state change. Acknowledgements of such calls ("ok",
@@ -263,6 +263,12 @@ def _arguments_data(canonical_args: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def call_id_of(raw: Mapping[str, Any], position: int) -> str:
+    """The call's id; servers that send none get a stable stand-in by position."""
+    call_id = raw.get("id")
+    return call_id if isinstance(call_id, str) and call_id else f"call_{position}"
+
+
 def read_call(
     raw: Mapping[str, Any],
     position: int,
@@ -286,9 +292,8 @@ def read_call(
         _matches_any(name, config.polling_tools)
         or (config.is_polling is not None and config.is_polling(name, _arguments_data(canonical)))
     )
-    call_id = raw.get("id")
     return CallSpec(
-        call_id=call_id if isinstance(call_id, str) and call_id else f"call_{position}",
+        call_id=call_id_of(raw, position),
         name=name,
         sig=call_signature(name, canonical),
         canonical_args=canonical,
@@ -323,12 +328,17 @@ def _mask_own_arguments(text: str, canonical_args: str) -> str:
     # "Permission denied: x1" and "... : x2" are the same failure; the
     # argument values the model chose are not part of the error's identity.
     leaves = sorted(
-        {leaf for leaf in _string_leaves(_arguments_data(canonical_args)) if len(leaf) >= 3},
+        {
+            leaf
+            for leaf in _string_leaves(_arguments_data(canonical_args))
+            if len(leaf) >= _MIN_MASKED_ARG_CHARS
+        },
         key=len,
         reverse=True,
     )
     for leaf in leaves:
-        text = text.replace(leaf, "<arg>")
+        if leaf in text:
+            text = re.sub(rf"(?<!\w){re.escape(leaf)}(?!\w)", "<arg>", text)
     return text
 
 
