@@ -14,10 +14,23 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from toolrelay.formats import (
+    apertus,
     bare_json,
     bracket,
+    command_r7b,
+    deepseek,
     fenced,
+    granite,
+    harmony,
     hermes,
+    internlm2,
+    jamba,
+    kimi,
+    lfm2,
+    minimax_m1,
+    mistral,
+    nemotron,
+    phi4_functools,
     reasoning,
 )
 from toolrelay.formats.base import Context, Format, Opener, Region, RegionFactory, Status
@@ -27,6 +40,19 @@ FORMATS: tuple[Format, ...] = (
     hermes.FORMAT,
     fenced.FORMAT,
     bare_json.FORMAT,
+    deepseek.FORMAT,
+    kimi.FORMAT,
+    mistral.FORMAT,
+    harmony.FORMAT,
+    granite.FORMAT,
+    jamba.FORMAT,
+    minimax_m1.FORMAT,
+    internlm2.FORMAT,
+    phi4_functools.FORMAT,
+    nemotron.FORMAT,
+    lfm2.FORMAT,
+    apertus.FORMAT,
+    command_r7b.FORMAT,
 )
 
 ALWAYS_ON: tuple[Format, ...] = (reasoning.FORMAT,)

@@ -144,9 +144,9 @@ class Call:
         else:
             self._held.append(text)
 
-    @property
-    def has_arguments(self) -> bool:
-        return bool(self._args or self._held)
+    def held_arguments(self) -> str:
+        """Argument text received before the call started (a call whose name is not known yet)."""
+        return "".join(self._held)
 
     def end(self) -> None:
         """Emit ``ToolCallEnd``; a call that never received arguments gets ``{}``."""

@@ -82,11 +82,12 @@ class _Key(enum.Enum):
 
 
 class _Object:
-    __slots__ = ("key", "key_parts", "record", "state")
+    __slots__ = ("key", "key_parts", "quoted", "record", "state")
 
     def __init__(self, record: _CallRecord) -> None:
         self.record = record
         self.state = _Key.EXPECT
+        self.quoted = False
         self.key = ""
         self.key_parts: list[str] = []
 
@@ -309,9 +310,11 @@ class JsonCallsRegion:
         if state is _Key.EXPECT or state is _Key.NEXT:
             if tok is Tok.STRING_START:
                 frame.key_parts = []
+                frame.quoted = True
                 frame.state = _Key.READING
             elif tok is Tok.ATOM:
                 frame.key = text
+                frame.quoted = False
                 frame.state = _Key.AFTER
             elif tok is Tok.END_OBJECT or tok is Tok.END_ARRAY:
                 self._frames.pop()
@@ -325,7 +328,10 @@ class JsonCallsRegion:
                 if self.may_fallback and frame.key not in CALL_KEYS:
                     self._failed = True
                 return
-            if tok is Tok.COMMA or tok is Tok.END_OBJECT:
+            if not frame.quoted:
+                # {invalid json}: a bare word with no colon is not a key, the object is broken.
+                self._reject(frame.record)
+            elif tok is Tok.COMMA or tok is Tok.END_OBJECT:
                 # {"get_weather", "arguments": {...}}: a name written where a key belongs.
                 record = frame.record
                 if record.call.name is None and not record.call.dropped:
@@ -465,6 +471,8 @@ class JsonCallsRegion:
         call.end()
 
     def _reject(self, record: _CallRecord) -> None:
+        if record.call.started:
+            return  # too late: what was streamed stands, the rest is repaired
         record.call.dropped = True
         if self.may_fallback:
             self._failed = True

@@ -1,0 +1,43 @@
+"""Kimi K2: ``<|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0
+<|tool_call_argument_begin|>{json}<|tool_call_end|>…<|tool_calls_section_end|>``.
+
+The header ``functions.NAME:IDX`` is also the call's id and is kept as the
+OpenAI tool-call id. A bare ``IDX`` header lost its name: it is inferred from
+the declared tools (the only one, or the only one whose parameters fit).
+A header without ``:IDX`` is malformed and its call skipped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from toolrelay.formats.base import Context, Format, Opener, Region
+from toolrelay.formats.sections import Header, SectionMarkers, SectionRegion
+
+_MARKERS = SectionMarkers(
+    call_begin="<|tool_call_begin|>",
+    separator="<|tool_call_argument_begin|>",
+    call_end="<|tool_call_end|>",
+    section_end="<|tool_calls_section_end|>",
+)
+_NAMED = re.compile(r"(?:functions\.)?([\w\-./]+?):(\d+)")
+
+
+def _header(text: str) -> Header | None:
+    if text.isdigit():
+        return Header(name=None)
+    named = _NAMED.fullmatch(text)
+    if named is None:
+        return None
+    return Header(name=named.group(1), native_id=text)
+
+
+def _region(ctx: Context, _marker: str) -> Region:
+    return SectionRegion(ctx, _MARKERS, _header)
+
+
+FORMAT = Format(
+    name="kimi_k2",
+    description="Kimi K2: <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0 …",
+    openers=(Opener("<|tool_calls_section_begin|>", _region),),
+)

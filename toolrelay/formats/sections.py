@@ -1,0 +1,209 @@
+"""The engine for special-token section formats: a section of calls, each a header and JSON.
+
+``<section> (<call> HEADER <sep> {json} <end>)* </section>`` is the shape of
+DeepSeek V3/R1/V3.1 and Kimi K2; the modules for those formats say what the
+markers are and how a header names the call.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+
+from toolrelay.formats.base import (
+    ArgumentStream,
+    Call,
+    Context,
+    Status,
+    find_marker,
+    skip_whitespace,
+    starts_or_partial,
+)
+
+_MAX_HEADER = 256
+
+
+@dataclass(frozen=True)
+class Header:
+    """What a call's header says: its name (None: infer it from the arguments), its id."""
+
+    name: str | None
+    native_id: str | None = None
+    name_line_follows: bool = False  # DeepSeek V3: "function<sep>NAME\n```json…"
+
+
+HeaderReader = Callable[[str], "Header | None"]
+
+
+@dataclass(frozen=True)
+class SectionMarkers:
+    call_begin: str
+    separator: str
+    call_end: str
+    section_end: str
+
+
+class _State(enum.Enum):
+    BETWEEN = 0
+    HEADER = 1
+    NAME_LINE = 2
+    ARGUMENTS = 3
+    AFTER = 4
+
+
+class SectionRegion:
+    """Reads calls until the section's end marker (or the end of the output)."""
+
+    __slots__ = ("_args", "_call", "_ctx", "_header", "_markers", "_read_header", "_seen", "_state")
+
+    def __init__(self, ctx: Context, markers: SectionMarkers, read_header: HeaderReader) -> None:
+        self._ctx = ctx
+        self._markers = markers
+        self._read_header = read_header
+        self._state = _State.BETWEEN
+        self._header: list[str] = []
+        self._call: Call | None = None
+        self._args: ArgumentStream | None = None
+        self._seen = False  # a call marker was seen: the section is real
+
+    @property
+    def may_fallback(self) -> bool:
+        return not self._seen
+
+    def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        while True:
+            state = self._state
+            if state is _State.BETWEEN:
+                pos, status = self._between(buf, pos, final)
+            elif state is _State.HEADER:
+                pos, status = self._read_header_text(buf, pos, final)
+            elif state is _State.NAME_LINE:
+                pos, status = self._name_line(buf, pos, final)
+            elif state is _State.ARGUMENTS:
+                pos, status = self._arguments(buf, pos, final)
+            else:
+                pos, status = self._after(buf, pos, final)
+            if status is not None:
+                return pos, status
+
+    def _between(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        markers = self._markers
+        pos = skip_whitespace(buf, pos)
+        if pos >= len(buf):
+            return pos, (self._end_status() if final else Status.CONTINUE)
+        for marker, state in ((markers.call_begin, _State.HEADER), (markers.section_end, None)):
+            at = starts_or_partial(buf, pos, marker)
+            if at:
+                if state is None:
+                    return pos + len(marker), self._end_status()
+                self._seen = True
+                self._state = state
+                self._header.clear()
+                return pos + len(marker), None
+            if at is None and not final:
+                return pos, Status.CONTINUE
+        return pos, self._end_status()
+
+    def _end_status(self) -> Status:
+        return Status.DONE if self._seen else Status.FALLBACK
+
+    def _read_header_text(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        markers = self._markers
+        found, safe = find_marker(buf, pos, markers.separator)
+        stop = found if found >= 0 else safe
+        self._header.append(buf[pos:stop])
+        header_text = "".join(self._header)
+        broken = markers.call_end in header_text or len(header_text) > _MAX_HEADER
+        if found < 0 and not broken:
+            return (len(buf), self._end_status()) if final else (stop, Status.CONTINUE)
+        header = None if broken else self._read_header(header_text.strip())
+        pos = found + len(markers.separator) if found >= 0 else stop
+        call = Call(self._ctx)
+        if header is None:
+            call.dropped = True
+        else:
+            call.native_id = header.native_id
+            if header.name is not None:
+                call.set_name(header.name)
+        self._call = call
+        self._args = ArgumentStream(call)
+        self._header.clear()
+        if header is not None and header.name_line_follows:
+            self._state = _State.NAME_LINE
+        else:
+            self._state = _State.ARGUMENTS
+        return pos, None
+
+    def _name_line(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        newline = buf.find("\n", pos)
+        if newline < 0 and not final:
+            self._header.append(buf[pos:])
+            return len(buf), Status.CONTINUE
+        stop = newline if newline >= 0 else len(buf)
+        name = ("".join(self._header) + buf[pos:stop]).strip()
+        self._header.clear()
+        assert self._call is not None
+        if name:
+            self._call.set_name(name)
+        else:
+            self._call.dropped = True
+        self._state = _State.ARGUMENTS
+        return stop, None
+
+    def _arguments(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        args = self._args
+        assert args is not None
+        if not args.started:
+            pos = skip_whitespace(buf, pos)
+            fence = starts_or_partial(buf, pos, "```json")
+            if fence:
+                pos += len("```json")
+            elif fence is None and not final:
+                return pos, Status.CONTINUE
+        pos, other = args.feed(buf, pos, final)
+        if args.done or other is not None or final:
+            args.finish()
+            if not args.started and self._call is not None:
+                self._call.dropped = True  # the arguments were not an object
+            self._state = _State.AFTER
+            return pos, None
+        return pos, Status.CONTINUE
+
+    def _after(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        markers = self._markers
+        pos = skip_whitespace(buf, pos)
+        fence = starts_or_partial(buf, pos, "```")
+        if fence:
+            pos = skip_whitespace(buf, pos + 3)
+        elif fence is None and not final:
+            return pos, Status.CONTINUE
+        at_end = starts_or_partial(buf, pos, markers.call_end)
+        if at_end is None and not final:
+            return pos, Status.CONTINUE
+        self._end_call()
+        self._state = _State.BETWEEN
+        return (pos + len(markers.call_end) if at_end else pos), None
+
+    def _end_call(self) -> None:
+        call = self._call
+        self._call = None
+        self._args = None
+        if call is None or call.dropped:
+            return
+        if call.name is None:
+            inferred = self._ctx.tools.infer_name(_keys(call.held_arguments()))
+            if inferred is None or not call.set_name(inferred):
+                call.dropped = True
+                return
+        call.end()
+
+
+def _keys(arguments_json: str) -> list[str]:
+    try:
+        value = orjson.loads(arguments_json)
+    except orjson.JSONDecodeError:
+        return []
+    return list(value) if isinstance(value, dict) else []
