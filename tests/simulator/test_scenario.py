@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from toolrelay.simulator import ScenarioError, SimulatorConfig, default_scenario, load_scenario
 from toolrelay.simulator.model import NO_RULE_TEXT
@@ -223,3 +225,25 @@ def test_finish_reason_override(start_simulator, wire):
         "/api/chat", json={"model": "m", "messages": user("x"), "stream": False}
     )
     assert ollama.json()["done_reason"] == "length"
+
+
+def test_the_documented_examples_load_and_behave(start_simulator, wire):
+    docs = Path(__file__).parents[2] / "docs" / "simulator.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", docs.read_text(), re.DOTALL)
+    # The format overview has "{...}" placeholders; the examples are complete.
+    examples = [yaml.safe_load(b) for b in blocks if "\nrules:" in b and "{...}" not in b]
+    assert len(examples) == 2
+    for example in examples:
+        load_scenario(example)
+    sim = start_simulator(examples[0])
+    tool = {"type": "function", "function": {"name": "get_time"}}
+    messages: list[Any] = user("What is the time in Lima?")
+    first = ask(sim, wire, messages, tools=[tool])
+    [call] = first["message"]["tool_calls"]
+    assert call["function"] == {"name": "get_time", "arguments": '{"city":"Lima"}'}
+    messages += [first["message"], {"role": "tool", "tool_call_id": call["id"], "content": "10:42"}]
+    assert ask(sim, wire, messages, tools=[tool])["message"]["content"] == "It is 10:42 in Lima."
+    sim = start_simulator(examples[1])
+    native = ask(sim, wire, user("find x"), tools=[{"type": "function", "function": {"name": "s"}}])
+    assert native["message"]["content"] == "<think>I should search.</think>Let me look that up."
+    assert native["finish_reason"] == "stop"

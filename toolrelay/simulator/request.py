@@ -47,7 +47,6 @@ class BadRequest(ValueError):
 @dataclass(frozen=True)
 class Turn:
     model: str
-    messages: tuple[Mapping[str, Any], ...]
     # Native tool definitions (the `function` objects), after --strip-tools.
     tools: tuple[Mapping[str, Any], ...]
     tools_mode: ToolsMode
@@ -130,7 +129,6 @@ def _turn(
         prompt_tokens += token_count(orjson.dumps(list(tools)).decode())
     return Turn(
         model=model,
-        messages=messages,
         tools=tools,
         tools_mode=mode,
         tool_choice=tool_choice,
