@@ -100,13 +100,17 @@ class StreamParser:
                     pos = keep_from + len(self._opener)
                 keep_from = pos
                 continue
-            found = self._table.search(buf, pos, ctx)
+            found = self._table.search(buf, pos, final)
             if found is None:
                 safe = len(buf) if final else self._table.safe_end(buf, pos)
                 self._emit_content(buf[pos:safe])
                 pos = keep_from = safe
                 break
             start, marker, factory = found
+            if factory is None:
+                self._emit_content(buf[pos:start])
+                pos = keep_from = start
+                break
             self._emit_content(buf[pos:start])
             self._opener = marker
             keep_from = start

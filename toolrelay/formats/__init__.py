@@ -109,12 +109,23 @@ class OpenerTable:
     first_chars: frozenset[str]
     longest: int
 
-    def search(self, buf: str, pos: int, ctx: Context) -> tuple[int, str, RegionFactory] | None:
+    def search(
+        self, buf: str, pos: int, final: bool
+    ) -> tuple[int, str, RegionFactory | None] | None:
+        """The first marker at or after ``pos``.
+
+        A marker that the buffer's end might still extend into a longer one
+        (``[`` before ``[TOOL_CALLS]`` has arrived) comes back without a
+        region factory: wait for more text.
+        """
         found = self.pattern.search(buf, pos)
         if found is None:
             return None
         marker = found.group()
-        return found.start(), marker, self._factory(marker)
+        start = found.start()
+        if not final and len(buf) - start > len(marker) - 1 and buf[start:] in self.prefixes:
+            return start, marker, None
+        return start, marker, self._factory(marker)
 
     def search_marked(self, buf: str, pos: int, end: int) -> int:
         """Where the first multi-character marker starts in ``buf[pos:end]``, or -1."""

@@ -1,0 +1,63 @@
+"""Checks every stream of events must pass, shared by the parser tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolrelay import (
+    ContentDelta,
+    ParseResult,
+    ReasoningDelta,
+    StreamParser,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    parse_tool_calls,
+)
+
+
+def stream(text: str, cuts: list[int], tools: Any = None, fmt: str = "auto") -> list[Any]:
+    """Feed ``text`` cut at the given positions; return every event."""
+    parser = StreamParser(tools, fmt)
+    events: list[Any] = []
+    start = 0
+    for cut in sorted(set(cuts)):
+        if 0 < cut < len(text):
+            events += parser.feed(text[start:cut])
+            start = cut
+    events += parser.feed(text[start:])
+    events += parser.close()
+    return events
+
+
+def check_stream(text: str, cuts: list[int], tools: Any = None, fmt: str = "auto") -> None:
+    """The streamed events agree with the finished parse and obey the event rules."""
+    expected: ParseResult = parse_tool_calls(text, tools, fmt)
+    events = stream(text, cuts, tools, fmt)
+    content = "".join(e.text for e in events if isinstance(e, ContentDelta))
+    reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    assert content == expected.content
+    assert (reasoning or None) == expected.reasoning
+    started: dict[int, ToolCallStart] = {}
+    arguments: dict[int, list[str]] = {}
+    ended = []
+    for event in events:
+        if isinstance(event, ToolCallStart):
+            assert event.index not in started, "a call started twice"
+            assert event.index == len(started), "indices are consecutive"
+            assert event.name and event.id
+            started[event.index] = event
+            arguments[event.index] = []
+        elif isinstance(event, ToolCallArgumentsDelta):
+            assert event.index in started and event.index not in {c.index for c in ended}
+            assert event.text
+            arguments[event.index].append(event.text)
+        elif isinstance(event, ToolCallEnd):
+            assert event.index in started
+            assert "".join(arguments[event.index]) == event.call.arguments_json
+            assert isinstance(event.call.arguments, dict)
+            ended.append(event)
+    assert len(ended) == len(started), "every started call ends"
+    got = [(e.call.name, e.call.arguments, e.call.arguments_json) for e in ended]
+    want = [(c.name, c.arguments, c.arguments_json) for c in expected.calls]
+    assert got == want
