@@ -258,3 +258,16 @@ def test_status_429_maps_to_the_sdks_rate_limit_error(start_simulator, wire):
     sim = start_simulator(status=429)
     with pytest.raises(openai.RateLimitError):
         wire.openai(sim).chat.completions.create(model="m", messages=HELLO)
+
+
+def test_an_abandoned_slow_stream_stops_with_its_client(start_simulator, wire):
+    sim = start_simulator({"rules": [{"answer": {"content": "x" * 200}}]}, chunk=1, delay_ms=20)
+    request = {"model": "m", "messages": HELLO, "stream": True}
+    with wire.http(sim).stream("POST", "/v1/chat/completions", json=request) as response:
+        for number, _ in enumerate(response.iter_lines()):
+            if number == 3:
+                break
+    started = time.monotonic()
+    sim.stop()
+    # A stream still running would hold shutdown for its 1 s grace period.
+    assert time.monotonic() - started < 0.8

@@ -13,14 +13,14 @@ from typing import Any
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from toolrelay.simulator.config import SimulatorConfig
 from toolrelay.simulator.errors import json_response, ollama_error
 from toolrelay.simulator.model import Failure, Reply, respond, served_model
 from toolrelay.simulator.request import BadRequest, ollama_turn
 from toolrelay.simulator.state import read_json, state_of
-from toolrelay.simulator.streaming import Stream, paced, pieces
+from toolrelay.simulator.streaming import paced, pieces
 
 # Plausible, fixed timings: deterministic bodies make simpler tests.
 _LOAD_NS = 1_000_000
@@ -46,7 +46,7 @@ async def chat(request: Request) -> Response:
         return ollama_error(reply.message, reply.status)
     model = served_model(turn.model)
     if turn.stream:
-        return Stream(
+        return StreamingResponse(
             paced(_lines(reply, model, config), config), media_type="application/x-ndjson"
         )
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}

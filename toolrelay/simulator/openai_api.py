@@ -13,14 +13,14 @@ from typing import Any
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from toolrelay.simulator.config import SimulatorConfig
 from toolrelay.simulator.errors import json_response, openai_error
 from toolrelay.simulator.model import Failure, Reply, respond, served_model
 from toolrelay.simulator.request import BadRequest, Turn, openai_turn
 from toolrelay.simulator.state import read_json, state_of
-from toolrelay.simulator.streaming import Stream, paced, pieces
+from toolrelay.simulator.streaming import paced, pieces
 
 
 async def chat_completions(request: Request) -> Response:
@@ -42,7 +42,7 @@ async def chat_completions(request: Request) -> Response:
     completion = _Completion("chatcmpl-" + turn.digest, int(time.time()), served_model(turn.model))
     if turn.stream:
         frames = completion.frames(reply, turn, config)
-        return Stream(
+        return StreamingResponse(
             paced(frames, config),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache"},

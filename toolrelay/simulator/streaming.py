@@ -6,9 +6,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable
 
-from starlette.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
-
 from toolrelay.simulator.config import SimulatorConfig
 
 
@@ -22,7 +19,10 @@ class DropConnection(Exception):
 
 class _QuietDrops(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], DropConnection))
+        exc = record.exc_info[1] if record.exc_info else None
+        # Older Starlettes deliver it wrapped in an exception group.
+        inner = getattr(exc, "exceptions", None) or (exc,)
+        return not all(isinstance(item, DropConnection) for item in inner)
 
 
 def silence_drop_tracebacks() -> None:
@@ -44,20 +44,3 @@ async def paced(frames: Iterable[bytes], config: SimulatorConfig) -> AsyncIterat
         if sent and delay:
             await asyncio.sleep(delay)
         yield frame
-
-
-class Stream(StreamingResponse):
-    """A streaming response that neither buffers nor hides the app's exceptions.
-
-    Starlette's own runs the body in a task group that wraps a mid-stream
-    exception; here it reaches the server as is, so a drop stays a drop.
-    """
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send(
-            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-        )
-        async for frame in self.body_iterator:
-            body = frame.encode() if isinstance(frame, str) else bytes(frame)
-            await send({"type": "http.response.body", "body": body, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
