@@ -71,7 +71,6 @@ def test_rescue_through_tools_stripping_backend(stripped: tuple[Simulator, Gatew
     assert "[SYSTEM DIRECTIVE]" in sent["messages"][-1]["content"]
 
 
-@pytest.mark.xfail(reason="StreamParser leaks a split '[/TOOL_CALL]'", strict=False)
 def test_rescue_streaming_keeps_markup_out(stripped: tuple[Simulator, GatewayServer]) -> None:
     _, gw = stripped
     chunks = list(

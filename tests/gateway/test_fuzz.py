@@ -1,0 +1,102 @@
+"""Nothing a client sends crashes the gateway or gets a 500."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.gateway.support import TIME_TOOL, WEATHER_TOOL, GatewayServer, stack
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+roles = st.sampled_from(["system", "user", "assistant", "tool", "developer", "robot", None])
+messages = st.lists(
+    st.fixed_dictionaries(
+        {"role": roles},
+        optional={
+            "content": st.one_of(st.text(max_size=40), json_values),
+            "tool_calls": json_values,
+            "tool_call_id": st.one_of(st.text(max_size=8), json_values),
+            "name": json_values,
+        },
+    ),
+    max_size=4,
+)
+tool_choices = st.one_of(
+    st.sampled_from(["auto", "none", "required", "bogus"]),
+    st.just({"type": "function", "function": {"name": "get_weather"}}),
+    json_values,
+)
+bodies = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.one_of(st.just("toolrelay-sim"), json_values),
+        "messages": st.one_of(messages, json_values),
+        "tools": st.one_of(st.just([WEATHER_TOOL, TIME_TOOL]), json_values),
+        "tool_choice": tool_choices,
+        "parallel_tool_calls": json_values,
+        "stream": st.one_of(st.booleans(), json_values),
+        "stream_options": json_values,
+        "temperature": json_values,
+        "max_tokens": json_values,
+        "n": json_values,
+        "toolrelay_profile": st.one_of(st.sampled_from(["graded", "antiloop"]), json_values),
+        "toolrelay_stuck_mode": st.one_of(st.sampled_from(["observe", "off"]), json_values),
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def gw() -> Iterator[GatewayServer]:
+    with stack(gateway_settings={"backend_kind": "openai"}) as (_, server):
+        yield server
+
+
+@pytest.fixture(scope="module")
+def http(gw: GatewayServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gw.url, timeout=20) as client:
+        yield client
+
+
+def _check(http: httpx.Client, content: bytes) -> None:
+    with http.stream("POST", "/v1/chat/completions", content=content) as response:
+        raw = response.read()
+    assert response.status_code < 500, raw
+    assert response.headers["x-request-id"]
+    if response.status_code >= 400:
+        error = orjson.loads(raw)["error"]
+        assert isinstance(error["message"], str)
+    elif response.headers["content-type"].startswith("text/event-stream"):
+        assert b"data: [DONE]" in raw or b'data: {"error"' in raw
+    else:
+        assert orjson.loads(raw)["object"] == "chat.completion"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=bodies)
+def test_structured_bodies(http: httpx.Client, body: dict[str, Any]) -> None:
+    _check(http, orjson.dumps(body))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=st.one_of(st.binary(max_size=64), json_values.map(orjson.dumps)))
+def test_arbitrary_bytes(http: httpx.Client, raw: bytes) -> None:
+    _check(http, raw)
