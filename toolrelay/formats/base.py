@@ -15,12 +15,11 @@ anything.
 from __future__ import annotations
 
 import enum
+import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-import orjson
 
 from toolrelay.events import (
     ContentDelta,
@@ -156,7 +155,8 @@ class Call:
         if not self._args:
             self.arguments("{}")
         arguments_json = "".join(self._args)
-        arguments = orjson.loads(arguments_json)
+        # json, not orjson: orjson turns integers beyond 64 bits into floats.
+        arguments = json.loads(arguments_json)
         call = ToolCall(self.id, self.name, arguments, arguments_json)
         self._ctx.events.append(ToolCallEnd(self.index, call))
         self.dropped = True  # ended: nothing more may be added

@@ -1,0 +1,101 @@
+"""Property tests: whatever the text, the parser never raises and keeps its contract."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+from corpus import load_cases, tools_from_spec  # type: ignore[import-not-found]
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from streamcheck import check_stream  # type: ignore[import-not-found]
+
+from toolrelay import parse_tool_calls
+from toolrelay.formats import FORMATS
+from toolrelay.repair import repair_json
+
+CASES = load_cases()
+MARKERS = sorted({o.marker for f in FORMATS for o in f.openers if len(o.marker) > 3})
+FRAGMENTS = [*MARKERS, "{", "}", "[", "]", '"', "'", ":", ",", "\\", "name", "arguments", "\n"]
+
+
+def _assert_contract(text: str, tools: Any = None) -> None:
+    result = parse_tool_calls(text, tools)
+    ids = [c.id for c in result.calls]
+    assert len(ids) == len(set(ids)), "ids are unique per result"
+    for call in result.calls:
+        assert isinstance(orjson.loads(call.arguments_json), dict)
+        assert orjson.loads(call.arguments_json) == call.arguments
+        assert call.name
+
+
+markup_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=40).map(
+    "".join
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.text(max_size=300))
+def test_random_text_never_raises(text: str) -> None:
+    _assert_contract(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=markup_text, cuts=st.lists(st.integers(1, 300), max_size=20))
+def test_random_markup_soup_streams_like_it_parses(text: str, cuts: list[int]) -> None:
+    _assert_contract(text)
+    check_stream(text, cuts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=st.sampled_from(CASES), data=st.data())
+def test_random_cuts_of_real_cases(case: dict[str, Any], data: st.DataObject) -> None:
+    text = case["text"]
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    tools = tools_from_spec(case.get("tools"))
+    _assert_contract(text[start:end], tools)
+    check_stream(text[start:end], data.draw(st.lists(st.integers(1, 200), max_size=10)), tools)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(arguments=st.dictionaries(st.text(max_size=10), json_values, max_size=5))
+def test_any_json_arguments_survive_every_wrapper(arguments: dict[str, Any]) -> None:
+    body = json.dumps({"name": "tool", "arguments": arguments})
+    for text in (
+        f"<tool_call>{body}</tool_call>",
+        f"[TOOL_CALL]{body}[/TOOL_CALL]",
+        f"[TOOL_CALLS] [{body}]",
+        body,
+    ):
+        result = parse_tool_calls(text)
+        assert [c.arguments for c in result.calls] == [arguments], text
+        assert result.content == ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values)
+def test_repair_leaves_valid_json_alone(value: Any) -> None:
+    assert repair_json(json.dumps(value)) == value
+
+
+def test_content_never_holds_the_marker_of_a_parsed_call() -> None:
+    for case in CASES:
+        result = parse_tool_calls(case["text"], tools_from_spec(case.get("tools")))
+        if not result.calls:
+            continue
+        for marker in ("<tool_call>", "[TOOL_CALL]", "[TOOL_CALLS]", "<|tool_call", "<function="):
+            if marker in case["text"] and marker not in (case["content"] or ""):
+                assert marker not in result.content, case["id"]
