@@ -36,6 +36,8 @@ from toolrelay.formats.base import (
 )
 from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value
 
+_DOUBLE_QUOTED_SPECIAL = re.compile(r'["\\\x00-\x1f]')
+
 NAME_KEYS = frozenset({"name", "tool_name", "tool", "function_name", "recipient_name"})
 ARGUMENT_KEYS = frozenset({"arguments", "parameters", "input", "args", "params"})
 ID_KEYS = frozenset({"id", "tool_call_id", "call_id"})
@@ -150,6 +152,8 @@ class JsonCallsRegion:
         while True:
             if self._failed:
                 return pos, Status.FALLBACK
+            if self._lexer.quote == '"':
+                pos = self._stream_string_run(buf, pos)
             if not self._frames:
                 pos, status = self._between_values(buf, pos, final)
                 if status is not None:
@@ -168,6 +172,21 @@ class JsonCallsRegion:
                 continue
             pos = new_pos
             self._token(tok, text)
+
+    def _stream_string_run(self, buf: str, pos: int) -> int:
+        """The hot path: plain text inside a streaming string argument goes straight out.
+
+        Text between a double-quoted string's special characters needs no
+        escaping and changes no state, so it skips the lexer and the writer.
+        """
+        top = self._frames[-1] if self._frames else None
+        if type(top) is not _Value or top.purpose != "args" or not top.writer.in_string_value:
+            return pos
+        special = _DOUBLE_QUOTED_SPECIAL.search(buf, pos)
+        stop = len(buf) if special is None else special.start()
+        if stop > pos:
+            top.record.call.arguments(buf[pos:stop])
+        return stop
 
     # -- between top-level values ------------------------------------------------
 

@@ -1,0 +1,132 @@
+"""Parser speed, measured side by side in one run (not a test: machines are noisy).
+
+Streams one tool call whose argument is 1k-64k characters long in 4-character
+deltas, and 64k characters of prose followed by a small call, through
+``StreamParser``; next to it, a bare loop over the same deltas that only calls
+a no-op method, the floor any streaming parser pays. Then compares
+``parse_tool_calls`` with ``orjson.loads`` of the same arguments.
+
+Run: ``.venv/bin/python bench/parser_bench.py`` (writes bench/RESULTS.md's
+"Parser" section when given ``--write``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+from toolrelay import StreamParser, parse_tool_calls
+
+DELTA = 4
+SIZES = (1_000, 4_000, 16_000, 64_000)
+REPEATS = 5
+
+
+def call_text(size: int) -> str:
+    argument = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+    body = orjson.dumps({"name": "write_file", "arguments": {"path": "a.txt", "text": argument}})
+    return "<tool_call>" + body.decode() + "</tool_call>"
+
+
+def prose_then_call(size: int) -> str:
+    prose = ("The quick brown fox jumps over the lazy dog. " * (size // 45 + 1))[:size]
+    return prose + '<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>'
+
+
+def deltas(text: str) -> list[str]:
+    return [text[i : i + DELTA] for i in range(0, len(text), DELTA)]
+
+
+class _Floor:
+    def feed(self, delta: str) -> list[object]:
+        return []
+
+
+def time_stream(chunks: list[str], make: Callable[[], object]) -> float:
+    best = []
+    for _ in range(REPEATS):
+        parser = make()
+        feed = parser.feed  # type: ignore[attr-defined]
+        start = time.perf_counter()
+        for chunk in chunks:
+            feed(chunk)
+        if hasattr(parser, "close"):
+            parser.close()
+        best.append(time.perf_counter() - start)
+    return statistics.median(best)
+
+
+def main() -> str:
+    lines = [
+        "## Parser",
+        "",
+        f"Measured by `bench/parser_bench.py` on {time.strftime('%Y-%m-%d')}, "
+        f"Python {sys.version.split()[0]}, median of {REPEATS} runs, {DELTA}-character deltas.",
+        "",
+        "| stream | deltas | StreamParser | per delta | bare loop | ratio to bare loop |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    totals = {}
+    cases = [(f"one call, {size // 1000}k-character argument", call_text(size)) for size in SIZES]
+    cases.append(("64k characters of prose, then a small call", prose_then_call(64_000)))
+    for label, text in cases:
+        chunks = deltas(text)
+        parsed = time_stream(chunks, StreamParser)
+        floor = time_stream(chunks, _Floor)
+        totals[label] = parsed
+        lines.append(
+            f"| {label} | {len(chunks)} | {parsed * 1e3:.2f} ms | "
+            f"{parsed / len(chunks) * 1e6:.2f} µs | {floor * 1e3:.3f} ms | "
+            f"{parsed / floor:.0f}× |"
+        )
+    small = totals["one call, 4k-character argument"]
+    large = totals["one call, 64k-character argument"]
+    lines += [
+        "",
+        f"Linearity: the 64k call takes {large / small:.1f}× the 4k call "
+        "(16× the text; ≤ 20× is the goal).",
+        "",
+        "| finished output | parse_tool_calls | orjson.loads of the arguments | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    for size in SIZES:
+        text = call_text(size)
+        arguments = orjson.dumps({"path": "a.txt", "text": "x" * size})
+        parse = min(_timed(lambda t=text: parse_tool_calls(t)) for _ in range(REPEATS))
+        load = min(_timed(lambda a=arguments: orjson.loads(a)) for _ in range(REPEATS))
+        lines.append(
+            f"| {size // 1000}k characters | {parse * 1e6:.0f} µs | {load * 1e6:.1f} µs | "
+            f"{parse / load:.0f}× |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _timed(work: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def write_section(section: str) -> None:
+    path = Path(__file__).with_name("RESULTS.md")
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n\n"
+    heading = section.splitlines()[0]
+    if heading in text:
+        start = text.index(heading)
+        following = text.find("\n## ", start + 1)
+        text = text[:start] + section + (text[following + 1 :] if following >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    report = main()
+    print(report)
+    if "--write" in sys.argv:
+        write_section(report)
