@@ -25,7 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "LM Studio /api/v1/models). It is a test double: no model runs behind it."
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=0, help="port (default 0: a free port)")
+    parser.add_argument("--port", type=port_number, default=0, help="port (default 0: a free port)")
     parser.add_argument(
         "--scenario", metavar="FILE", help="scenario file, YAML or JSON (default: built-in demo)"
     )
@@ -70,6 +70,13 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def port_number(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (0-65535)")
+    return port
 
 
 def _announce(url: str) -> None:

@@ -39,6 +39,9 @@ class SimulatorConfig:
     status: int | None = None
 
     def __post_init__(self) -> None:
+        if self.capabilities is not None:
+            # Accept any sequence (a scenario's list, say); keep the field a tuple as typed.
+            object.__setattr__(self, "capabilities", tuple(self.capabilities))
         if self.chunk < 1:
             raise ValueError("chunk must be at least 1")
         if self.delay_ms < 0:
@@ -58,8 +61,6 @@ class SimulatorConfig:
         """
         scenario = default_scenario() if source is None else load_scenario(source)
         values = scenario.settings.model_dump(exclude_none=True)
-        if "capabilities" in values:
-            values["capabilities"] = tuple(values["capabilities"])
         values.update(switches)
         return cls(scenario=scenario, **values)
 
