@@ -18,6 +18,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError, Finish, Opened, StreamItem
 from toolrelay.io.backends.rounds import complete_round, stream_round
+from toolrelay.server import loops
 from toolrelay.server.errors import APIError, upstream
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.request import ChatRequest, decode, read_request
@@ -41,18 +42,22 @@ class ChatCompletions:
         counters = self.gateway.counters
         try:
             raw = await _read_body(receive, self.gateway.settings.max_body_bytes)
-            chat = read_request(
-                decode(raw), self.gateway.settings, _header(scope, b"x-toolrelay-stuck-mode")
-            )
+            settings = self.gateway.settings
+            chat = read_request(decode(raw), settings, _header(scope, b"x-toolrelay-stuck-mode"))
+            extra: dict[str, Any] = {}
+            verdict = loops.check(chat.round, chat.stuck_mode, settings, counters)
+            if verdict is not None:
+                chat.round = loops.final_answer_request(chat.round, verdict)
+                extra["toolrelay_stuck"] = verdict.to_public_dict()
             if chat.stream:
-                await self._stream(chat, send, receive)
+                await self._stream(chat, extra, send, receive)
             else:
                 reply = await complete_round(
                     self.gateway.backends.for_model(chat.round.model), chat.round, counters
                 )
-                extra = {"toolrelay_warning": reply.warning} if reply.warning else {}
-                body = completion(reply, chat.round.model, extra)
-                await send_json(send, 200, body)
+                if reply.warning:
+                    extra["toolrelay_warning"] = reply.warning
+                await send_json(send, 200, completion(reply, chat.round.model, extra))
             counters.inc("requests", "ok")
         except APIError as exc:
             counters.inc("requests", "invalid" if exc.status < 500 else "error")
@@ -69,7 +74,9 @@ class ChatCompletions:
             error = APIError(500, "toolrelay failed to handle the request", type="server_error")
             await send_json(send, 500, error.to_dict())
 
-    async def _stream(self, chat: ChatRequest, send: Send, receive: Receive) -> None:
+    async def _stream(
+        self, chat: ChatRequest, extra: dict[str, Any], send: Send, receive: Receive
+    ) -> None:
         backend = self.gateway.backends.for_model(chat.round.model)
         items = stream_round(backend, chat.round, self.gateway.counters)
         # Errors up to Opened are answered with a status; later ones in the stream.
@@ -81,7 +88,7 @@ class ChatCompletions:
         watcher = asyncio.create_task(_watch_disconnect(receive, writer))
         try:
             await writer.write(encoder.role())
-            await _relay(items, encoder, writer)
+            await _relay(items, encoder, writer, extra)
         except BackendError as exc:
             self.gateway.counters.inc("backend_errors", str(exc.status))
             await writer.write(sse_error(upstream(exc.status, exc.message).to_dict()))
@@ -97,13 +104,17 @@ class ChatCompletions:
 
 
 async def _relay(
-    items: AsyncIterator[StreamItem], encoder: ChunkEncoder, writer: _StreamWriter
+    items: AsyncIterator[StreamItem],
+    encoder: ChunkEncoder,
+    writer: _StreamWriter,
+    extra: dict[str, Any],
 ) -> None:
     async for item in items:
         if writer.disconnected:
             return
         if isinstance(item, Finish):
-            extra = {"toolrelay_warning": item.warning} if item.warning else {}
+            if item.warning:
+                extra["toolrelay_warning"] = item.warning
             await writer.write(encoder.finish(item.reason, extra))
             if encoder.include_usage:
                 await writer.write(encoder.usage(item.usage))

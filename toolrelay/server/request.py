@@ -19,9 +19,9 @@ from toolrelay.io.settings import Settings
 from toolrelay.profiles import get_profile
 from toolrelay.rescue import RescueRequestError
 from toolrelay.server.errors import invalid
+from toolrelay.stuck import Mode, parse_mode
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-_STUCK_MODES = ("enforce", "observe", "off")
 _NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 _INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
 # toolrelay's own request fields: read here, never sent to a backend.
@@ -33,7 +33,7 @@ class ChatRequest:
     round: RoundRequest
     stream: bool
     include_usage: bool
-    stuck_mode: str | None
+    stuck_mode: Mode | None
 
 
 def decode(raw: bytes) -> dict[str, Any]:
@@ -77,12 +77,13 @@ def read_request(body: dict[str, Any], settings: Settings, stuck_header: str | N
             get_profile(profile)
         except ValueError as exc:
             raise invalid(str(exc), "toolrelay_profile") from None
-    stuck_mode = _optional(body, "toolrelay_stuck_mode", str) or stuck_header
-    if stuck_mode is not None and stuck_mode not in _STUCK_MODES:
-        raise invalid(
-            f"Unknown stuck mode {stuck_mode!r}: expected one of {', '.join(_STUCK_MODES)}.",
-            "toolrelay_stuck_mode",
-        )
+    stuck_mode: Mode | None = None
+    requested_mode = _optional(body, "toolrelay_stuck_mode", str) or stuck_header
+    if requested_mode is not None:
+        try:
+            stuck_mode = parse_mode(requested_mode)
+        except ValueError as exc:
+            raise invalid(str(exc), "toolrelay_stuck_mode") from None
     backend_body = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
     backend_body["model"] = model
     try:

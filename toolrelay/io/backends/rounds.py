@@ -40,7 +40,7 @@ REQUIRED_UNMET = (
     "(also after one re-ask with a stricter directive)"
 )
 # Request fields a tool-less (rescued) backend must not receive.
-_TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
+TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
 
 
 @dataclass
@@ -118,7 +118,7 @@ async def backend_body(
     """The body the backend receives for this round in this mode."""
     body = dict(req.body)
     if mode == "rescue":
-        for key in _TOOL_FIELDS:
+        for key in TOOL_FIELDS:
             body.pop(key, None)
         body["messages"] = build_rescue_request(
             req.messages,

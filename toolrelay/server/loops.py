@@ -1,0 +1,67 @@
+"""The stuck detector in proxy mode: the client runs the tools, we can only answer.
+
+In ``enforce`` a loop found in the client's history turns the request into a
+tools-free one carrying the detector's note, and the answer is marked with a
+top-level ``toolrelay_stuck``; ``observe`` only logs and counts; ``off`` skips
+the analysis. The mode comes from the request (body field or header), else the
+model's config entry, else ``TOOLRELAY_STUCK_MODE``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from functools import cache
+
+from toolrelay.io.backends import RoundRequest
+from toolrelay.io.backends.rounds import TOOL_FIELDS
+from toolrelay.io.counters import Counters
+from toolrelay.io.settings import Settings
+from toolrelay.stuck import (
+    Mode,
+    StuckConfig,
+    Verdict,
+    append_note,
+    final_answer_note,
+    gateway_verdict,
+)
+
+log = logging.getLogger("toolrelay.stuck")
+
+
+@cache
+def _config(mode: Mode, polling_exempt: bool) -> StuckConfig:
+    return StuckConfig(mode=mode, polling_exempt=polling_exempt)
+
+
+def check(
+    req: RoundRequest, requested: Mode | None, settings: Settings, counters: Counters
+) -> Verdict | None:
+    """The loop in the client's history, if any, under the mode in force; an
+    observed loop is logged and counted here and returned as None."""
+    override = settings.override_for(req.model)
+    mode = requested or override.stuck or settings.stuck_mode
+    if mode == "off":
+        return None
+    exempt = override.stuck_polling_exempt
+    config = _config(mode, settings.stuck_polling_exempt if exempt is None else exempt)
+    verdict = gateway_verdict(req.messages, config, req.tools)
+    if verdict is None:
+        return None
+    counters.inc("stuck", f"{mode}/{verdict.pattern}/{verdict.level}")
+    log.warning(
+        "loop in the client's history (%s): %s x%d on %s",
+        mode,
+        verdict.pattern,
+        verdict.count,
+        ", ".join(verdict.tool_names) or "-",
+    )
+    return verdict if verdict.enforced else None
+
+
+def final_answer_request(req: RoundRequest, verdict: Verdict) -> RoundRequest:
+    """The request asking for a final answer: no tools at all, plus the note."""
+    messages = append_note(req.messages, final_answer_note(verdict))
+    body = {k: v for k, v in req.body.items() if k not in TOOL_FIELDS}
+    body["messages"] = messages
+    return dataclasses.replace(req, body=body, messages=messages, tools=None, tool_choice=None)
