@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "parse": ("toolrelay.cli.parse", "parse tool calls out of model output"),
+    "demo": ("toolrelay.cli.demo", "the whole loop offline: simulator, gateway and a tool"),
     "serve": (
         "toolrelay.cli.serve",
         "run the OpenAI-compatible gateway in front of a model server",
