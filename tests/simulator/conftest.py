@@ -53,17 +53,22 @@ def default_sim() -> Iterator[Simulator]:
 
 
 class Wire:
-    """Clients for a simulator and readers for its streaming formats."""
+    """Clients for a simulator (closed after the test) and readers for its formats."""
 
-    @staticmethod
-    def openai(simulator: Simulator) -> openai.OpenAI:
-        return openai.OpenAI(
+    def __init__(self) -> None:
+        self.clients: list[httpx.Client | openai.OpenAI] = []
+
+    def openai(self, simulator: Simulator) -> openai.OpenAI:
+        client = openai.OpenAI(
             base_url=simulator.openai_url, api_key="unused", timeout=10, max_retries=0
         )
+        self.clients.append(client)
+        return client
 
-    @staticmethod
-    def http(simulator: Simulator) -> httpx.Client:
-        return httpx.Client(base_url=simulator.url, timeout=10)
+    def http(self, simulator: Simulator) -> httpx.Client:
+        client = httpx.Client(base_url=simulator.url, timeout=10)
+        self.clients.append(client)
+        return client
 
     @staticmethod
     def sse(body: str) -> list[Any]:
@@ -83,8 +88,11 @@ class Wire:
 
 
 @pytest.fixture
-def wire() -> type[Wire]:
-    return Wire
+def wire() -> Iterator[Wire]:
+    helper = Wire()
+    yield helper
+    for client in helper.clients:
+        client.close()
 
 
 @pytest.fixture
