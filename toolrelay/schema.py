@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from toolrelay.repair import repair_json
 
 _TRUE = {"true", "yes", "1"}
@@ -81,10 +83,26 @@ def _as_type(text: str, kind: str) -> Any:
     if kind == "null":
         return None if lowered in _NULL else _MISSING
     if kind in ("object", "array"):
-        value = repair_json(stripped)
         expected = dict if kind == "object" else list
+        value = _escaped_json(stripped)
+        if not isinstance(value, expected):
+            value = repair_json(stripped)
         return value if isinstance(value, expected) else _MISSING
     return _MISSING
+
+
+def _escaped_json(text: str) -> Any:
+    """JSON that the model escaped as if writing it inside a string: ``[{\\"id\\": 1}]``.
+
+    Lenient repair would read such text as a truncated ``[{}]``, so it is
+    decoded first; None when the text is not of that kind.
+    """
+    if '\\"' not in text:
+        return None
+    try:
+        return orjson.loads(orjson.loads('"' + text + '"'))
+    except orjson.JSONDecodeError:
+        return None
 
 
 def coerce_text(text: str, schema: Mapping[str, Any] | None) -> Any:
@@ -95,7 +113,9 @@ def coerce_text(text: str, schema: Mapping[str, Any] | None) -> Any:
     """
     types = schema_types(schema)
     if not types:
-        value = repair_json(text.strip()) if _looks_like_json(text) else _MISSING
+        value = _escaped_json(text.strip())
+        if not isinstance(value, (dict, list)):
+            value = repair_json(text.strip()) if _looks_like_json(text) else _MISSING
         return text if value is _MISSING or (value is None and text.strip() != "null") else value
     for kind in types:
         value = _as_type(text, kind)

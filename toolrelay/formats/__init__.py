@@ -19,7 +19,9 @@ from toolrelay.formats import (
     bracket,
     command_r7b,
     deepseek,
+    deepseek_v32,
     fenced,
+    glm45,
     granite,
     harmony,
     hermes,
@@ -28,10 +30,14 @@ from toolrelay.formats import (
     kimi,
     lfm2,
     minimax_m1,
+    minimax_m2,
     mistral,
     nemotron,
     phi4_functools,
+    qwen3_coder,
     reasoning,
+    seed_oss,
+    step3,
 )
 from toolrelay.formats.base import Context, Format, Opener, Region, RegionFactory, Status
 
@@ -53,6 +59,12 @@ FORMATS: tuple[Format, ...] = (
     lfm2.FORMAT,
     apertus.FORMAT,
     command_r7b.FORMAT,
+    qwen3_coder.FORMAT,
+    seed_oss.FORMAT,
+    glm45.FORMAT,
+    minimax_m2.FORMAT,
+    deepseek_v32.FORMAT,
+    step3.FORMAT,
 )
 
 ALWAYS_ON: tuple[Format, ...] = (reasoning.FORMAT,)

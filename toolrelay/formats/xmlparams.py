@@ -1,0 +1,660 @@
+"""One engine for the XML-parameter formats: a call is a name and ``<parameter>`` tags.
+
+Qwen3-Coder (``<function=f><parameter=p>v</parameter></function>``), Seed-OSS,
+GLM-4.5 (``f\\n<arg_key>p</arg_key><arg_value>v</arg_value>``), MiniMax-M2
+(``<invoke name="f"><parameter name="p">``), DeepSeek-V3.2 DSML and StepFun
+Step-3 differ only in their tag names and a few habits, so each is a
+``Dialect`` of the one region parser here.
+
+Parameter values are raw text, typed by the tool's JSON Schema. A value whose
+schema says string streams out as a JSON string while it arrives; any other
+value is held until it is complete and then coerced. Every call's argument
+fragments concatenate to one strict JSON object whatever the chunking,
+because the region keeps all of its state and never looks at a character
+twice (only a possible partial tag at the end of the buffer waits).
+
+Models drop closing tags: a value also ends at the next parameter, at the
+end of the call or of the section; a call ends at the next call or at the end
+of the section; text that is not markup between calls ends the section. A
+tag that never closes (``<function=name`` and a newline) makes its call
+invalid: it is dropped, and its markup with it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from toolrelay.formats.base import (
+    ArgumentStream,
+    Call,
+    Context,
+    Opener,
+    Region,
+    Sniff,
+    Status,
+    starts_or_partial,
+)
+from toolrelay.repair import escape_json_text
+from toolrelay.schema import coerce_text, is_string_schema
+
+# Longest tag (attributes included) that is waited for; a longer one is garbage.
+TAG_LIMIT = 256
+
+# Parameters that models wrap a whole arguments object in (DSML).
+WRAPPER_KEYS = frozenset({"arguments", "input"})
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The tags and habits of one XML-parameter format."""
+
+    section_end: str  # the raw marker closing the region: "</tool_call>"
+    invoke: str | None  # tag name opening a call ("function"); None: the name follows the opener
+    parameter: str  # tag name opening a parameter ("parameter"; GLM: "arg_key")
+    param_open: str  # how a parameter tag starts, to end a value left unclosed
+    value_tag: str | None = None  # GLM: the value has its own tag after the key's
+    trim: bool = True  # drop the line break (and indentation) that frames a value
+    skip_tags: frozenset[str] = field(default_factory=frozenset)  # separators, no meaning
+    skip_words: bool = False  # Step-3: "function<｜tool_sep｜>name\n" before the invoke tag
+    literal_newlines: bool = False  # GLM: a backslash-n written between tags is a newline
+    json_arguments: bool = False  # Functionary v3.1: <function=f>{json}</function>
+    string_attribute: bool = False  # DSML: string="true|false" says whether a value is JSON
+    unwrap: bool = False  # DSML: a lone "arguments"/"input" parameter holds the object
+
+    @property
+    def value_close(self) -> str:
+        return f"</{self.value_tag or self.parameter}>"
+
+    @property
+    def invoke_close(self) -> str | None:
+        return None if self.invoke is None else f"</{self.invoke}>"
+
+    def value_terminators(self) -> tuple[str, ...]:
+        """What ends a value: its closing tag, or markup that shows the closing tag was lost."""
+        found = [self.value_close, self.param_open, self.section_end]
+        if self.invoke_close is not None:
+            found.append(self.invoke_close)
+        found.extend(sorted(self.skip_tags))
+        return tuple(found)
+
+
+@dataclass(frozen=True)
+class _Tag:
+    name: str  # without the "/" of a closing tag
+    closing: bool
+    value: str | None  # the name a tag carries: <function=NAME> or name="NAME"
+    attributes: dict[str, str]
+
+
+_TAG_NAME = re.compile(r"\s*(/?)\s*([^\s=/>]*)")
+_ATTRIBUTE = re.compile(r"""([\w:.-]+)\s*=\s*(?:"([^"]*)"?|'([^']*)'?|([^\s"'>]+))""")
+
+
+def _parse_tag(body: str) -> _Tag:
+    """``<…>`` without its brackets: ``function=f``, ``invoke name="f"``, ``/parameter``."""
+    head = _TAG_NAME.match(body)
+    assert head is not None  # the pattern matches the empty string
+    slash, name = head.groups()
+    rest = body[head.end() :]
+    value: str | None = None
+    attributes: dict[str, str] = {}
+    if rest.lstrip().startswith("="):
+        value = rest.lstrip()[1:].strip().strip("\"'")
+    else:
+        for found in _ATTRIBUTE.finditer(rest):
+            key, double, single, bare = found.groups()
+            attributes[key] = next(v for v in (double, single, bare) if v is not None)
+        value = attributes.get("name")
+    return _Tag(name, bool(slash), value, attributes)
+
+
+class _TagRead(enum.Enum):
+    COMPLETE = 0
+    PARTIAL = 1  # the buffer ends inside the tag
+    BROKEN = 2  # a newline or another '<' came before '>'
+
+
+def _read_tag(buf: str, pos: int, final: bool) -> tuple[_TagRead, int]:
+    """At a '<': where the tag ends (after '>'), or where it broke off."""
+    end = len(buf)
+    limit = min(end, pos + TAG_LIMIT)
+    i = pos + 1
+    while i < limit:
+        char = buf[i]
+        if char == ">":
+            return _TagRead.COMPLETE, i + 1
+        if char == "<" or char == "\n":
+            return _TagRead.BROKEN, i
+        i += 1
+    if limit == end and not final:
+        return _TagRead.PARTIAL, pos
+    return _TagRead.BROKEN, limit
+
+
+class _Trim:
+    """Drops the line break, and the tag's indentation, that frame a value.
+
+    ``<parameter=p>\\nvalue\\n</parameter>`` means ``value``; pretty-printed
+    markup indents both lines by the parameter tag's own indentation, which
+    goes too. Nothing else is touched: a string keeps its text.
+    """
+
+    __slots__ = ("_frame", "_leading", "_matched", "_tail")
+
+    def __init__(self, indent: str | None) -> None:
+        self._frame = None if indent is None else "\n" + indent
+        self._leading = self._frame is not None
+        self._matched = ""  # what of the leading frame has been seen
+        self._tail = ""  # a trailing line break and blanks, held until the value ends
+
+    def push(self, text: str) -> str:
+        """The part of ``text`` that is certainly value text."""
+        frame = self._frame
+        if frame is None:
+            return text
+        if self._leading:
+            matched = self._matched
+            taken = 0
+            while taken < len(text) and len(matched) < len(frame):
+                if text[taken] != frame[len(matched)]:
+                    break
+                matched += text[taken]
+                taken += 1
+            text = text[taken:]
+            if len(matched) < len(frame) and not text:
+                self._matched = matched
+                return ""
+            self._leading = False
+            # A full frame goes; a partial one loses only its line break.
+            text = matched[1:] + text if 0 < len(matched) < len(frame) else text
+            if not text:
+                return ""
+        joined = self._tail + text
+        newline = joined.rfind("\n")
+        if newline >= 0 and joined[newline + 1 :].strip(" \t") == "":
+            if newline > 0 and joined[newline - 1] == "\r":
+                newline -= 1
+            self._tail = joined[newline:]
+            return joined[:newline]
+        self._tail = ""
+        return joined
+
+    def close(self) -> str:
+        """What is left once the value is over, its closing frame dropped."""
+        if self._frame is None:
+            return ""
+        if self._leading:
+            return self._matched[1:]
+        tail = self._tail
+        self._tail = ""
+        # The closing tag may sit at the line start even when the value was indented.
+        return "" if tail.lstrip("\r") in ("\n", self._frame) else tail
+
+
+class _Mode(enum.Enum):
+    STREAM = 0  # a string: streamed as a JSON string
+    HOLD = 1  # typed or schema-less: coerced when complete
+    IGNORE = 2  # part of a dropped call, or after JSON arguments
+
+
+class _Value:
+    __slots__ = ("key", "mode", "parts", "schema", "trim", "wrapper")
+
+    def __init__(
+        self, key: str, mode: _Mode, schema: Mapping[str, Any] | None, trim: _Trim
+    ) -> None:
+        self.key = key
+        self.mode = mode
+        self.schema = schema
+        self.trim = trim
+        self.parts: list[str] = []
+        self.wrapper = False  # may be the whole arguments object, wrapped (DSML)
+
+
+class _State(enum.Enum):
+    OPEN_TAG = 0  # opened by "<function=": the rest of that tag
+    NAME = 1  # GLM: the name line after the opener
+    SECTION = 2  # between calls
+    CALL = 3  # inside a call, between parameters
+    KEY = 4  # GLM: the text of <arg_key>
+    BEFORE_VALUE = 5  # GLM: between </arg_key> and <arg_value>
+    VALUE = 6
+    JSON = 7  # Functionary v3.1: a JSON arguments object
+    TRAILER = 8  # opened by "<function=": a stray "</tool_call>" may follow the call
+
+
+_NAME_END = re.compile(r"[\n<]")
+_ANGLE = re.compile("<")
+_WORD = re.compile(r"[A-Za-z0-9_.:/-]*")
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # an integer beyond 64 bits
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class XmlParamsRegion:
+    """Reads the calls of one section (or one bare call) of an XML-parameter format."""
+
+    __slots__ = (
+        "_bare",
+        "_call",
+        "_count",
+        "_ctx",
+        "_dialect",
+        "_fallback",
+        "_indent",
+        "_json",
+        "_key",
+        "_name",
+        "_state",
+        "_terminators",
+        "_trailer",
+        "_value",
+        "_wrapper",
+    )
+
+    def __init__(self, ctx: Context, dialect: Dialect, bare: bool = False) -> None:
+        self._ctx = ctx
+        self._dialect = dialect
+        self._terminators = dialect.value_terminators()
+        if bare:
+            self._state = _State.OPEN_TAG
+        elif dialect.invoke is None:
+            self._state = _State.NAME
+        else:
+            self._state = _State.SECTION
+        self._bare = bare  # opened by a call's own tag, not by a section marker
+        self._fallback = bare  # until that tag proves well formed
+        self._call: Call | None = None
+        self._count = 0  # parameters emitted into the current call
+        self._json: ArgumentStream | None = None
+        self._wrapper: tuple[str, str] | None = None  # a held "arguments" parameter: key, JSON
+        self._value: _Value | None = None
+        self._name: list[str] = []  # GLM name or key text so far
+        self._key = ""
+        self._indent: str | None = None  # blanks after the last line break, at a line start
+        self._trailer = ""
+
+    @property
+    def may_fallback(self) -> bool:
+        return self._fallback
+
+    def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        while True:
+            state = self._state
+            if state is _State.VALUE:
+                pos, status = self._read_value(buf, pos, final)
+            elif state is _State.JSON:
+                pos, status = self._read_json(buf, pos, final)
+            elif state is _State.NAME or state is _State.KEY:
+                pos, status = self._read_text(buf, pos, final)
+            elif state is _State.OPEN_TAG:
+                pos, status = self._read_open_tag(buf, pos, final)
+            elif state is _State.TRAILER:
+                pos, status = self._read_trailer(buf, pos, final)
+            else:
+                pos, status = self._between_tags(buf, pos, final)
+            if status is not None:
+                return pos, status
+
+    # -- markup between values ----------------------------------------------------
+
+    def _skip_space(self, buf: str, pos: int) -> int:
+        end = len(buf)
+        literal = self._dialect.literal_newlines
+        while pos < end:
+            char = buf[pos]
+            if char == "\n":
+                self._indent = ""
+            elif char in " \t\r":
+                if self._indent is not None and char != "\r":
+                    self._indent += char
+            elif literal and char == "\\" and buf.startswith("\\n", pos):
+                self._indent = ""
+                pos += 1
+            else:
+                break
+            pos += 1
+        return pos
+
+    def _between_tags(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        pos = self._skip_space(buf, pos)
+        end = len(buf)
+        if pos >= end:
+            return (self._finish(pos), Status.DONE) if final else (pos, Status.CONTINUE)
+        if buf[pos] != "<":
+            return self._stray_text(buf, pos, final)
+        kind, tag_end = _read_tag(buf, pos, final)
+        if kind is _TagRead.PARTIAL:
+            return pos, Status.CONTINUE
+        if kind is _TagRead.BROKEN:
+            return self._broken_tag(buf, pos, tag_end, final)
+        indent = self._indent
+        self._indent = None
+        return self._tag(_parse_tag(buf[pos + 1 : tag_end - 1]), buf, pos, tag_end, indent)
+
+    def _stray_text(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        dialect = self._dialect
+        self._indent = None
+        if dialect.literal_newlines and buf[pos] == "\\" and pos + 1 == len(buf) and not final:
+            return pos, Status.CONTINUE  # maybe a backslash-n
+        if self._state is _State.SECTION:
+            if dialect.skip_words:
+                word_end = _WORD.match(buf, pos).end()  # type: ignore[union-attr]
+                if word_end == len(buf) and not final and word_end - pos < TAG_LIMIT:
+                    return pos, Status.CONTINUE
+                if word_end > pos and (word_end == len(buf) or buf[word_end] in "<\r\n"):
+                    return word_end, None  # "function" or a name line: markup
+            # Prose between calls: the model left out the section's closing marker.
+            return pos, Status.DONE
+        if (
+            self._state is _State.CALL
+            and dialect.json_arguments
+            and buf[pos] == "{"
+            and self._call is not None
+            and self._count == 0
+            and self._json is None
+        ):
+            self._json = ArgumentStream(self._call)
+            self._state = _State.JSON
+            return pos, None
+        # Stray text inside a call is garbage inside markup: skip it.
+        found = buf.find("<", pos)
+        return (len(buf) if found < 0 else found), None
+
+    def _broken_tag(self, buf: str, pos: int, stop: int, final: bool) -> tuple[int, Status | None]:
+        """A tag that never closes: a call opened by it is invalid, the rest is garbage."""
+        self._indent = None
+        dialect = self._dialect
+        opens_call = dialect.invoke is not None and buf.startswith("<" + dialect.invoke, pos)
+        if self._state is _State.SECTION and not opens_call:
+            if final and stop >= len(buf) and self._is_own_markup(buf[pos:]):
+                return len(buf), Status.DONE  # a closing marker cut short by the end
+            return pos, Status.DONE
+        if opens_call:
+            self._end_call()
+            self._call = Call(self._ctx)
+            self._call.dropped = True
+            self._state = _State.CALL
+        return stop, None
+
+    def _is_own_markup(self, text: str) -> bool:
+        dialect = self._dialect
+        known = [dialect.section_end, *dialect.skip_tags]
+        if dialect.invoke is not None:
+            known += ["<" + dialect.invoke, "</" + dialect.invoke]
+        return any(k.startswith(text) or text.startswith(k) for k in known)
+
+    def _tag(
+        self, tag: _Tag, buf: str, pos: int, end: int, indent: str | None
+    ) -> tuple[int, Status | None]:
+        dialect = self._dialect
+        raw = buf[pos:end]
+        state = self._state
+        if raw == dialect.section_end:
+            self._end_call()
+            return end, Status.DONE
+        if state is _State.BEFORE_VALUE:
+            if tag.name == dialect.value_tag and not tag.closing:
+                return self._open_value(self._key, None, indent, end)
+            if tag.name == dialect.parameter and tag.closing:
+                return end, None  # </arg_key>
+            self._state = _State.CALL  # the value never came; look at this tag as markup
+            return pos, None
+        if tag.name == dialect.invoke and not tag.closing:
+            self._end_call()
+            self._begin_call(tag.value or "")
+            return end, None
+        if state is _State.SECTION:
+            if raw in dialect.skip_tags or (
+                tag.closing and tag.name in (dialect.invoke, dialect.parameter, dialect.value_tag)
+            ):
+                return end, None
+            return pos, Status.DONE  # someone else's markup: the section is over
+        # Inside a call.
+        if (tag.closing and tag.name == dialect.invoke) or raw in dialect.skip_tags:
+            self._end_call()
+            self._state = _State.TRAILER if self._bare else _State.SECTION
+            return end, None
+        if tag.name == dialect.parameter and not tag.closing:
+            if dialect.value_tag is not None:
+                self._name = []
+                self._state = _State.KEY
+                return end, None
+            string = tag.attributes.get("string")
+            text_flag = None if string is None else string.strip().lower() != "false"
+            return self._open_value(tag.value or "", text_flag, indent, end)
+        if tag.name == dialect.value_tag and not tag.closing:
+            return self._open_value(None, None, indent, end)
+        return end, None  # a stray closing tag or unknown markup inside the call
+
+    # -- calls --------------------------------------------------------------------
+
+    def _begin_call(self, raw_name: str) -> None:
+        call = Call(self._ctx)
+        self._call = call
+        self._count = 0
+        self._json = None
+        self._wrapper = None
+        if call.set_name(raw_name):
+            call.start()
+        self._state = _State.CALL
+
+    def _end_call(self) -> None:
+        call = self._call
+        if call is None:
+            return
+        self._call = None
+        if self._json is not None:
+            self._json.finish()
+        elif self._wrapper is not None and self._count == 0:
+            call.arguments(self._wrapper[1])  # the lone wrapper was the arguments object
+        else:
+            self._flush_wrapper()
+            if self._count:
+                call.arguments("}")
+        self._wrapper = None
+        call.end()
+
+    def _flush_wrapper(self) -> None:
+        if self._wrapper is not None and self._call is not None:
+            key, value = self._wrapper
+            self._wrapper = None
+            self._call.arguments(self._key_prefix(key) + value)
+
+    def _key_prefix(self, key: str) -> str:
+        prefix = "{" if self._count == 0 else ","
+        self._count += 1
+        return f'{prefix}"{escape_json_text(key)}":'
+
+    def _finish(self, pos: int) -> int:
+        """The text ended: finish what is open as it stands."""
+        if self._state is _State.VALUE:
+            self._close_value()
+        self._end_call()
+        return pos
+
+    # -- values -------------------------------------------------------------------
+
+    def _open_value(
+        self, key: str | None, text_flag: bool | None, indent: str | None, end: int
+    ) -> tuple[int, Status | None]:
+        dialect = self._dialect
+        call = self._call
+        trim = _Trim((indent or "") if dialect.trim else None)
+        self._state = _State.VALUE
+        if key is None or call is None or call.dropped or self._json is not None:
+            self._value = _Value("", _Mode.IGNORE, None, trim)
+            return end, None
+        self._flush_wrapper()
+        key = key.strip()
+        name = call.name or ""
+        tools = self._ctx.tools
+        schema = tools.parameter_schema(name, key) if tools.declared else None
+        if (
+            dialect.unwrap
+            and self._count == 0
+            and key in WRAPPER_KEYS
+            and tools.declared
+            and key not in ((tools.parameters(name) or {}).get("properties") or {})
+        ):
+            value = _Value(key, _Mode.HOLD, None, trim)
+            value.wrapper = True
+        elif is_string_schema(schema) or (not schema and text_flag is True):
+            value = _Value(key, _Mode.STREAM, schema, trim)
+            call.arguments(self._key_prefix(key) + '"')
+        else:
+            value = _Value(key, _Mode.HOLD, schema or None, trim)
+        self._value = value
+        return end, None
+
+    def _read_value(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        found = -1
+        which = ""
+        for terminator in self._terminators:
+            at = buf.find(terminator, pos)
+            if at >= 0 and (found < 0 or at < found):
+                found, which = at, terminator
+        if found < 0:
+            safe = len(buf) if final else self._safe_end(buf, pos)
+            self._value_text(buf[pos:safe])
+            if final:
+                return self._finish(len(buf)), Status.DONE
+            return safe, Status.CONTINUE
+        self._value_text(buf[pos:found])
+        self._close_value()
+        self._state = _State.CALL
+        if which == self._dialect.value_close:
+            return found + len(which), None
+        self._indent = None
+        return found, None  # a lost closing tag: the markup that follows is read as such
+
+    def _safe_end(self, buf: str, pos: int) -> int:
+        """Hold back a possible partial terminator at the end of the buffer."""
+        end = len(buf)
+        longest = max(len(t) for t in self._terminators)
+        start = buf.rfind("<", max(pos, end - longest + 1))
+        while start >= 0:
+            tail = buf[start:]
+            if any(t.startswith(tail) for t in self._terminators):
+                return start
+            start = buf.rfind("<", max(pos, end - longest + 1), start)
+        return end
+
+    def _value_text(self, text: str) -> None:
+        value = self._value
+        if value is None or not text or value.mode is _Mode.IGNORE:
+            return
+        certain = value.trim.push(text)
+        if not certain:
+            return
+        if value.mode is _Mode.STREAM:
+            if self._call is not None:
+                self._call.arguments(escape_json_text(certain))
+        else:
+            value.parts.append(certain)
+
+    def _close_value(self) -> None:
+        value = self._value
+        self._value = None
+        call = self._call
+        if value is None or call is None or value.mode is _Mode.IGNORE:
+            return
+        rest = value.trim.close()
+        if value.mode is _Mode.STREAM:
+            call.arguments(escape_json_text(rest) + '"')
+            return
+        coerced = coerce_text("".join(value.parts) + rest, value.schema)
+        if value.wrapper and isinstance(coerced, dict):
+            self._wrapper = (value.key, _json_text(coerced))
+            return
+        call.arguments(self._key_prefix(value.key) + _json_text(coerced))
+
+    def _read_json(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        stream = self._json
+        assert stream is not None
+        pos, other = stream.feed(buf, pos, final)
+        if other is None and not stream.done:
+            if final:
+                return self._finish(len(buf)), Status.DONE
+            return pos, Status.CONTINUE
+        stream.finish()
+        self._state = _State.CALL
+        return pos, None
+
+    # -- GLM's name and keys, the bare opener's tag and trailer --------------------
+
+    def _read_text(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        """A name line (ends at a newline or a tag) or a key (ends at a tag)."""
+        naming = self._state is _State.NAME
+        if naming and not self._name:
+            pos = self._skip_space(buf, pos)
+        found = (_NAME_END if naming else _ANGLE).search(buf, pos)
+        stop = len(buf) if found is None else found.start()
+        if stop > pos:
+            self._name.append(buf[pos:stop])
+        if found is None and not final:
+            return stop, Status.CONTINUE
+        text = "".join(self._name).strip()
+        self._name = []
+        if naming:
+            while text.endswith("\\n"):  # GLM-4.6 writes the line break as backslash-n
+                text = text[:-2].rstrip()
+            self._begin_call(text)
+            self._indent = None
+        else:
+            self._key = text
+            self._state = _State.BEFORE_VALUE
+        if found is None:
+            return self._finish(stop), Status.DONE
+        if buf[stop] == "\n":
+            self._indent = ""
+            return stop + 1, None
+        return stop, None
+
+    def _read_open_tag(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        """After "<function=": the name and '>', or this was not a call."""
+        kind, end = _read_tag(buf, pos - 1, final)  # the opener ends with '=', not '<'
+        if kind is _TagRead.PARTIAL:
+            return pos, Status.CONTINUE
+        name = buf[pos : end - 1].strip().strip("\"'") if kind is _TagRead.COMPLETE else ""
+        if not name or any(c.isspace() for c in name):
+            return pos, Status.FALLBACK
+        self._fallback = False
+        self._begin_call(name)
+        return end, None
+
+    def _read_trailer(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        end = len(buf)
+        start = pos
+        while pos < end and buf[pos] in " \t\r\n":
+            pos += 1
+        self._trailer += buf[start:pos]
+        closing = starts_or_partial(buf, pos, self._dialect.section_end)
+        if closing:
+            return pos + len(self._dialect.section_end), Status.DONE
+        if (closing is None or pos >= end) and not final:
+            return pos, Status.CONTINUE
+        self._ctx.content(self._trailer)
+        return pos, Status.DONE
+
+
+def xml_opener(
+    marker: str, dialect: Dialect, sniff: Sniff | None = None, bare: bool = False
+) -> Opener:
+    """An opener whose region reads ``dialect``; ``bare``: the marker opens a call's own tag."""
+
+    def region(ctx: Context, _marker: str) -> Region:
+        return XmlParamsRegion(ctx, dialect, bare)
+
+    return Opener(marker, region, sniff)
