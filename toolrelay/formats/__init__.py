@@ -21,6 +21,9 @@ from toolrelay.formats import (
     deepseek,
     deepseek_v32,
     fenced,
+    functionary,
+    functiongemma,
+    gemma4,
     glm45,
     granite,
     harmony,
@@ -29,11 +32,15 @@ from toolrelay.formats import (
     jamba,
     kimi,
     lfm2,
+    llama3_builtin,
+    llama4_pythonic,
     minimax_m1,
     minimax_m2,
     mistral,
     nemotron,
+    olmo3,
     phi4_functools,
+    pythonic,
     qwen3_coder,
     reasoning,
     seed_oss,
@@ -65,6 +72,13 @@ FORMATS: tuple[Format, ...] = (
     minimax_m2.FORMAT,
     deepseek_v32.FORMAT,
     step3.FORMAT,
+    pythonic.FORMAT,
+    llama4_pythonic.FORMAT,
+    olmo3.FORMAT,
+    llama3_builtin.FORMAT,
+    functiongemma.FORMAT,
+    gemma4.FORMAT,
+    functionary.FORMAT,
 )
 
 ALWAYS_ON: tuple[Format, ...] = (reasoning.FORMAT,)
@@ -81,13 +95,14 @@ class UnknownFormatError(ValueError):
 class _Dispatch:
     """Picks among formats that share one marker by what follows it."""
 
-    __slots__ = ("_candidates", "_ctx", "_inner", "_marker")
+    __slots__ = ("_at_start", "_candidates", "_ctx", "_inner", "_marker")
 
     def __init__(self, ctx: Context, marker: str, candidates: tuple[Opener, ...]) -> None:
         self._ctx = ctx
         self._marker = marker
         self._candidates = candidates
         self._inner: Region | None = None
+        self._at_start = ctx.at_start  # the parser clears it once the opener is found
 
     @property
     def may_fallback(self) -> bool:
@@ -103,11 +118,21 @@ class _Dispatch:
                     undecided = True
                     break
                 if verdict:
-                    self._inner = candidate.region(self._ctx, self._marker)
+                    self._inner = self._create(candidate)
                     break
             if self._inner is None:
                 return pos, Status.CONTINUE if undecided else Status.FALLBACK
         return self._inner.feed(buf, pos, final)
+
+    def _create(self, candidate: Opener) -> Region:
+        """The chosen region, made as of its opener (``at_start`` included), not as of now."""
+        ctx = self._ctx
+        now = ctx.at_start
+        ctx.at_start = self._at_start
+        try:
+            return candidate.region(ctx, self._marker)
+        finally:
+            ctx.at_start = now
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,16 @@
+"""Gemma 4: ``<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}<tool_call|>``.
+
+FunctionGemma's call syntax with ``<|"|>`` as the string delimiter; the
+engine is ``functiongemma.DslCallRegion``.
+"""
+
+from __future__ import annotations
+
+from toolrelay.formats.base import Format
+from toolrelay.formats.functiongemma import DslOptions, dsl_opener
+
+FORMAT = Format(
+    name="gemma4",
+    description='<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}<tool_call|>',
+    openers=(dsl_opener("<|tool_call>", DslOptions(delimiter='<|"|>', end_marker="<tool_call|>")),),
+)

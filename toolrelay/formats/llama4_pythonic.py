@@ -1,0 +1,16 @@
+"""Llama 4: ``<|python_start|>[get_weather(city='Oslo')]<|python_end|>``.
+
+The pythonic list between Llama 4's code tokens; the end token is often
+missing (the model stops after ``]``). Both tokens are markup.
+"""
+
+from __future__ import annotations
+
+from toolrelay.formats.base import Format
+from toolrelay.formats.pythonic import PyCallsOptions, py_opener
+
+FORMAT = Format(
+    name="llama4_pythonic",
+    description="<|python_start|>[get_weather(city='Oslo')]<|python_end|> (end tag optional)",
+    openers=(py_opener("<|python_start|>", PyCallsOptions(end_marker="<|python_end|>")),),
+)
