@@ -90,6 +90,8 @@ class StreamParser:
                 if status is Status.CONTINUE:
                     if not getattr(region, "may_fallback", False):
                         keep_from = pos
+                    # A dispatcher that has chosen its format steps out of the hot path.
+                    self._region = getattr(region, "chosen", None) or region
                     break
                 self._region = None
                 if status is Status.FALLBACK:

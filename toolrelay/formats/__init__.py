@@ -95,21 +95,21 @@ class UnknownFormatError(ValueError):
 class _Dispatch:
     """Picks among formats that share one marker by what follows it."""
 
-    __slots__ = ("_at_start", "_candidates", "_ctx", "_inner", "_marker")
+    __slots__ = ("_at_start", "_candidates", "_ctx", "_marker", "chosen")
 
     def __init__(self, ctx: Context, marker: str, candidates: tuple[Opener, ...]) -> None:
         self._ctx = ctx
         self._marker = marker
         self._candidates = candidates
-        self._inner: Region | None = None
+        self.chosen: Region | None = None
         self._at_start = ctx.at_start  # the parser clears it once the opener is found
 
     @property
     def may_fallback(self) -> bool:
-        return self._inner is None or bool(getattr(self._inner, "may_fallback", False))
+        return self.chosen is None or bool(getattr(self.chosen, "may_fallback", False))
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
-        if self._inner is None:
+        if self.chosen is None:
             following = buf[pos:]
             undecided = False
             for candidate in self._candidates:
@@ -118,11 +118,11 @@ class _Dispatch:
                     undecided = True
                     break
                 if verdict:
-                    self._inner = self._create(candidate)
+                    self.chosen = self._create(candidate)
                     break
-            if self._inner is None:
+            if self.chosen is None:
                 return pos, Status.CONTINUE if undecided else Status.FALLBACK
-        return self._inner.feed(buf, pos, final)
+        return self.chosen.feed(buf, pos, final)
 
     def _create(self, candidate: Opener) -> Region:
         """The chosen region, made as of its opener (``at_start`` included), not as of now."""
@@ -143,7 +143,7 @@ class OpenerTable:
     marked_pattern: re.Pattern[str] | None
     openers: dict[str, tuple[Opener, ...]]
     prefixes: frozenset[str]
-    first_chars: frozenset[str]
+    first_char: re.Pattern[str]  # any character a marker can start with
     longest: int
 
     def search(
@@ -180,10 +180,12 @@ class OpenerTable:
     def safe_end(self, buf: str, pos: int) -> int:
         """How far content may be released: a possible partial marker at the end is held."""
         end = len(buf)
-        start = max(pos, end - self.longest + 1)
-        for i in range(start, end):
-            if buf[i] in self.first_chars and buf[i:] in self.prefixes:
-                return i
+        candidate = self.first_char.search(buf, max(pos, end - self.longest + 1))
+        while candidate is not None:
+            start = candidate.start()
+            if buf[start:] in self.prefixes:
+                return start
+            candidate = self.first_char.search(buf, start + 1)
         return end
 
 
@@ -217,6 +219,6 @@ def opener_table(name: str = "auto") -> OpenerTable:
         marked_pattern=re.compile("|".join(re.escape(m) for m in multi)) if multi else None,
         openers={m: tuple(o) for m, o in openers.items()},
         prefixes=prefixes,
-        first_chars=frozenset(p[0] for p in prefixes),
+        first_char=re.compile("[" + "".join(re.escape(c) for c in {p[0] for p in prefixes}) + "]"),
         longest=max(len(m) for m in markers),
     )
