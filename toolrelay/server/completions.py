@@ -80,8 +80,7 @@ class ChatCompletions:
         backend = self.gateway.backends.for_model(chat.round.model)
         items = stream_round(backend, chat.round, self.gateway.counters)
         # Errors up to Opened are answered with a status; later ones in the stream.
-        first = await items.__anext__()
-        assert isinstance(first, Opened)
+        await items.__anext__()  # [Opened()]
         encoder = ChunkEncoder(chat.round.model, chat.include_usage)
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         writer = _StreamWriter(send, self.gateway.settings.keepalive_interval)
@@ -104,27 +103,29 @@ class ChatCompletions:
 
 
 async def _relay(
-    items: AsyncIterator[StreamItem],
+    batches: AsyncIterator[list[StreamItem]],
     encoder: ChunkEncoder,
     writer: _StreamWriter,
     extra: dict[str, Any],
 ) -> None:
-    async for item in items:
+    async for batch in batches:
         if writer.disconnected:
             return
-        if isinstance(item, Finish):
-            if item.warning:
-                extra["toolrelay_warning"] = item.warning
-            await writer.write(encoder.finish(item.reason, extra))
-            if encoder.include_usage:
-                await writer.write(encoder.usage(item.usage))
-            await writer.write(DONE)
-            return
-        if isinstance(item, Opened):
-            continue
-        data = encoder.event(item)
-        if data is not None:
-            await writer.write(data)
+        out = []
+        for item in batch:
+            if isinstance(item, Finish):
+                if item.warning:
+                    extra["toolrelay_warning"] = item.warning
+                out.append(encoder.finish(item.reason, extra))
+                if encoder.include_usage:
+                    out.append(encoder.usage(item.usage))
+                out.append(DONE)
+            elif not isinstance(item, Opened):
+                data = encoder.event(item)
+                if data is not None:
+                    out.append(data)
+        if out:
+            await writer.write(b"".join(out))
 
 
 class _StreamWriter:
@@ -132,15 +133,15 @@ class _StreamWriter:
 
     def __init__(self, send: Send, interval: float) -> None:
         self._send = send
-        self._lock = asyncio.Lock()
         self._last = time.monotonic()
         self.disconnected = False
         self._keepalive = asyncio.create_task(self._beat(interval)) if interval > 0 else None
 
     async def write(self, data: bytes) -> None:
-        async with self._lock:
-            self._last = time.monotonic()
-            await self._send({"type": "http.response.body", "body": data, "more_body": True})
+        # No lock against the keep-alive task: each send is one whole SSE
+        # message, so a comment can only ever land between two events.
+        self._last = time.monotonic()
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
 
     async def _beat(self, interval: float) -> None:
         while True:

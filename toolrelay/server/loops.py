@@ -45,7 +45,13 @@ def check(
         return None
     exempt = override.stuck_polling_exempt
     config = _config(mode, settings.stuck_polling_exempt if exempt is None else exempt)
-    verdict = gateway_verdict(req.messages, config, req.tools)
+    try:
+        verdict = gateway_verdict(req.messages, config, req.tools)
+    except Exception:
+        # A detector failure must not cost the client its answer.
+        log.exception("the stuck detector failed; answering without it")
+        counters.inc("stuck", "detector_error")
+        return None
     if verdict is None:
         return None
     counters.inc("stuck", f"{mode}/{verdict.pattern}/{verdict.level}")

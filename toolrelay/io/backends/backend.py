@@ -74,8 +74,9 @@ class Backend:
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """The chunks of a streamed completion, as dicts."""
         async with await self.open_stream(body) as chunks:
-            async for chunk in chunks:
-                yield chunk
+            async for batch in chunks:
+                for chunk in batch:
+                    yield chunk
 
     async def list_models(self) -> dict[str, Any]:
         """The backend's ``GET /models`` answer, as it gave it."""

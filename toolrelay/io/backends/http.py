@@ -17,39 +17,54 @@ from toolrelay.io.backends.errors import BackendError, BackendTimeout, BackendUn
 
 
 class ChunkStream:
-    """An opened SSE stream: iterate for the decoded ``data:`` payloads.
+    """An opened SSE stream: iterate for batches of decoded ``data:`` payloads.
 
-    ``[DONE]`` ends the iteration; a payload with a top-level ``error`` raises
+    Each batch holds the chunks that one read brought (at least one), so that
+    a relay can forward them in one write: under load that amortises the
+    wake-up and the system calls over many chunks. ``[DONE]`` ends the
+    iteration; a payload with a top-level ``error`` raises
     :class:`BackendError`, as the openai SDK does.
     """
 
     def __init__(self, response: aiohttp.ClientResponse, url: str) -> None:
         self._response = response
         self._url = url
-        self._lines = response.content.__aiter__()
+        self._pending = b""
+        self._done = False
 
     def __aiter__(self) -> ChunkStream:
         return self
 
-    async def __anext__(self) -> dict[str, Any]:
-        while True:
+    async def __anext__(self) -> list[dict[str, Any]]:
+        while not self._done:
             try:
-                line = await self._lines.__anext__()
-            except StopAsyncIteration:
-                await self.aclose()
-                raise
+                data = await self._response.content.readany()
             except asyncio.TimeoutError as exc:
                 await self.aclose()
                 raise BackendTimeout(f"backend stream from {self._url} went silent") from exc
             except aiohttp.ClientError as exc:
                 await self.aclose()
                 raise BackendUnreachable(f"backend stream from {self._url} broke: {exc}") from exc
+            if not data:
+                self._done = True
+                data = b"\n"  # flush a last line that had no newline
+            lines = (self._pending + data).split(b"\n")
+            self._pending = lines.pop()
+            batch = await self._decode(lines)
+            if batch:
+                return batch
+        await self.aclose()
+        raise StopAsyncIteration
+
+    async def _decode(self, lines: list[bytes]) -> list[dict[str, Any]]:
+        batch = []
+        for line in lines:
             if not line.startswith(b"data:"):
                 continue  # blank separators, comments, event: lines
             payload = line[5:].strip()
             if payload == b"[DONE]":
-                await self.aclose()
-                raise StopAsyncIteration
+                self._done = True
+                break
             try:
                 chunk = orjson.loads(payload)
             except orjson.JSONDecodeError:
@@ -59,7 +74,8 @@ class ChunkStream:
             if "error" in chunk:
                 await self.aclose()
                 raise BackendError(502, error_message(chunk, ""), upstream_status=200)
-            return chunk
+            batch.append(chunk)
+        return batch
 
     async def aclose(self) -> None:
         self._response.release()

@@ -2,8 +2,8 @@
 
 A round is one chat completion with tools. The caller (the gateway, the agent
 engine) builds a :class:`RoundRequest`; :func:`complete_round` returns a
-:class:`Reply` and :func:`stream_round` yields the parsing core's events plus
-:class:`Opened` and :class:`Finish`. Between the two ends this module decides
+:class:`Reply` and :func:`stream_round` yields batches of the parsing core's
+events plus :class:`Opened` and :class:`Finish`. Between the two ends this module decides
 native or rescue, falls back when a backend refuses tools or swallows a
 streamed call, parses calls written as text, and enforces ``tool_choice`` and
 ``parallel_tool_calls`` whatever the backend did with them.
@@ -279,11 +279,13 @@ def reply_events(reply: Reply, first_index: int = 0) -> Iterator[Event]:
 
 async def stream_round(
     backend: Backend, req: RoundRequest, counters: Counters
-) -> AsyncGenerator[StreamItem, None]:
-    """One streamed round: :class:`Opened`, then events, then one :class:`Finish`.
+) -> AsyncGenerator[list[StreamItem], None]:
+    """One streamed round, in batches: ``[Opened()]``, then lists of events,
+    the last list ending with one :class:`Finish`.
 
-    Errors before :class:`Opened` are the backend's refusal to start; after it
-    they are failures mid-stream.
+    A batch holds what one read from the backend produced, for a relay to
+    write at once. Errors before :class:`Opened` are the backend's refusal to
+    start; after it they are failures mid-stream.
     """
     mode = await round_mode(backend, req)
     if req.has_tools and (
@@ -292,10 +294,8 @@ async def stream_round(
         # A required call may need a re-ask, and a backend known to swallow
         # streamed calls is asked without streaming: stream the finished reply.
         reply = await complete_round(backend, req, counters)
-        yield Opened()
-        for event in reply_events(reply):
-            yield event
-        yield Finish(reply.finish_reason, reply.usage, reply.warning)
+        yield [Opened()]
+        yield [*reply_events(reply), Finish(reply.finish_reason, reply.usage, reply.warning)]
         return
     try:
         chunks = await backend.open_stream(await backend_body(backend, req, mode))
@@ -305,7 +305,7 @@ async def stream_round(
         _learn_refusal(backend, req, counters)
         mode = "rescue"
         chunks = await backend.open_stream(await backend_body(backend, req, mode))
-    yield Opened()
+    yield [Opened()]
     if req.has_tools:
         counters.inc("rounds", mode)
     tools = _parse_tools(req)
@@ -317,28 +317,31 @@ async def stream_round(
     finish: Any = None
     usage: dict[str, Any] | None = None
     async with chunks:
-        async for chunk in chunks:
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-            choices = chunk.get("choices")
-            if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
-                continue
-            choice = choices[0]
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning and isinstance(reasoning, str):
-                    yield ReasoningDelta(reasoning)
-                content = delta.get("content")
-                if content and isinstance(content, str):
-                    for event in state.feed(content):
-                        yield event
-                if delta.get("tool_calls") and mode == "native":
-                    native.feed(delta["tool_calls"])
-            if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
-    for event in state.close():
-        yield event
+        async for batch in chunks:
+            out: list[StreamItem] = []
+            for chunk in batch:
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                choices = chunk.get("choices")
+                if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+                    continue
+                choice = choices[0]
+                delta = choice.get("delta")
+                if isinstance(delta, dict):
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if reasoning and isinstance(reasoning, str):
+                        out.append(ReasoningDelta(reasoning))
+                    content = delta.get("content")
+                    if content and isinstance(content, str):
+                        state.feed(content, out)
+                    if delta.get("tool_calls") and mode == "native":
+                        native.feed(delta["tool_calls"])
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+            if out:
+                yield out
+    last: list[StreamItem] = []
+    state.close(last)
     if state.calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
@@ -346,10 +349,7 @@ async def stream_round(
         kept = native.calls(ToolSet(tools))
         if state.limit is not None:
             kept = kept[: max(state.limit - state.calls, 0)]
-        for event in reply_events(
-            Reply(None, None, kept, "tool_calls", None, mode), first_index=state.calls
-        ):
-            yield event
+        last.extend(reply_events(Reply(None, None, kept, "tool_calls", None, mode), state.calls))
         state.calls += len(kept)
     if req.has_tools and not state.saw_text and not state.calls and req.plan.mode != "none":
         # The stream came back empty although tools were sent: the backend's
@@ -357,11 +357,12 @@ async def stream_round(
         backend.learn(req.model, "swallows_streamed_calls")
         counters.inc("fallbacks", "swallowed_stream")
         reply = await complete_round(backend, req, counters)
-        for event in reply_events(reply):
-            yield event
-        yield Finish(reply.finish_reason, reply.usage or usage, reply.warning)
+        last.extend(reply_events(reply))
+        last.append(Finish(reply.finish_reason, reply.usage or usage, reply.warning))
+        yield last
         return
-    yield Finish(_finish_reason(req, state.calls > 0, finish), usage)
+    last.append(Finish(_finish_reason(req, state.calls > 0, finish), usage))
+    yield last
 
 
 class _StreamState:
@@ -375,17 +376,18 @@ class _StreamState:
         self.calls = 0
         self.saw_text = False
 
-    def feed(self, text: str) -> list[Event]:
+    def feed(self, text: str, out: list[StreamItem]) -> None:
         if self.parser is None:
             self.saw_text = True
-            return [ContentDelta(text)]
-        return self._admit(self.parser.feed(text))
+            out.append(ContentDelta(text))
+        else:
+            self._admit(self.parser.feed(text), out)
 
-    def close(self) -> list[Event]:
-        return [] if self.parser is None else self._admit(self.parser.close())
+    def close(self, out: list[StreamItem]) -> None:
+        if self.parser is not None:
+            self._admit(self.parser.close(), out)
 
-    def _admit(self, events: list[Event]) -> list[Event]:
-        out = []
+    def _admit(self, events: list[Event], out: list[StreamItem]) -> None:
         for event in events:
             if isinstance(event, ContentDelta):
                 self.saw_text = self.saw_text or not event.text.isspace()
@@ -395,4 +397,3 @@ class _StreamState:
                 if isinstance(event, ToolCallStart):
                     self.calls += 1
             out.append(event)
-        return out
