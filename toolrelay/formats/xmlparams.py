@@ -27,6 +27,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -76,6 +77,7 @@ class Dialect:
     def invoke_close(self) -> str | None:
         return None if self.invoke is None else f"</{self.invoke}>"
 
+    @cached_property
     def value_terminators(self) -> tuple[str, ...]:
         """What ends a value: its closing tag, or markup that shows the closing tag was lost."""
         found = [self.value_close, self.param_open, self.section_end]
@@ -83,6 +85,11 @@ class Dialect:
             found.append(self.invoke_close)
         found.extend(sorted(self.skip_tags))
         return tuple(found)
+
+    @cached_property
+    def value_end(self) -> re.Pattern[str]:
+        # One search that stops at the first terminator: a value is scanned once.
+        return re.compile("|".join(re.escape(t) for t in self.value_terminators))
 
 
 @dataclass(frozen=True)
@@ -266,7 +273,7 @@ class XmlParamsRegion:
     def __init__(self, ctx: Context, dialect: Dialect, bare: bool = False) -> None:
         self._ctx = ctx
         self._dialect = dialect
-        self._terminators = dialect.value_terminators()
+        self._terminators = dialect.value_terminators
         if bare:
             self._state = _State.OPEN_TAG
         elif dialect.invoke is None:
@@ -519,23 +526,19 @@ class XmlParamsRegion:
         return end, None
 
     def _read_value(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
-        found = -1
-        which = ""
-        for terminator in self._terminators:
-            at = buf.find(terminator, pos)
-            if at >= 0 and (found < 0 or at < found):
-                found, which = at, terminator
-        if found < 0:
+        match = self._dialect.value_end.search(buf, pos)
+        if match is None:
             safe = len(buf) if final else self._safe_end(buf, pos)
             self._value_text(buf[pos:safe])
             if final:
                 return self._finish(len(buf)), Status.DONE
             return safe, Status.CONTINUE
+        found = match.start()
         self._value_text(buf[pos:found])
         self._close_value()
         self._state = _State.CALL
-        if which == self._dialect.value_close:
-            return found + len(which), None
+        if match.group() == self._dialect.value_close:
+            return match.end(), None
         self._indent = None
         return found, None  # a lost closing tag: the markup that follows is read as such
 
