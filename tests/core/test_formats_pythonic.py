@@ -272,7 +272,18 @@ CASES: dict[str, Case] = {
         [("get_weather", {}), ("search", {})],
         tools=WEATHER_TOOLS,
     ),
+    "llama3_raw_code_after_tag": Case("<|python_tag|>import math<|eom_id|>", [], "import math"),
+    "llama4_stray_end_tag": Case(
+        "<|python_start|>[get_weather(city='Oslo')] x <|python_end|>",
+        [("get_weather", {"city": "Oslo"})],
+        "x ",
+    ),
     # -- FunctionGemma ----------------------------------------------------------------
+    "functiongemma_bad_header": Case(
+        "<start_function_call>call:get weather{a:1}<end_function_call>",
+        [],
+        "call:get weather{a:1}",
+    ),
     "functiongemma_one": Case(
         "<start_function_call>call:get_weather{location:<escape>London<escape>}<end_function_call>",
         [("get_weather", {"location": "London"})],

@@ -33,6 +33,7 @@ from toolrelay.formats.base import (
     skip_whitespace,
     starts_or_partial,
 )
+from toolrelay.formats.markup import stray_token
 from toolrelay.repair import escape_json_text
 from toolrelay.schema import coerce_text, is_string_schema, schema_types
 
@@ -419,5 +420,6 @@ FORMAT = Format(
             "<start_function_call>",
             DslOptions(delimiter="<escape>", end_marker="<end_function_call>"),
         ),
+        stray_token("<end_function_call>"),
     ),
 )

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from toolrelay.formats.base import Format
 from toolrelay.formats.functiongemma import DslOptions, dsl_opener
+from toolrelay.formats.markup import stray_token
 
 FORMAT = Format(
     name="gemma4",
     description='<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}<tool_call|>',
-    openers=(dsl_opener("<|tool_call>", DslOptions(delimiter='<|"|>', end_marker="<tool_call|>")),),
+    openers=(
+        dsl_opener("<|tool_call>", DslOptions(delimiter='<|"|>', end_marker="<tool_call|>")),
+        stray_token("<tool_call|>"),
+    ),
 )

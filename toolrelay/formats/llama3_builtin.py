@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from toolrelay.formats.base import Format
 from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
+from toolrelay.formats.markup import bare_token, stray_token
 from toolrelay.formats.pythonic import PyCallsOptions, call_follows, py_opener
 
 _TAG = "<|python_tag|>"
@@ -41,5 +42,7 @@ FORMAT = Format(
             PyCallsOptions(end_marker="<|eom_id|>", name_suffix=".call", single=True),
             sniff=_builtin_call_follows,
         ),
+        bare_token(_TAG),  # raw code or prose after the tag: the text is content
+        stray_token("<|eom_id|>"),
     ),
 )

@@ -7,10 +7,14 @@ missing (the model stops after ``]``). Both tokens are markup.
 from __future__ import annotations
 
 from toolrelay.formats.base import Format
+from toolrelay.formats.markup import stray_token
 from toolrelay.formats.pythonic import PyCallsOptions, py_opener
 
 FORMAT = Format(
     name="llama4_pythonic",
     description="<|python_start|>[get_weather(city='Oslo')]<|python_end|> (end tag optional)",
-    openers=(py_opener("<|python_start|>", PyCallsOptions(end_marker="<|python_end|>")),),
+    openers=(
+        py_opener("<|python_start|>", PyCallsOptions(end_marker="<|python_end|>")),
+        stray_token("<|python_end|>"),
+    ),
 )
