@@ -33,7 +33,7 @@ from toolrelay.stuck.transcript import (
     ToolCatalog,
     Window,
     call_id_of,
-    read_calls,
+    call_reader,
     read_window,
     text_of,
     tool_calls_of,
@@ -191,12 +191,13 @@ class StuckDetector:
                     for position, raw in enumerate(tool_calls_of(pending_assistant))
                 }
             )
-        catalog = ToolCatalog(tools)
-        specs = read_calls(pending_assistant, len(messages), config, catalog)
+        catalog = ToolCatalog.from_tools(tools)
+        reader = call_reader(config, catalog)
+        specs = reader.read_all(pending_assistant, len(messages))
         run_all: dict[str, CallAction] = {spec.call_id: "run" for spec in specs}
         if not specs:
             return Decision(per_call=run_all)
-        window = read_window(messages, config, catalog)
+        window = read_window(messages, reader)
         distinct = list({spec.sig: spec for spec in reversed(specs)}.values())[::-1]
         findings: list[Finding] = []
         for spec in distinct:
@@ -239,8 +240,8 @@ class StuckDetector:
         config = self.config
         if config.mode == "off":
             return None
-        catalog = ToolCatalog(tools)
-        window = read_window(messages, config, catalog)
+        catalog = ToolCatalog.from_tools(tools)
+        window = read_window(messages, call_reader(config, catalog))
         findings = []
         for measure in _measures_after_round(window, config):
             rung = resolve_after_round(measure, _already_nudged(window, measure, config))
@@ -280,7 +281,7 @@ def gateway_verdict(
     config = config or StuckConfig()
     if config.mode == "off":
         return None
-    window = read_window(messages, config, ToolCatalog(tools))
+    window = read_window(messages, call_reader(config, ToolCatalog.from_tools(tools)))
     findings = []
     for measure in _measures_after_round(window, config):
         ladder = measure.ladder
@@ -339,7 +340,7 @@ def name_saturation(
     and threshold tuning, not a verdict.
     """
     config = config or StuckConfig()
-    window = read_window(messages, config, ToolCatalog(None))
+    window = read_window(messages, call_reader(config, ToolCatalog()))
     names = [call.name for round_ in window.rounds for call in round_.calls][-last:]
     if len(names) < at_least:
         return None

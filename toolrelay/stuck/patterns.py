@@ -315,7 +315,7 @@ def cycle_measure(
                 shown_ladder=cycles,
                 evidence=tuple(call for r in involved for call in r.calls),
                 pending=tuple(pending),
-                loop_start_index=involved[0].index,
+                loop_start_index=involved[0].message_index,
                 last_index=involved[-1].last_index,
                 period=period,
                 polling=polling,

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
@@ -38,10 +38,10 @@ _UNKNOWN_TOOL_TEXT = re.compile(
     re.IGNORECASE,
 )
 _EXCERPT_CHARS = 240
+_NOTE_SEARCH_CHARS = 4096
 _ERROR_EXCERPT_CHARS = 200
 # Argument values shorter than this are too common to mask inside error text.
 _MIN_MASKED_ARG_CHARS = 2
-_WHITESPACE = re.compile(r"\s+")
 
 # Names that announce a state change. Acknowledgements of such calls ("ok",
 # "file written") look alike whatever was done, so similar-looking calls with
@@ -53,14 +53,12 @@ _MUTATING_NAME = re.compile(
 
 
 @dataclass(frozen=True)
-class CallSpec:
-    """A call as the assistant asked for it, before any outcome."""
+class CallIdentity:
+    """What a call is, independent of where it sits in the transcript."""
 
-    call_id: str
     name: str
     sig: str
     canonical_args: str
-    message_index: int
     polling: bool
     side_effect: bool
     mutating: bool
@@ -68,51 +66,121 @@ class CallSpec:
 
 
 @dataclass(frozen=True)
-class Call:
-    """A completed call: what was asked and what came back."""
+class Outcome:
+    """What a call produced, read from its tool message."""
 
-    spec: CallSpec
-    result_index: int
     result_fp: str
     is_error: bool
     error_fp: str | None
     result_excerpt: str
     error_excerpt: str | None
-    blocked: bool
-    unknown_tool: bool
+    # The error text itself says the tool does not exist.
+    unknown_tool_error: bool
 
     @property
-    def sig(self) -> str:
-        return self.spec.sig
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def outcome(self) -> str:
-        """What the call produced, for comparing repeats: the error or the result."""
+    def key(self) -> str:
+        """For comparing repeats: the error if it failed, else the result."""
         return "E" + (self.error_fp or "") if self.is_error else "R" + self.result_fp
 
 
-@dataclass(frozen=True)
-class Round:
+# The per-call records below are named tuples rather than dataclasses because
+# one check builds a hundred of them and tuple construction is several times
+# cheaper; they are just as immutable.
+
+
+class CallSpec(NamedTuple):
+    """A call as the assistant asked for it, before any outcome."""
+
+    call_id: str
+    message_index: int
+    identity: CallIdentity
+
+    @property
+    def name(self) -> str:
+        return self.identity.name
+
+    @property
+    def sig(self) -> str:
+        return self.identity.sig
+
+    @property
+    def canonical_args(self) -> str:
+        return self.identity.canonical_args
+
+    @property
+    def polling(self) -> bool:
+        return self.identity.polling
+
+    @property
+    def side_effect(self) -> bool:
+        return self.identity.side_effect
+
+    @property
+    def mutating(self) -> bool:
+        return self.identity.mutating
+
+    @property
+    def declared(self) -> bool | None:
+        return self.identity.declared
+
+
+class Call(NamedTuple):
+    """A completed call: what was asked and what came back."""
+
+    spec: CallSpec
+    result_index: int
+    result: Outcome
+    blocked: bool
+
+    @property
+    def sig(self) -> str:
+        return self.spec.identity.sig
+
+    @property
+    def name(self) -> str:
+        return self.spec.identity.name
+
+    @property
+    def outcome(self) -> str:
+        return self.result.key
+
+    @property
+    def result_fp(self) -> str:
+        return self.result.result_fp
+
+    @property
+    def is_error(self) -> bool:
+        return self.result.is_error
+
+    @property
+    def error_fp(self) -> str | None:
+        return self.result.error_fp
+
+    @property
+    def result_excerpt(self) -> str:
+        return self.result.result_excerpt
+
+    @property
+    def error_excerpt(self) -> str | None:
+        return self.result.error_excerpt
+
+    @property
+    def unknown_tool(self) -> bool:
+        return self.spec.identity.declared is False or self.result.unknown_tool_error
+
+
+class Round(NamedTuple):
     """One assistant message with tool calls and their results.
 
     Parallel duplicates count once, as the agent loop runs them once.
     """
 
-    index: int
+    message_index: int
     last_index: int
     calls: tuple[Call, ...]
-
-    @property
-    def sigs(self) -> frozenset[str]:
-        return frozenset(call.sig for call in self.calls)
-
-    @property
-    def key(self) -> frozenset[tuple[str, str]]:
-        return frozenset((call.sig, call.outcome) for call in self.calls)
+    # The round's calls, and its calls with their outcomes, for cycle matching.
+    sigs: frozenset[str]
+    key: frozenset[tuple[str, str]]
 
     def call_for(self, sig: str) -> Call | None:
         for call in self.calls:
@@ -144,22 +212,26 @@ class Window:
         return any(at >= index and tagged == pattern for at, tagged in self.nudges)
 
 
+@dataclass(frozen=True)
 class ToolCatalog:
-    """The tools the caller declared: names for ``unknown_tool``, schemas for defaults."""
+    """The tools the caller declared: names for ``unknown_tool``, schemas for defaults.
 
-    def __init__(self, tools: Sequence[Any] | None) -> None:
-        self.declared: frozenset[str] | None = None
-        self.defaults: dict[str, tuple[tuple[str, str], ...]] = {}
+    ``declared`` is None when the caller did not say which tools exist.
+    """
+
+    declared: frozenset[str] | None = None
+    defaults: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+    @classmethod
+    def from_tools(cls, tools: Sequence[Any] | None) -> ToolCatalog:
         if tools is None:
-            return
-        names: set[str] = set()
+            return cls()
+        defaults: dict[str, tuple[tuple[str, str], ...]] = {}
         for tool in tools:
             name, schema = _tool_name_and_schema(tool)
             if name:
-                normalized = normalize_tool_name(name)
-                names.add(normalized)
-                self.defaults[normalized] = schema_defaults(schema)
-        self.declared = frozenset(names)
+                defaults[normalize_tool_name(name)] = schema_defaults(schema)
+        return cls(frozenset(defaults), tuple(sorted(defaults.items())))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -197,6 +269,11 @@ def _tool_name_and_schema(tool: Any) -> tuple[str | None, Mapping[str, Any] | No
 # ----------------------------------------------------------------- helpers
 
 
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    # Messages are nearly always plain dicts, checked first; the ABC is the slow path.
+    return isinstance(value, (dict, Mapping))
+
+
 def text_of(content: Any) -> str:
     """The text of a message content: a string or a list of text parts."""
     if isinstance(content, str):
@@ -204,7 +281,7 @@ def text_of(content: Any) -> str:
     if isinstance(content, list):
         parts = []
         for part in content:
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+            if _is_mapping(part) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
             elif isinstance(part, str):
                 parts.append(part)
@@ -213,30 +290,25 @@ def text_of(content: Any) -> str:
 
 
 def _collapse(text: str) -> str:
-    return _WHITESPACE.sub(" ", text).strip()
+    return " ".join(text.split())
 
 
 def excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
-    collapsed = _collapse(text)
+    # Whitespace only shrinks the text, so the head is enough to fill the limit
+    # unless it is mostly blank; results can be long and this runs per call.
+    collapsed = _collapse(text[: limit * 4])
+    if len(collapsed) < limit and len(text) > limit * 4:
+        collapsed = _collapse(text)
     return collapsed if len(collapsed) <= limit else collapsed[: limit - 1] + "…"
 
 
-def is_real_user_message(message: Any) -> bool:
-    """A user message that starts a new turn; the detector's own notes never do."""
-    return (
-        isinstance(message, Mapping)
-        and message.get("role") == "user"
-        and TAG not in text_of(message.get("content"))
-    )
-
-
 def tool_calls_of(message: Any) -> list[Mapping[str, Any]]:
-    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+    if not _is_mapping(message) or message.get("role") != "assistant":
         return []
     calls = message.get("tool_calls")
     if not isinstance(calls, list):
         return []
-    return [call for call in calls if isinstance(call, Mapping)]
+    return [call for call in calls if isinstance(call, (dict, Mapping))]
 
 
 @lru_cache(maxsize=1024)
@@ -244,10 +316,8 @@ def _matches_any(name: str, globs: tuple[str, ...]) -> bool:
     return any(fnmatchcase(name, glob.lower()) for glob in globs)
 
 
-def _arguments_text(function: Mapping[str, Any]) -> str:
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        return arguments
+def _arguments_text(arguments: Any) -> str:
+    """Arguments sent as JSON data rather than a JSON string, as text."""
     if arguments is None:
         return ""
     try:
@@ -269,49 +339,79 @@ def call_id_of(raw: Mapping[str, Any], position: int) -> str:
     return call_id if isinstance(call_id, str) and call_id else f"call_{position}"
 
 
-def read_call(
-    raw: Mapping[str, Any],
-    position: int,
-    message_index: int,
-    config: StuckConfig,
-    catalog: ToolCatalog,
-) -> CallSpec:
-    function = raw.get("function")
-    if not isinstance(function, Mapping):
-        function = {}
-    raw_name = function.get("name")
-    name = catalog.resolve(raw_name if isinstance(raw_name, str) else "")
-    canonical = canonical_arguments(
-        _arguments_text(function),
-        defaults=catalog.defaults.get(name, ()),
-        volatile_keys=config.volatile_arg_keys,
-        path_keys=config.path_arg_keys,
-        command_keys=config.command_arg_keys,
-    )
-    polling = config.polling_exempt and (
-        _matches_any(name, config.polling_tools)
-        or (config.is_polling is not None and config.is_polling(name, _arguments_data(canonical)))
-    )
-    return CallSpec(
-        call_id=call_id_of(raw, position),
-        name=name,
-        sig=call_signature(name, canonical),
-        canonical_args=canonical,
-        message_index=message_index,
-        polling=polling,
-        side_effect=_matches_any(name, config.side_effect_tools),
-        mutating=_MUTATING_NAME.search(name) is not None,
-        declared=None if catalog.declared is None else name in catalog.declared,
-    )
+# Bounds the memo of a reader; a turn holds far fewer distinct calls.
+_MAX_REMEMBERED_CALLS = 8192
 
 
-def read_calls(
-    message: Any, message_index: int, config: StuckConfig, catalog: ToolCatalog
-) -> list[CallSpec]:
-    return [
-        read_call(raw, position, message_index, config, catalog)
-        for position, raw in enumerate(tool_calls_of(message))
-    ]
+class CallReader:
+    """Reads tool calls under one config and tool catalog.
+
+    The agent loop checks the same history again every round, so a reader
+    remembers the identity of every ``(name, arguments)`` it has read. This
+    assumes ``config.is_polling`` is a pure function, as documented.
+    """
+
+    def __init__(self, config: StuckConfig, catalog: ToolCatalog) -> None:
+        self.config = config
+        self.catalog = catalog
+        self._defaults = dict(catalog.defaults)
+        self._seen: dict[tuple[str, str], CallIdentity] = {}
+
+    def _identity(self, raw_name: str, args_text: str) -> CallIdentity:
+        config = self.config
+        catalog = self.catalog
+        name = catalog.resolve(raw_name)
+        canonical = canonical_arguments(
+            args_text,
+            defaults=self._defaults.get(name, ()),
+            volatile_keys=config.volatile_arg_keys,
+            path_keys=config.path_arg_keys,
+            command_keys=config.command_arg_keys,
+        )
+        polling = config.polling_exempt and (
+            _matches_any(name, config.polling_tools)
+            or (
+                config.is_polling is not None
+                and config.is_polling(name, _arguments_data(canonical))
+            )
+        )
+        return CallIdentity(
+            name=name,
+            sig=call_signature(name, canonical),
+            canonical_args=canonical,
+            polling=polling,
+            side_effect=_matches_any(name, config.side_effect_tools),
+            mutating=_MUTATING_NAME.search(name) is not None,
+            declared=None if catalog.declared is None else name in catalog.declared,
+        )
+
+    def read(self, raw: Mapping[str, Any], position: int, message_index: int) -> CallSpec:
+        function = raw.get("function")
+        if not isinstance(function, (dict, Mapping)):
+            function = {}
+        raw_name = function.get("name")
+        arguments = function.get("arguments")
+        key = (
+            raw_name if isinstance(raw_name, str) else "",
+            arguments if isinstance(arguments, str) else _arguments_text(arguments),
+        )
+        identity = self._seen.get(key)
+        if identity is None:
+            if len(self._seen) >= _MAX_REMEMBERED_CALLS:
+                self._seen.clear()
+            identity = self._seen[key] = self._identity(*key)
+        return CallSpec(call_id_of(raw, position), message_index, identity)
+
+    def read_all(self, message: Any, message_index: int) -> list[CallSpec]:
+        return [
+            self.read(raw, position, message_index)
+            for position, raw in enumerate(tool_calls_of(message))
+        ]
+
+
+@lru_cache(maxsize=16)
+def call_reader(config: StuckConfig, catalog: ToolCatalog) -> CallReader:
+    return CallReader(config, catalog)
 
 
 def _string_leaves(value: Any) -> list[str]:
@@ -342,17 +442,10 @@ def _mask_own_arguments(text: str, canonical_args: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    result_fp: str
-    is_error: bool
-    error_fp: str | None
-    result_excerpt: str
-    error_excerpt: str | None
-
-
 def _split_nudge(content: str) -> tuple[str, str | None]:
     """The tool's own result and the pattern of a nudge appended to it, if any."""
+    if TAG not in content:
+        return content, None
     last = None
     for last in _NUDGE_TAG.finditer(content):  # noqa: B007 - the last match is wanted
         pass
@@ -361,38 +454,46 @@ def _split_nudge(content: str) -> tuple[str, str | None]:
     return content[: last.start()], last.group(1)
 
 
-def _read_outcome(spec: CallSpec, message: Mapping[str, Any], content: str) -> _Outcome:
+def _read_outcome(spec: CallSpec, message: Mapping[str, Any], content: str) -> Outcome:
     raw_content = message.get("raw_content")
-    text = raw_content if isinstance(raw_content, str) else content
     flag = message.get("is_error")
-    is_error = flag if isinstance(flag, bool) else looks_like_error(content)
     error_type = message.get("error_type")
+    return _outcome(
+        content,
+        raw_content if isinstance(raw_content, str) else None,
+        flag if isinstance(flag, bool) else None,
+        error_type if isinstance(error_type, str) else None,
+        spec.canonical_args,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _outcome(
+    content: str,
+    raw_content: str | None,
+    flag: bool | None,
+    error_type: str | None,
+    canonical_args: str,
+) -> Outcome:
+    text = raw_content if raw_content is not None else content
+    is_error = flag if flag is not None else looks_like_error(content)
     error_fp = None
     error_excerpt = None
     if is_error:
-        error_fp = error_fingerprint(
-            _mask_own_arguments(content, spec.canonical_args),
-            error_type if isinstance(error_type, str) else None,
-        )
+        error_fp = error_fingerprint(_mask_own_arguments(content, canonical_args), error_type)
         error_excerpt = excerpt(error_line(content), _ERROR_EXCERPT_CHARS)
-    return _Outcome(
+    return Outcome(
         result_fp=result_fingerprint(text),
         is_error=is_error,
         error_fp=error_fp,
         result_excerpt=excerpt(content),
         error_excerpt=error_excerpt,
+        unknown_tool_error=is_error
+        and (
+            (error_type is not None and "unknown" in error_type.lower())
+            or _UNKNOWN_TOOL_TEXT.search(error_excerpt or "") is not None
+        ),
     )
-
-
-def _is_unknown_tool(spec: CallSpec, message: Mapping[str, Any], outcome: _Outcome) -> bool:
-    if spec.declared is False:
-        return True
-    if not outcome.is_error:
-        return False
-    error_type = message.get("error_type")
-    if isinstance(error_type, str) and "unknown" in error_type.lower():
-        return True
-    return _UNKNOWN_TOOL_TEXT.search(outcome.error_excerpt or "") is not None
 
 
 def window_start(messages: Sequence[Any], max_calls: int) -> int:
@@ -400,11 +501,16 @@ def window_start(messages: Sequence[Any], max_calls: int) -> int:
     calls_seen = 0
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        if is_real_user_message(message):
+        if not isinstance(message, (dict, Mapping)):
+            continue
+        role = message.get("role")
+        if role == "user" and TAG not in text_of(message.get("content")):
             return index + 1
-        calls_seen += len(tool_calls_of(message))
-        if calls_seen >= max_calls:
-            return index
+        if role == "assistant":
+            calls = message.get("tool_calls")
+            calls_seen += len(calls) if isinstance(calls, list) else 0
+            if calls_seen >= max_calls:
+                return index
     return 0
 
 
@@ -412,6 +518,16 @@ def _pair_results(
     specs: list[CallSpec], results: list[tuple[int, Mapping[str, Any]]]
 ) -> list[tuple[CallSpec, int, Mapping[str, Any]]]:
     """Match results to calls by id, then the rest by position (ids are often missing)."""
+    if len(results) == len(specs):
+        # The common case: every result answers its call, in order.
+        for candidate, (_, message) in zip(specs, results, strict=True):
+            if candidate.call_id != message.get("tool_call_id"):
+                break
+        else:
+            return [
+                (candidate, index, message)
+                for candidate, (index, message) in zip(specs, results, strict=True)
+            ]
     by_id = {spec.call_id: spec for spec in specs}
     paired: dict[str, tuple[CallSpec, int, Mapping[str, Any]]] = {}
     leftovers: list[tuple[int, Mapping[str, Any]]] = []
@@ -430,17 +546,17 @@ def _pair_results(
     return [paired[spec.call_id] for spec in specs if spec.call_id in paired]
 
 
-def read_window(messages: Sequence[Any], config: StuckConfig, catalog: ToolCatalog) -> Window:
-    start = window_start(messages, config.window_max_calls)
+def read_window(messages: Sequence[Any], reader: CallReader) -> Window:
+    start = window_start(messages, reader.config.window_max_calls)
     steps: list[Round | TextTurn] = []
     nudges: list[tuple[int, str]] = []
-    previous: dict[str, _Outcome] = {}
-    last_single: dict[str, _Outcome] = {}
+    previous: dict[str, Outcome] = {}
+    last_single: dict[str, Outcome] = {}
     index = start
     count = len(messages)
     while index < count:
         message = messages[index]
-        if not isinstance(message, Mapping):
+        if not _is_mapping(message):
             index += 1
             continue
         role = message.get("role")
@@ -453,7 +569,7 @@ def read_window(messages: Sequence[Any], config: StuckConfig, catalog: ToolCatal
         if role != "assistant":
             index += 1
             continue
-        specs = read_calls(message, index, config, catalog)
+        specs = reader.read_all(message, index)
         if not specs:
             text = text_of(message.get("content"))
             steps.append(TextTurn(index, _collapse(text).lower(), excerpt(text)))
@@ -463,43 +579,46 @@ def read_window(messages: Sequence[Any], config: StuckConfig, catalog: ToolCatal
         follower = index + 1
         while follower < count:
             candidate = messages[follower]
-            if not isinstance(candidate, Mapping) or candidate.get("role") != "tool":
+            if not _is_mapping(candidate) or candidate.get("role") != "tool":
                 break
             results.append((follower, candidate))
             follower += 1
         calls: dict[str, Call] = {}
         for spec, result_index, result in _pair_results(specs, results):
-            content, nudge = _split_nudge(text_of(result.get("content")))
-            if nudge is not None:
-                nudges.append((result_index, nudge))
-            blocked_tag = _BLOCK_TAG.match(content)
-            blocked = result.get("blocked_by") == BLOCKED_BY or blocked_tag is not None
+            content = text_of(result.get("content"))
+            # Notes are appended, and a blocked result is only a note: the tail
+            # is enough to find one, and results can be long.
+            tagged = TAG in content[-_NOTE_SEARCH_CHARS:]
+            if tagged:
+                content, nudge = _split_nudge(content)
+                if nudge is not None:
+                    nudges.append((result_index, nudge))
+            blocked = result.get("blocked_by") == BLOCKED_BY or (
+                tagged and _BLOCK_TAG.match(content) is not None
+            )
+            inherited = None
             if blocked:
                 # A block is sticky (§7.6): the blocked call continues the
                 # streak it was blocked for, as if it had returned the same.
                 inherited = previous.get(spec.sig) or last_single.get(spec.name)
-                outcome = inherited or _read_outcome(spec, result, content)
-            else:
-                outcome = _read_outcome(spec, result, content)
+            outcome = inherited or _read_outcome(spec, result, content)
             if spec.sig in calls:
                 continue
-            calls[spec.sig] = Call(
-                spec=spec,
-                result_index=result_index,
-                result_fp=outcome.result_fp,
-                is_error=outcome.is_error,
-                error_fp=outcome.error_fp,
-                result_excerpt=outcome.result_excerpt,
-                error_excerpt=outcome.error_excerpt,
-                blocked=blocked,
-                unknown_tool=_is_unknown_tool(spec, result, outcome),
-            )
+            calls[spec.sig] = Call(spec, result_index, outcome, blocked)
             previous[spec.sig] = outcome
         if calls:
             ordered = tuple(calls.values())
             if len(ordered) == 1:
                 last_single[ordered[0].name] = previous[ordered[0].sig]
-            steps.append(Round(index, max(c.result_index for c in ordered), ordered))
+            steps.append(
+                Round(
+                    message_index=index,
+                    last_index=max([call.result_index for call in ordered]),
+                    calls=ordered,
+                    sigs=frozenset(calls),
+                    key=frozenset([(call.sig, call.result.key) for call in ordered]),
+                )
+            )
         index = follower
     return Window(
         start=start,
