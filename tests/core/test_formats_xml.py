@@ -188,6 +188,13 @@ CASES = [
         "Here:  ok",
     ),
     Case(
+        # JSON arguments only right after the name: not after stray text, whatever the chunking.
+        "functionary-json-only-first",
+        '<function=get_weather>junk {"city": "Oslo"}</function>',
+        [("get_weather", {})],
+        "",
+    ),
+    Case(
         "qwen-hermes-still-json",
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>',
         [("get_weather", {"city": "Oslo"})],

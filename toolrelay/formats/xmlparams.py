@@ -259,6 +259,7 @@ class XmlParamsRegion:
         "_ctx",
         "_dialect",
         "_fallback",
+        "_fresh",
         "_indent",
         "_json",
         "_key",
@@ -285,6 +286,7 @@ class XmlParamsRegion:
         self._call: Call | None = None
         self._count = 0  # parameters emitted into the current call
         self._json: ArgumentStream | None = None
+        self._fresh = False  # nothing but blanks since the call's opening tag
         self._wrapper: tuple[str, str] | None = None  # a held "arguments" parameter: key, JSON
         self._value: _Value | None = None
         self._name: list[str] = []  # GLM name or key text so far
@@ -348,6 +350,7 @@ class XmlParamsRegion:
             return self._broken_tag(buf, pos, tag_end, final)
         indent = self._indent
         self._indent = None
+        self._fresh = False
         return self._tag(_parse_tag(buf[pos + 1 : tag_end - 1]), buf, pos, tag_end, indent)
 
     def _stray_text(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
@@ -364,14 +367,9 @@ class XmlParamsRegion:
                     return word_end, None  # "function" or a name line: markup
             # Prose between calls: the model left out the section's closing marker.
             return pos, Status.DONE
-        if (
-            self._state is _State.CALL
-            and dialect.json_arguments
-            and buf[pos] == "{"
-            and self._call is not None
-            and self._count == 0
-            and self._json is None
-        ):
+        fresh = self._fresh
+        self._fresh = False
+        if fresh and dialect.json_arguments and buf[pos] == "{" and self._call is not None:
             self._json = ArgumentStream(self._call)
             self._state = _State.JSON
             return pos, None
@@ -382,6 +380,7 @@ class XmlParamsRegion:
     def _broken_tag(self, buf: str, pos: int, stop: int, final: bool) -> tuple[int, Status | None]:
         """A tag that never closes: a call opened by it is invalid, the rest is garbage."""
         self._indent = None
+        self._fresh = False
         dialect = self._dialect
         opens_call = dialect.invoke is not None and buf.startswith("<" + dialect.invoke, pos)
         if self._state is _State.SECTION and not opens_call:
@@ -453,6 +452,7 @@ class XmlParamsRegion:
         self._count = 0
         self._json = None
         self._wrapper = None
+        self._fresh = True
         if call.set_name(raw_name):
             call.start()
         self._state = _State.CALL
