@@ -23,28 +23,30 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; only the ``chosen`` subcommand's module is imported."""
     parser = argparse.ArgumentParser(
         prog="toolrelay",
         description="Make LLM tool calling work on every model server.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
         command = sub.add_parser(name, help=help_text, description=help_text)
-        module.configure(command)
-        command.set_defaults(_run=module.run)
+        if name == chosen:
+            importlib.import_module(module_name).configure(command)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in arguments if not a.startswith("-")), None)
+    args = build_parser(chosen if chosen in COMMANDS else None).parse_args(arguments)
     if args.command is None:
-        parser.print_help()
+        build_parser().print_help()
         return 2
+    module = importlib.import_module(COMMANDS[args.command][0])
     try:
-        return int(args._run(args))
+        return int(module.run(args))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
