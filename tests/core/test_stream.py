@@ -1,0 +1,109 @@
+"""StreamParser's own promises: bounded memory, short hold-back, no leaks, close()."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from streamcheck import check_stream, stream  # type: ignore[import-not-found]
+
+from toolrelay import (
+    ContentDelta,
+    StreamParser,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from toolrelay.formats import opener_table
+
+CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+LONGEST_MARKER = opener_table("auto").longest
+
+
+def test_released_prose_is_not_kept() -> None:
+    parser = StreamParser()
+    sentence = "The quick brown fox jumps over the lazy dog. "
+    for _ in range(20_000):
+        parser.feed(sentence)
+        assert len(parser._buf) < LONGEST_MARKER
+    assert not [e for e in parser.close() if not isinstance(e, ContentDelta)]
+
+
+def test_a_long_argument_streams_while_it_arrives() -> None:
+    parser = StreamParser()
+    parser.feed('<tool_call>{"name": "write", "arguments": {"text": "')
+    streamed = 0
+    for _ in range(1_000):
+        events = parser.feed("0123456789" * 10)
+        streamed += sum(len(e.text) for e in events if isinstance(e, ToolCallArgumentsDelta))
+        assert len(parser._buf) < LONGEST_MARKER
+    assert streamed >= 100 * 1_000
+    events = parser.feed('"}}</tool_call>') + parser.close()
+    (end,) = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert len(end.call.arguments["text"]) == 100_000
+
+
+def test_only_a_possible_partial_marker_is_held_back() -> None:
+    parser = StreamParser()
+    assert parser.feed("Hello <tool_") == [ContentDelta("Hello ")]
+    assert parser.feed("ca") == []
+    assert parser.feed("ke> is not a marker") == [ContentDelta("<tool_cake> is not a marker")]
+
+
+@pytest.mark.parametrize("pieces", [1, 2, 3, 5, 10])
+def test_a_marker_split_over_many_deltas_never_leaks(pieces: int) -> None:
+    text = "Checking. " + CALL + " Done."
+    size = max(1, len("<tool_call>") // pieces)
+    start = len("Checking. ")
+    cuts = [*range(start, start + len("<tool_call>"), size), start + 30]
+    events = stream(text, cuts)
+    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "Checking.  Done."
+    for event in events:
+        if isinstance(event, ContentDelta):
+            assert "<" not in event.text and "tool_call" not in event.text
+
+
+def test_name_comes_once_complete_and_arguments_as_prefixes() -> None:
+    events = stream(CALL, list(range(1, len(CALL))))
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    assert [(s.index, s.name) for s in starts] == [(0, "get_weather")]
+    deltas = "".join(e.text for e in events if isinstance(e, ToolCallArgumentsDelta))
+    (end,) = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert deltas == end.call.arguments_json == '{"city":"Oslo"}'
+
+
+def test_arguments_that_need_repair_still_concatenate_to_the_final_json() -> None:
+    text = "<tool_call>{'name': 'f', 'arguments': {'a': True, 'b': [1, 2,], 'c': None,}"
+    check_stream(text, list(range(1, len(text))))
+    (end,) = [e for e in stream(text, []) if isinstance(e, ToolCallEnd)]
+    assert end.call.arguments == {"a": True, "b": [1, 2], "c": None}
+
+
+def test_close_flushes_held_text_and_finishes_an_open_call() -> None:
+    parser = StreamParser()
+    assert parser.feed("almost <tool_c") == [ContentDelta("almost ")]
+    assert parser.close() == [ContentDelta("<tool_c")]
+    parser = StreamParser()
+    parser.feed('[TOOL_CALL]{"name": "f", "arguments": {"q": "unfinished')
+    (end,) = [e for e in parser.close() if isinstance(e, ToolCallEnd)]
+    assert end.call.arguments == {"q": "unfinished"}
+
+
+def test_feed_after_close_is_an_error() -> None:
+    parser = StreamParser()
+    parser.close()
+    with pytest.raises(RuntimeError):
+        parser.feed("more")
+    assert parser.close() == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prose=st.text(alphabet=st.characters(blacklist_characters="<[{`>af"), max_size=50),
+    cuts=st.lists(st.integers(1, 200), max_size=20),
+)
+def test_calls_between_prose_in_any_chunking(prose: str, cuts: list[int]) -> None:
+    text = prose + CALL + prose + '[TOOL_CALL]{"name": "g", "arguments": {}}[/TOOL_CALL]'
+    check_stream(text, cuts)
+    events = stream(text, cuts)
+    assert [e.call.name for e in events if isinstance(e, ToolCallEnd)] == ["get_weather", "g"]
