@@ -283,6 +283,13 @@ CASES = [
         [("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Rome"})],
         "First.\n\nThen.\n",
     ),
+    Case(
+        "glm-json-body",
+        '<tool_call>get_weather\n{"city": "Oslo", "days": 2}\n</tool_call>',
+        [("get_weather", {"city": "Oslo", "days": 2})],
+        "",
+        [WEATHER],
+    ),
     # -- MiniMax-M2 --------------------------------------------------------------------
     Case(
         "minimax",

@@ -2,7 +2,8 @@
 
 The name is bare text after the opener; GLM-4.7 may glue it to the first
 ``<arg_key>``, and GLM-4.6 sometimes writes its line breaks as a literal
-backslash-n. ``<tool_call>`` is shared with Hermes and Qwen3-Coder: it is
+backslash-n; a JSON object after the name (drift toward Hermes) is read as
+the arguments. ``<tool_call>`` is shared with Hermes and Qwen3-Coder: it is
 GLM's when an identifier follows, alone on its line or before a tag.
 """
 
@@ -20,6 +21,7 @@ DIALECT = Dialect(
     param_open="<arg_key>",
     value_tag="arg_value",
     literal_newlines=True,
+    json_arguments=True,  # drift toward Hermes: "<tool_call>f\n{json}</tool_call>"
 )
 
 _NAME = re.compile(r"[A-Za-z_][\w.:/-]*")

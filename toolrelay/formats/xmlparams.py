@@ -65,7 +65,7 @@ class Dialect:
     skip_tags: frozenset[str] = field(default_factory=frozenset)  # separators, no meaning
     skip_words: bool = False  # Step-3: "function<｜tool_sep｜>name\n" before the invoke tag
     literal_newlines: bool = False  # GLM: a backslash-n written between tags is a newline
-    json_arguments: bool = False  # Functionary v3.1: <function=f>{json}</function>
+    json_arguments: bool = False  # a JSON object right after the name: <function=f>{json}
     string_attribute: bool = False  # DSML: string="true|false" says whether a value is JSON
     unwrap: bool = False  # DSML: a lone "arguments"/"input" parameter holds the object
 
@@ -437,7 +437,7 @@ class XmlParamsRegion:
                 self._name = []
                 self._state = _State.KEY
                 return end, None
-            string = tag.attributes.get("string")
+            string = tag.attributes.get("string") if dialect.string_attribute else None
             text_flag = None if string is None else string.strip().lower() != "false"
             return self._open_value(tag.value or "", text_flag, indent, end)
         if tag.name == dialect.value_tag and not tag.closing:
