@@ -197,6 +197,15 @@ CASES: dict[str, Case] = {
         f"[write_file(path='a.py', content='{LONG}",
         [("write_file", {"path": "a.py", "content": LONG})],
     ),
+    "pythonic_long_undeclared_call": Case(
+        f"[launch(payload='{LONG}{LONG}')] ok", [], " ok", tools=WEATHER_TOOLS
+    ),
+    "pythonic_prose_in_brackets": Case(
+        "See [note(this is " + "long " * 80 + "and never closed",
+        [],
+        "See [note(this is " + "long " * 80 + "and never closed",
+        tools=WEATHER_TOOLS,
+    ),
     "pythonic_lone_bracket": Case("Let's try this: [", [], "Let's try this: [", WEATHER_TOOLS),
     "pythonic_named_format": Case(
         "[get_weather(city='Oslo')]", [("get_weather", {"city": "Oslo"})], fmt="pythonic"
@@ -499,3 +508,10 @@ def test_sniff_decides_within_the_name() -> None:
     assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "See "
     events = parser.feed("](x)")
     assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "[link](x)"
+
+
+def test_prose_in_brackets_is_not_held_to_the_end() -> None:
+    parser = StreamParser(WEATHER_TOOLS)
+    events = parser.feed("See [note(this is " + "long " * 80)
+    content = "".join(e.text for e in events if isinstance(e, ContentDelta))
+    assert content.startswith("See [note(this is long long")

@@ -42,6 +42,7 @@ from toolrelay.formats.base import (
 from toolrelay.repair import JsonLexer, JsonWriter, Tok, canonical_atom, escape_json_text
 
 COMMIT_AFTER = 64  # argument characters after which a call streams instead of being held
+SKIP_LIMIT = 4 * COMMIT_AFTER  # how far a broken call is skipped while the list may be prose
 _MAX_NAME = 128
 
 _NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
@@ -86,11 +87,6 @@ def _python_number(text: str) -> str:
     if not math.isfinite(number):
         raise Unreadable(f"{text!r} is not a finite number")
     return repr(number)
-
-
-def _atom_key(text: str) -> str:
-    """A dict key that is not a string, as ``json.dumps`` would write it."""
-    return python_atom(text)
 
 
 class _Part(enum.Enum):
@@ -188,7 +184,7 @@ class PyLiteral:
             if tok is Tok.STRING_START:
                 self._begin_string(tok, text)
             elif tok is Tok.ATOM:
-                self._write(tok, _atom_key(text))
+                self._write(tok, python_atom(text))  # {1: 'a'}: json.dumps writes "1"
                 top.part = _Part.COLON
             else:
                 raise Unreadable(f"unexpected {text!r} where a key belongs")
@@ -390,7 +386,7 @@ class PyCallsRegion:
         if at is _At.VALUE:
             return self._value(tok, text)
         if at in _IN_CALL:
-            if at is not _At.SKIP and at is not _At.NAME:
+            if at is not _At.NAME:
                 self._size += len(text)
             return self._in_call(at, tok, text)
         if at is _At.START and tok is Tok.BEGIN_ARRAY:
@@ -505,15 +501,15 @@ class PyCallsRegion:
 
     def _maybe_commit(self) -> None:
         call = self._call
-        if (
-            not self._committed
-            and self._size > COMMIT_AFTER
-            and call is not None
-            and not call.dropped
-        ):
-            call.start()
-            self._committed = True
-            self._emitted = True
+        if self._committed or self._size <= COMMIT_AFTER or call is None:
+            return
+        self._committed = True
+        if call.dropped:
+            # Long and well-formed so far: a call (to a name not declared), not prose.
+            self._claimed = True
+            return
+        call.start()
+        self._emitted = True
 
     def _call_closed(self) -> object:
         call = self._call
@@ -556,6 +552,9 @@ class PyCallsRegion:
         self._call = None
 
     def _skipping(self, tok: Tok, text: str) -> object:
+        if self.may_fallback and self._size > SKIP_LIMIT:
+            # Nothing read yet and no end in sight: prose, not to be held any longer.
+            return Status.FALLBACK
         skip = self._skip
         if tok is Tok.BEGIN_ARRAY:
             skip.append("]")
