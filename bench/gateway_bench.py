@@ -1,0 +1,397 @@
+"""What the gateway adds: the simulator direct vs through the gateway, one run.
+
+Starts ``toolrelay simulate`` and ``toolrelay serve`` as subprocesses on free
+127.0.0.1 ports (so the client, the gateway and the backend do not share a
+GIL) and measures, side by side:
+
+* non-streaming latency at concurrency 1 and 16: p50 and p99, direct and
+  through the gateway, and the difference (with and without tools);
+* 128-chunk streams: the time per streamed chunk the gateway adds when the
+  backend streams flat out (chunks that arrive together leave together), and
+  the gateway's CPU time per chunk when a paced backend sends each chunk alone;
+* the HTTP client choice: aiohttp and httpx as clients of the same backend.
+
+Every loop is bounded; traffic stays on loopback. Usage::
+
+    .venv/bin/python bench/gateway_bench.py [--write]   # --write updates bench/RESULTS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import httpx
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLRELAY = [sys.executable, "-m", "toolrelay"]
+STREAM_CHUNKS = 128
+CHUNK_CHARS = 4
+RUNS = 5
+C1_REQUESTS = 300
+C16_REQUESTS = 1600
+STREAMS = 100
+PACED_STREAMS = 50
+PACED_DELAY_MS = 1
+
+SCENARIO = {
+    "models": ["bench"],
+    "rules": [
+        {"match": {"last_user": "stream"}, "answer": {"content": "abcd" * STREAM_CHUNKS}},
+        {
+            "match": {"tools": "native"},
+            "answer": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
+        },
+        {"answer": {"content": "Hello, this is a short answer."}},
+    ],
+}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+PLAIN = {"model": "bench", "messages": [{"role": "user", "content": "hi"}]}
+WITH_TOOLS = {**PLAIN, "tools": [TOOL]}
+STREAM = {"model": "bench", "messages": [{"role": "user", "content": "stream"}], "stream": True}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def process(args: list[str], ready_url: str) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(
+        args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(ready_url, timeout=1).status_code < 500:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"{args} did not start")
+            time.sleep(0.05)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+Request = Callable[[], Awaitable[None]]
+
+
+async def latencies(request: Request, total: int, concurrency: int) -> list[float]:
+    """Seconds per request, ``total`` requests spread over ``concurrency`` workers."""
+    out: list[float] = []
+    per_worker = total // concurrency
+
+    async def worker() -> None:
+        for _ in range(per_worker):
+            start = time.perf_counter()
+            await request()
+            out.append(time.perf_counter() - start)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return out
+
+
+def aiohttp_post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> Request:
+    data = orjson.dumps(body)
+    headers = {"Content-Type": "application/json"}
+
+    async def go() -> None:
+        async with session.post(url, data=data, headers=headers) as response:
+            payload = await response.read()
+            assert response.status == 200, payload
+
+    return go
+
+
+def httpx_post(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Request:
+    data = orjson.dumps(body)
+    headers = {"Content-Type": "application/json"}
+
+    async def go() -> None:
+        response = await client.post(url, content=data, headers=headers)
+        assert response.status_code == 200, response.text
+
+    return go
+
+
+def aiohttp_stream(session: aiohttp.ClientSession, url: str) -> Request:
+    data = orjson.dumps(STREAM)
+    headers = {"Content-Type": "application/json"}
+
+    async def go() -> None:
+        chunks = 0
+        async with session.post(url, data=data, headers=headers) as response:
+            async for line in response.content:
+                if line.startswith(b"data: {"):
+                    chunks += 1
+        assert chunks >= STREAM_CHUNKS, chunks
+
+    return go
+
+
+async def measure(request: Request, total: int, concurrency: int) -> dict[str, float]:
+    """p50/p99 in ms, the median of RUNS runs (after a warm-up)."""
+    await latencies(request, min(total, 50), concurrency)
+    runs = [await latencies(request, total, concurrency) for _ in range(RUNS)]
+    return {
+        "p50": statistics.median(percentile(r, 0.50) for r in runs) * 1000,
+        "p99": statistics.median(percentile(r, 0.99) for r in runs) * 1000,
+    }
+
+
+async def paced(direct: str, through: str, sim_pid: int, gateway_pid: int) -> dict[str, float]:
+    """Every chunk arriving on its own: wall time per stream, direct and through
+    the gateway, and CPU µs per chunk of the simulator and of the gateway."""
+    out: dict[str, float] = {}
+    async with aiohttp.ClientSession() as session:
+        for where, base in (("direct", direct), ("gateway", through)):
+            request = aiohttp_stream(session, base + "/chat/completions")
+            await request()
+            cpu_before = cpu_seconds(sim_pid), cpu_seconds(gateway_pid)
+            start = time.perf_counter()
+            for _ in range(PACED_STREAMS):
+                await request()
+            out[f"{where}_ms"] = (time.perf_counter() - start) / PACED_STREAMS * 1000
+        chunks = PACED_STREAMS * STREAM_CHUNKS
+        out["sim_cpu_us"] = (cpu_seconds(sim_pid) - cpu_before[0]) / chunks * 1e6
+        out["gateway_cpu_us"] = (cpu_seconds(gateway_pid) - cpu_before[1]) / chunks * 1e6
+    return out
+
+
+async def bench(direct: str, through: str) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    connector = aiohttp.TCPConnector(limit=64)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        for label, body in (("plain", PLAIN), ("tools", WITH_TOOLS)):
+            for concurrency, total in ((1, C1_REQUESTS), (16, C16_REQUESTS)):
+                row = {}
+                for where, base in (("direct", direct), ("gateway", through)):
+                    url = base + "/chat/completions"
+                    row[where] = await measure(aiohttp_post(session, url, body), total, concurrency)
+                results[f"{label} c={concurrency}"] = row
+        row = {}
+        for where, base in (("direct", direct), ("gateway", through)):
+            row[where] = await measure(
+                aiohttp_stream(session, base + "/chat/completions"), STREAMS, 1
+            )
+        results["stream 128 chunks c=1"] = row
+    results["clients"] = await client_choice(direct)
+    return results
+
+
+async def client_choice(direct: str) -> dict[str, dict[str, float]]:
+    """aiohttp vs httpx as the backend client: same server, same requests."""
+    url = direct + "/chat/completions"
+    out: dict[str, dict[str, float]] = {}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session:
+        for concurrency, total in ((1, C1_REQUESTS), (16, C16_REQUESTS)):
+            out[f"aiohttp c={concurrency}"] = await measure(
+                aiohttp_post(session, url, PLAIN), total, concurrency
+            )
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+        for concurrency, total in ((1, C1_REQUESTS), (16, C16_REQUESTS)):
+            out[f"httpx c={concurrency}"] = await measure(
+                httpx_post(client, url, PLAIN), total, concurrency
+            )
+    return out
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [
+        "## Gateway",
+        "",
+        "`bench/gateway_bench.py`: `toolrelay simulate` direct vs through `toolrelay serve`,",
+        "both as subprocesses on 127.0.0.1 (uvicorn, uvloop, httptools), an aiohttp client,",
+        f"keep-alive, median of {RUNS} runs; c=1: {C1_REQUESTS} requests a run, c=16: "
+        f"{C16_REQUESTS}. 2-core machine shared by client, gateway and simulator.",
+        "",
+        "| non-streaming | direct p50 | gateway p50 | added p50 | direct p99 | gateway p99 "
+        "| added p99 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, row in results.items():
+        if key in ("clients", "paced") or key.startswith("stream"):
+            continue
+        d, g = row["direct"], row["gateway"]
+        lines.append(
+            f"| {key} | {d['p50']:.3f} ms | {g['p50']:.3f} ms | **{g['p50'] - d['p50']:.3f} ms** "
+            f"| {d['p99']:.3f} ms | {g['p99']:.3f} ms | {g['p99'] - d['p99']:.3f} ms |"
+        )
+    stream = results["stream 128 chunks c=1"]
+    added = stream["gateway"]["p50"] - stream["direct"]["p50"]
+    per_chunk = added / STREAM_CHUNKS * 1000
+    p = results["paced"]
+    paced_added = (p["gateway_ms"] - p["direct_ms"]) / STREAM_CHUNKS * 1000
+    lines += [
+        "",
+        f"Streaming, {STREAM_CHUNKS}-chunk answers ({STREAMS} streams a run, p50 of a whole "
+        f"stream, the simulator streaming flat out): direct {stream['direct']['p50']:.2f} ms, "
+        f"through the gateway {stream['gateway']['p50']:.2f} ms: **{per_chunk:.1f} µs added "
+        "per chunk**, the per-stream setup included. Chunks that arrive in one read leave in "
+        "one write, which is what keeps this low when a backend is fast.",
+        "",
+        f"Paced backend (`--delay-ms {PACED_DELAY_MS}`: every chunk arrives on its own, "
+        f"{PACED_STREAMS} streams): a stream takes {p['direct_ms']:.1f} ms direct and "
+        f"{p['gateway_ms']:.1f} ms through the gateway, **{paced_added:.1f} µs added per "
+        f"chunk**. CPU per chunk (user + system, from /proc): gateway "
+        f"{p['gateway_cpu_us']:.0f} µs, the simulator itself {p['sim_cpu_us']:.0f} µs: on "
+        "this VM a process woken for every lone chunk pays most of that in the wake-up, "
+        "not in toolrelay's code.",
+        "",
+        "HTTP client to the backend (same simulator, same request, p50 / p99):",
+        "",
+    ]
+    for key, row in results["clients"].items():
+        lines.append(f"- {key}: {row['p50']:.3f} ms / {row['p99']:.3f} ms")
+    lines += [
+        "",
+        "The gateway uses aiohttp: it is the faster client here at both concurrencies.",
+        "Goals: ≤ 1 ms added p50 at c=1 non-streaming, ≤ 20 µs per streamed chunk.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_section(text: str) -> None:
+    path = ROOT / "bench" / "RESULTS.md"
+    current = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n\n"
+    pattern = re.compile(r"^## Gateway\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
+    if pattern.search(current):
+        updated = pattern.sub(lambda _: text, current)
+    else:
+        updated = current.rstrip("\n") + "\n\n" + text
+    path.write_text(updated, encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
+    args = parser.parse_args()
+    sim_port, gw_port = free_port(), free_port()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as scenario:
+        json.dump(SCENARIO, scenario)
+    direct = f"http://127.0.0.1:{sim_port}/v1"
+    through = f"http://127.0.0.1:{gw_port}/v1"
+    try:
+        with (
+            process(
+                [
+                    *TOOLRELAY,
+                    "simulate",
+                    "--port",
+                    str(sim_port),
+                    "--scenario",
+                    scenario.name,
+                    "--chunk",
+                    str(CHUNK_CHARS),
+                ],
+                direct + "/models",
+            ),
+            process(
+                [
+                    *TOOLRELAY,
+                    "serve",
+                    "--backend",
+                    direct,
+                    "--backend-kind",
+                    "openai",
+                    "--port",
+                    str(gw_port),
+                    "--log-level",
+                    "warning",
+                ],
+                f"http://127.0.0.1:{gw_port}/health",
+            ),
+        ):
+            results = asyncio.run(bench(direct, through))
+        paced_port, paced_gw_port = free_port(), free_port()
+        paced_direct = f"http://127.0.0.1:{paced_port}/v1"
+        with (
+            process(
+                [
+                    *TOOLRELAY,
+                    "simulate",
+                    "--port",
+                    str(paced_port),
+                    "--scenario",
+                    scenario.name,
+                    "--chunk",
+                    str(CHUNK_CHARS),
+                    "--delay-ms",
+                    str(PACED_DELAY_MS),
+                ],
+                paced_direct + "/models",
+            ) as paced_sim,
+            process(
+                [
+                    *TOOLRELAY,
+                    "serve",
+                    "--backend",
+                    paced_direct,
+                    "--backend-kind",
+                    "openai",
+                    "--port",
+                    str(paced_gw_port),
+                    "--log-level",
+                    "warning",
+                ],
+                f"http://127.0.0.1:{paced_gw_port}/health",
+            ) as paced_gateway,
+        ):
+            results["paced"] = asyncio.run(
+                paced(
+                    paced_direct,
+                    f"http://127.0.0.1:{paced_gw_port}/v1",
+                    paced_sim.pid,
+                    paced_gateway.pid,
+                )
+            )
+    finally:
+        os.unlink(scenario.name)
+    text = report(results)
+    print(text)
+    if args.write:
+        write_section(text)
+
+
+if __name__ == "__main__":
+    main()
