@@ -47,17 +47,25 @@ def _tag(measure: Measure) -> str:
 
 
 def _what_happens_next(measure: Measure) -> str:
-    if measure.shown_ladder.block is not None:
+    ladder = measure.shown_ladder
+    block = ladder.block
+    if block is not None:
+        next_one = block == measure.count + 1
         if measure.pattern == "cycle":
-            return "The call that would complete the next cycle will not be executed."
+            which = "the next cycle" if next_one else f"cycle {block}"
+            return f"The call that would complete {which} will not be executed."
+        if not next_one:
+            return f"From call {block} on, this call will not be executed."
         if measure.pattern == "near_identical":
             return "The next variation of this call will not be executed."
-        if measure.pattern == "identical_call_changing_result":
-            return f"From call {measure.shown_ladder.block} on, this call will not be executed."
         return "The next identical call will not be executed."
+    halt = ladder.halt_at
+    when = "again" if halt == measure.count + 1 else f"{halt} times"
     if measure.pattern == "unknown_tool":
-        return "Calling it again will stop the run."
-    return f"At {measure.shown_ladder.halt_at} the run will stop."
+        return f"Calling it {when} will stop the run."
+    if measure.pattern == "monologue":
+        return f"Writing it {when} will stop the run."
+    return f"After {halt} failures in a row the run will stop."
 
 
 def nudge_text(measure: Measure, declared_tools: Sequence[str]) -> str:
@@ -113,8 +121,8 @@ def nudge_text(measure: Measure, declared_tools: Sequence[str]) -> str:
     elif pattern == "cycle":
         steps = " -> ".join(_names(measure.evidence[: measure.period or 0]))
         lines = [
-            f"You are going round in a circle ({steps}), {n} full times, and every step "
-            "returns what it returned last time.",
+            f"You are going round in a circle ({steps}) and have completed it {n} times; "
+            "every step returns what it returned the time before.",
             "Nothing changes between cycles. Decide using the results you already have.",
         ]
         if measure.polling:
