@@ -119,7 +119,6 @@ class DslCallRegion:
         "_ctx",
         "_frames",
         "_head",
-        "_key_string",
         "_options",
         "_parts",
         "_seen",
@@ -134,7 +133,6 @@ class DslCallRegion:
         self._call: Call | None = None
         self._frames: list[_Frame] = []
         self._string: _String | None = None
-        self._key_string = False  # the delimited string being read is a key
         self._parts: list[str] = []  # a bare key or value read so far
         self._seen = False  # a call was read: the opener was real
 
@@ -296,9 +294,9 @@ class DslCallRegion:
 
     def _begin_string(self) -> None:
         frame = self._frames[-1]
-        self._key_string = frame.part is _Part.KEY
         self._parts.clear()
-        self._string = None if self._key_string else _String(frame.child_schema())
+        # A delimited key (<escape>city<escape>:) is read like a value, then kept as the key.
+        self._string = None if frame.part is _Part.KEY else _String(frame.child_schema())
         if self._string is not None:
             self._begin_value()
             if self._string.streaming:

@@ -53,6 +53,9 @@ _PY_NUMBER = re.compile(
     r"[+-]?(?:0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+"
     r"|(?:[0-9][0-9_]*)?\.?[0-9_]*(?:[eE][+-]?[0-9_]+)?)"
 )
+# u'' is a plain string. r'' is read with escapes decoded; the lexer keeps the
+# backslash of escapes it does not know, so the patterns models write (r'\d+')
+# come through intact. b'' and f'' are not literals JSON can hold.
 _STRING_PREFIXES = frozenset({"u", "U", "r", "R"})
 _CLOSERS = {Tok.END_ARRAY: "]", Tok.END_OBJECT: "}"}
 
@@ -200,7 +203,8 @@ class PyLiteral:
         closer = ")" if tok is Tok.OTHER and text == ")" else _CLOSERS.get(tok)
         if closer is None:
             return False
-        if closer != top.closer or top.part is _Part.COLON:
+        dangling_key = closer == "}" and top.part in (_Part.COLON, _Part.VALUE)  # {'a': }
+        if closer != top.closer or dangling_key:
             raise Unreadable(f"mismatched {text!r}")
         if closer == ")" and top.items == 1 and not top.comma:
             raise Unreadable("a parenthesised value is not a tuple")
