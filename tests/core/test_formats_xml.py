@@ -303,6 +303,13 @@ CASES = [
         [WEATHER],
     ),
     Case(
+        "minimax-prose-inside-section",
+        '<minimax:tool_call>\n<invoke name="a"></invoke>\nAnd next:\n<invoke name="b">'
+        '<parameter name="x">1</parameter></invoke>\n</minimax:tool_call>',
+        [("a", {}), ("b", {"x": 1})],
+        "And next:\n",
+    ),
+    Case(
         "minimax-schemaless",
         '<minimax:tool_call><invoke name="f"><parameter name="n">3</parameter>'
         '<parameter name="s">three</parameter></invoke></minimax:tool_call>',

@@ -15,9 +15,10 @@ twice (only a possible partial tag at the end of the buffer waits).
 
 Models drop closing tags: a value also ends at the next parameter, at the
 end of the call or of the section; a call ends at the next call or at the end
-of the section; text that is not markup between calls ends the section. A
-tag that never closes (``<function=name`` and a newline) makes its call
-invalid: it is dropped, and its markup with it.
+of the section; a tag that is not this format's ends the section. Prose
+between calls is content, in order. A tag that never closes
+(``<function=name`` and a newline) makes its call invalid: it is dropped, and
+its markup with it.
 """
 
 from __future__ import annotations
@@ -264,6 +265,7 @@ class XmlParamsRegion:
         "_json",
         "_key",
         "_name",
+        "_prose",
         "_state",
         "_terminators",
         "_trailer",
@@ -287,6 +289,7 @@ class XmlParamsRegion:
         self._count = 0  # parameters emitted into the current call
         self._json: ArgumentStream | None = None
         self._fresh = False  # nothing but blanks since the call's opening tag
+        self._prose = False  # inside a run of prose between calls, until the next '<'
         self._wrapper: tuple[str, str] | None = None  # a held "arguments" parameter: key, JSON
         self._value: _Value | None = None
         self._name: list[str] = []  # GLM name or key text so far
@@ -337,8 +340,10 @@ class XmlParamsRegion:
         return pos
 
     def _between_tags(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
-        pos = self._skip_space(buf, pos)
         end = len(buf)
+        if self._prose:
+            return self._prose_text(buf, pos, final)
+        pos = self._skip_space(buf, pos)
         if pos >= end:
             return (self._finish(pos), Status.DONE) if final else (pos, Status.CONTINUE)
         if buf[pos] != "<":
@@ -365,8 +370,10 @@ class XmlParamsRegion:
                     return pos, Status.CONTINUE
                 if word_end > pos and (word_end == len(buf) or buf[word_end] in "<\r\n"):
                     return word_end, None  # "function" or a name line: markup
-            # Prose between calls: the model left out the section's closing marker.
-            return pos, Status.DONE
+            # Prose between calls (or after them, the closing marker left out) is
+            # content; the section goes on, so that markup after the prose is still read.
+            self._prose = True
+            return self._prose_text(buf, pos, final)
         fresh = self._fresh
         self._fresh = False
         if fresh and dialect.json_arguments and buf[pos] == "{" and self._call is not None:
@@ -376,6 +383,18 @@ class XmlParamsRegion:
         # Stray text inside a call is garbage inside markup: skip it.
         found = buf.find("<", pos)
         return (len(buf) if found < 0 else found), None
+
+    def _prose_text(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        end = len(buf)
+        if pos >= end:
+            return (self._finish(pos), Status.DONE) if final else (pos, Status.CONTINUE)
+        stop = buf.find("<", pos)
+        if stop >= 0:
+            self._prose = False
+        else:
+            stop = end
+        self._ctx.content(buf[pos:stop])
+        return stop, None
 
     def _broken_tag(self, buf: str, pos: int, stop: int, final: bool) -> tuple[int, Status | None]:
         """A tag that never closes: a call opened by it is invalid, the rest is garbage."""
