@@ -141,6 +141,10 @@ CASES: dict[str, Case] = {
         "par(x=(1)), st(x={1, 2}), nan(x=inf), get_weather(city='Oslo')]",
         [("get_weather", {"city": "Oslo"})],
     ),
+    "pythonic_not_literals": Case(
+        "[f(a={'a': }), g(a=[1 2]), h(a={'k' 1}), k(a=[1, 2,], b={'k': 1,}, c=(1, 2,))]",
+        [("k", {"a": [1, 2], "b": {"k": 1}, "c": [1, 2]})],
+    ),
     "pythonic_broken_quote_sibling": Case(
         "[get_weather(city='Oslo'), f(a='x 'y', b='z')]", [("get_weather", {"city": "Oslo"})]
     ),
@@ -281,6 +285,15 @@ CASES: dict[str, Case] = {
         [("get_weather", {}), ("search", {})],
         tools=WEATHER_TOOLS,
     ),
+    "llama3_builtin_named_format": Case(
+        '<|python_tag|>brave_search.call(query="x")<|eom_id|><|python_tag|>{"name": "f", '
+        '"parameters": {}}',
+        [("brave_search", {"query": "x"}), ("f", {})],
+        fmt="llama3_builtin",
+    ),
+    "olmo3_named_format": Case(
+        "<function_calls>f(a=1)</function_calls>", [("f", {"a": 1})], fmt="olmo3"
+    ),
     "llama3_raw_code_after_tag": Case("<|python_tag|>import math<|eom_id|>", [], "import math"),
     "llama4_stray_end_tag": Case(
         "<|python_start|>[get_weather(city='Oslo')] x <|python_end|>",
@@ -319,6 +332,15 @@ CASES: dict[str, Case] = {
         "<start_function_call>call:note{text:<escape>a, b: {c} [d] <e><escape>,"
         'n:<escape>12 apples<escape>,j:<escape>{"k": 1}<escape>}<end_function_call>',
         [("note", {"text": "a, b: {c} [d] <e>", "n": "12 apples", "j": {"k": 1}})],
+    ),
+    "functiongemma_delimited_key": Case(
+        "<start_function_call>call:f{<escape>city<escape>:<escape>Oslo<escape>}<end_function_call>",
+        [("f", {"city": "Oslo"})],
+    ),
+    "functiongemma_named_format": Case(
+        "<start_function_call>call:f{a:1}<end_function_call>",
+        [("f", {"a": 1})],
+        fmt="functiongemma",
     ),
     "functiongemma_two_calls": Case(
         "<start_function_call>call:get_weather{location:<escape>London<escape>}"
@@ -365,7 +387,11 @@ CASES: dict[str, Case] = {
         '<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}',
         [("get_weather", {"city": "Oslo"})],
     ),
+    "gemma4_named_format": Case(
+        '<|tool_call>call:f{a:<|"|>b<|"|>}<tool_call|>', [("f", {"a": "b"})], fmt="gemma4"
+    ),
     # -- Functionary v3.2 -------------------------------------------------------------
+    "functionary_named_format": Case('>>>f\n{"a": 1}', [("f", {"a": 1})], fmt="functionary_v3_2"),
     "functionary_calls": Case(
         'all\nLet me check.\n>>>get_weather\n{"city": "Oslo"}>>>search\n{"query": "rain"}',
         [("get_weather", {"city": "Oslo"}), ("search", {"query": "rain"})],
