@@ -301,6 +301,7 @@ def test_17_tenth_identical_poll_nudges_to_back_off() -> None:
     verdict = expect(verdict, "polling_no_progress", "nudge", 10)
     assert verdict.polling
     assert "Wait longer between checks" in verdict.message_to_model
+    assert "From call 20 on" in verdict.message_to_model
 
 
 def test_18_twentieth_identical_poll_is_blocked() -> None:
