@@ -321,3 +321,14 @@ def test_verdict_carries_the_evidence() -> None:
     assert [call.name for call in verdict.calls] == ["read"]
     assert (verdict.first_index, verdict.loop_start_index, verdict.last_index) == (3, 3, 8)
     assert verdict.suggested_actions and verdict.enforced and verdict.rung == "nudge"
+
+
+def test_config_accepts_lists_and_sets_from_a_config_file() -> None:
+    config = StuckConfig(
+        polling_tools=["ping_*"],  # type: ignore[arg-type]
+        volatile_arg_keys={"note"},  # type: ignore[arg-type]
+    )
+    assert config.polling_tools == ("ping_*",) and config.volatile_arg_keys == frozenset({"note"})
+    hash(config)
+    poll = ("ping_server", {"note": "again"}, "down")
+    assert StuckDetector(config).check_round(conversation(poll, poll, poll)) is None

@@ -129,6 +129,8 @@ class StuckConfig:
     # When False, polling tools are treated like any other tool.
     polling_exempt: bool = True
     polling_tools: tuple[str, ...] = DEFAULT_POLLING_TOOLS
+    # Called with the tool name and the normalised arguments. It must be a pure
+    # function: its answers are remembered per (name, arguments).
     is_polling: PollingPredicate | None = None
     side_effect_tools: tuple[str, ...] = DEFAULT_SIDE_EFFECT_TOOLS
     volatile_arg_keys: frozenset[str] = DEFAULT_VOLATILE_ARG_KEYS
@@ -140,6 +142,12 @@ class StuckConfig:
     near_identical_similarity: float = 0.9
 
     def __post_init__(self) -> None:
+        # Lists and sets from a config file are accepted; the config must stay
+        # hashable and immutable.
+        for name in ("polling_tools", "side_effect_tools"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("volatile_arg_keys", "path_arg_keys", "command_arg_keys"):
+            object.__setattr__(self, name, frozenset(getattr(self, name)))
         if self.mode not in MODES:
             raise ValueError(
                 f"invalid stuck-detector mode {self.mode!r}: expected one of {', '.join(MODES)}"

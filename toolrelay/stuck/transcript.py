@@ -30,7 +30,7 @@ from toolrelay.stuck.normalize import (
 TAG = "[loop-guard:"
 BLOCKED_BY = "loop-guard"
 _NUDGE_TAG = re.compile(r"(?:\A|\n\n)\[loop-guard:([a-z_]+) \d+/\d+\]")
-_BLOCK_TAG = re.compile(r"\A\s*\[loop-guard:blocked ([a-z_]+)\]")
+_BLOCK_TAG = re.compile(r"\A\s*\[loop-guard:blocked [a-z_]+\]")
 _UNKNOWN_TOOL_TEXT = re.compile(
     r"\b(?:unknown|unregistered|undefined|invalid|no such) (?:tool|function)\b"
     r"|\b(?:tool|function)\b.{0,80}\b(?:not found|does not exist|is not (?:available|registered"
@@ -202,8 +202,6 @@ class TextTurn:
 class Window:
     """The part of the conversation the detector looks at (§7.8)."""
 
-    start: int
-    message_count: int
     steps: tuple[Round | TextTurn, ...]
     rounds: tuple[Round, ...]
     nudges: tuple[tuple[int, str], ...]
@@ -621,8 +619,6 @@ def read_window(messages: Sequence[Any], reader: CallReader) -> Window:
             )
         index = follower
     return Window(
-        start=start,
-        message_count=count,
         steps=tuple(steps),
         rounds=tuple(step for step in steps if isinstance(step, Round)),
         nudges=tuple(nudges),
