@@ -1,0 +1,147 @@
+"""Settings: flags over environment over config file, several backends, per-model
+overrides, forced model, sampling profiles, and the serve command itself."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, gateway
+from toolrelay.cli import main as cli_main
+from toolrelay.io.settings import Settings
+from toolrelay.simulator import Simulator, SimulatorConfig
+
+
+def _config(tmp_path: Path, data: object, suffix: str = ".yaml") -> str:
+    path = tmp_path / f"toolrelay{suffix}"
+    path.write_text(yaml.safe_dump(data) if suffix == ".yaml" else json.dumps(data))
+    return str(path)
+
+
+def test_precedence_flags_env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _config(tmp_path, {"port": 9001, "tool_mode": "rescue", "host": "127.0.0.2"})
+    monkeypatch.setenv("TOOLRELAY_PORT", "9002")
+    settings = Settings(config=path)
+    assert settings.port == 9002  # the environment beats the file
+    assert settings.tool_mode == "rescue" and settings.host == "127.0.0.2"
+    assert Settings(config=path, port=9003).port == 9003  # flags beat both
+    monkeypatch.setenv("TOOLRELAY_CONFIG", path)
+    assert Settings().tool_mode == "rescue"
+
+
+def test_json_config_and_unknown_keys(tmp_path: Path) -> None:
+    path = _config(tmp_path, {"models": {"m": {"tool_mode": "native"}}}, ".json")
+    assert Settings(config=path).override_for("m").tool_mode == "native"
+    bad = _config(tmp_path, {"modles": {}})
+    with pytest.raises(ValueError):
+        Settings(config=bad)
+
+
+def test_several_backends_and_per_model_overrides(tmp_path: Path) -> None:
+    with (
+        Simulator(SimulatorConfig()) as first,
+        Simulator(SimulatorConfig(no_tools_support=True)) as second,
+    ):
+        path = _config(
+            tmp_path,
+            {
+                "backends": [
+                    {"name": "main", "url": first.openai_url, "kind": "openai"},
+                    {"name": "small", "url": second.openai_url, "kind": "ollama"},
+                ],
+                "models": {
+                    "tiny": {"backend": "small", "profile": "graded"},
+                    "forced-rescue": {"tool_mode": "rescue"},
+                },
+            },
+        )
+        with gateway(first.openai_url, config=path) as gw:
+            client = gw.client()
+            client.chat.completions.create(model="toolrelay-sim", messages=ASK_WEATHER)
+            assert len(first.requests) == 1 and not second.requests
+            reply = client.chat.completions.create(
+                model="tiny", messages=ASK_WEATHER, tools=[WEATHER_TOOL]
+            )
+            # The small backend has no tools: detected through /api/show, rescued.
+            assert reply.choices[0].message.tool_calls
+            sent = second.requests[-1].body
+            assert "tools" not in sent and sent["temperature"] == 0.01
+            client.chat.completions.create(
+                model="forced-rescue", messages=ASK_WEATHER, tools=[WEATHER_TOOL]
+            )
+            assert "tools" not in first.requests[-1].body
+            health = httpx.get(gw.url + "/health", timeout=10).json()
+            assert [b["name"] for b in health["backends"]] == ["default", "main", "small"]
+
+
+def test_forced_model_and_request_profile() -> None:
+    with (
+        Simulator(SimulatorConfig()) as sim,
+        gateway(sim.openai_url, backend_kind="vllm", model="toolrelay-sim") as gw,
+    ):
+        gw.client().chat.completions.create(
+            model="whatever",
+            messages=ASK_WEATHER,
+            temperature=0.3,
+            extra_body={"toolrelay_profile": "antiloop"},
+        )
+        sent = sim.requests[-1].body
+        assert sent["model"] == "toolrelay-sim"
+        assert "toolrelay_profile" not in sent
+        # Explicit request values win; the rest comes from the profile, in vLLM's names.
+        assert sent["temperature"] == 0.3 and sent["top_p"] == 0.8
+        assert sent["repetition_penalty"] == 1.15 and "repeat_last_n" not in sent
+
+
+def test_serve_rejects_bad_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = _config(tmp_path, {"tool_mode": "sometimes"})
+    assert cli_main(["serve", "--config", bad]) == 2
+    assert "invalid settings" in capsys.readouterr().err
+
+
+def test_serve_command_answers_health_with_backend_down() -> None:
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    backend, port = ports
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "toolrelay",
+            "serve",
+            "--backend",
+            f"http://127.0.0.1:{backend}/v1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert health["status"] == "degraded"
+        assert health["settings"]["port"] == port
+    finally:
+        proc.terminate()
+        proc.wait(10)
