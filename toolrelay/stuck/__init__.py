@@ -4,6 +4,27 @@ The agent loop asks ``StuckDetector.check_pending`` before running an
 assistant's calls and ``StuckDetector.check_round`` after appending their
 results; the gateway, which cannot run or stop the client's tools, asks
 ``gateway_verdict``. Design and scenarios: ``stuck-detector.md``.
+
+Agent loop, one round::
+
+    decision = detector.check_pending(messages, assistant, tools)
+    messages.append(assistant)
+    ...run the calls with decision.per_call[id] == "run"; answer the others
+    with decision.blocked_results(), keeping call order...
+    if decision.halt:                    # ask once more, without tools
+        final = append_note(messages, decision.verdict.message_to_model)
+    verdict = detector.check_round(messages, tools)
+    if verdict and verdict.level == "halt":
+        final = append_note(messages, verdict.message_to_model)
+    elif verdict:
+        messages = apply_nudge(messages, verdict)   # no-op unless enforced
+
+Gateway::
+
+    verdict = gateway_verdict(messages, config, tools)
+    if verdict and verdict.enforced:     # answer without tools
+        request_messages = append_note(messages, final_answer_note(verdict))
+    response["toolrelay_stuck"] = verdict.to_public_dict()  # observe too
 """
 
 from toolrelay.stuck.config import (
