@@ -66,16 +66,15 @@ _HALT_SUGGESTIONS = ("final_answer_without_tools",)
 _NOTE_SEPARATOR = "\n\n"
 
 
+_OBSERVED: dict[Rung, Level] = {
+    "nudge": "would_nudge",
+    "block": "would_block",
+    "halt": "would_halt",
+}
+
+
 def _level(rung: Rung, config: StuckConfig) -> Level:
-    if config.mode == "observe":
-        return (
-            "would_nudge"
-            if rung == "nudge"
-            else "would_block"
-            if rung == "block"
-            else ("would_halt")
-        )
-    return rung
+    return _OBSERVED[rung] if config.mode == "observe" else rung
 
 
 def _involved(measure: Measure) -> tuple[InvolvedCall, ...]:
@@ -296,11 +295,8 @@ def gateway_verdict(
 
 def final_answer_note(verdict: Verdict) -> str:
     """The note asking for a final, tools-free answer after ``verdict``'s loop."""
-    description = (
-        describe_call(verdict.tool_names[0], verdict.canonical_args)
-        if verdict.tool_names and verdict.canonical_args is not None
-        else None
-    )
+    primary = next((call for call in verdict.calls if call.signature == verdict.signature), None)
+    description = describe_call(primary.name, primary.canonical_args) if primary else None
     return halt_text(verdict.pattern, verdict.count, description)
 
 

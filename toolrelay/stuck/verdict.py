@@ -42,6 +42,9 @@ class Verdict:
     canonical_args: str | None
     result_excerpt: str | None
     error_excerpt: str | None
+    # The first and last message the pattern counted (an assistant message, a
+    # tool result), and where the looping suffix starts, for a caller that
+    # rewinds. The start and the first counted message are the same today.
     first_index: int
     last_index: int
     loop_start_index: int
