@@ -3,7 +3,8 @@
 The rescue prompt asks for this format because a server with a
 ``<tool_call>`` parser or stop token cannot intercept it. Models leak
 ``<tool_call>``/``<arguments>`` tags into the block and write the shorthand
-``{"get_weather", "arguments": {…}}``; both are repaired.
+``{"get_weather", "arguments": {…}}``; both are repaired. A call to a tool
+without parameters may leave ``arguments`` out.
 """
 
 from __future__ import annotations
@@ -14,5 +15,7 @@ from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 FORMAT = Format(
     name="bracket",
     description="[TOOL_CALL]{json}[/TOOL_CALL] (toolrelay's rescue prompt format)",
-    openers=(json_opener("[TOOL_CALL]", JsonCallsOptions(end_marker="[/TOOL_CALL]")),),
+    openers=(json_opener(
+        "[TOOL_CALL]", JsonCallsOptions(end_marker="[/TOOL_CALL]", arguments_optional=True)
+    ),),
 )

@@ -54,6 +54,9 @@ class JsonCallsOptions:
     marked: bool = True  # False: a bare value in the text, which may be prose
     name_as_key: bool = False  # Apertus: {"get_weather": {...}}
     several: bool = True  # more values may follow (separated by , ; or whitespace)
+    # A call object with no arguments key at all: most formats' templates always
+    # write one, so its absence marks a broken call; the rescue format is lenient.
+    arguments_optional: bool = False
 
 
 class _Args(enum.Enum):
@@ -350,7 +353,10 @@ class JsonCallsRegion:
             if not frame.quoted:
                 # {invalid json}: a bare word with no colon is not a key, the object is broken.
                 self._reject(frame.record)
-            elif tok is Tok.COMMA or tok is Tok.END_OBJECT:
+                frame.state = _Key.NEXT
+                self._object_token(frame, tok, text)
+                return
+            if tok is Tok.COMMA or tok is Tok.END_OBJECT:
                 # {"get_weather", "arguments": {...}}: a name written where a key belongs.
                 record = frame.record
                 if record.call.name is None and not record.call.dropped:
@@ -482,7 +488,7 @@ class JsonCallsRegion:
                 return self._reject(record)
             call.arguments(parsed)
         elif record.args is _Args.INVALID or (
-            record.args is _Args.NONE and not self._options.marked
+            record.args is _Args.NONE and not self._options.arguments_optional
         ):
             return self._reject(record)
         call.start()

@@ -31,10 +31,13 @@ class _MarkerSearch(Protocol):
 class ThinkRegion:
     """Streams reasoning until the closing tag; holds back a call written inside."""
 
-    __slots__ = ("_closer", "_ctx", "_held", "_holding")
+    __slots__ = ("_at_start", "_closer", "_ctx", "_held", "_holding")
 
     def __init__(self, ctx: Context, closer: str) -> None:
         self._ctx = ctx
+        # Reasoning is not output: what follows a think block at the start of the
+        # output still starts the output (a bare JSON or pythonic call there counts).
+        self._at_start = ctx.at_start
         self._closer = closer
         self._holding = False
         self._held: list[str] = []
@@ -56,6 +59,7 @@ class ThinkRegion:
             self._held.append(buf[pos:limit])
         if found >= 0:
             ctx.reasoning("".join(self._held))
+            ctx.at_start = self._at_start
             return found + len(self._closer), Status.DONE
         if final:
             self._parse_held_calls()
