@@ -145,3 +145,11 @@ def test_serve_command_answers_health_with_backend_down() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_unknown_format_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown format"):
+        Settings(format="nope")
+    with pytest.raises(ValueError, match="unknown format"):
+        Settings(models={"m": {"format": "nope"}})
+    assert Settings(models={"m": {"format": "hermes"}}).override_for("m").format == "hermes"

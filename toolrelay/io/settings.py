@@ -12,18 +12,30 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from toolrelay.formats import format_names
 
 BackendKind = Literal["auto", "openai", "vllm", "sglang", "ollama", "lmstudio", "llamacpp"]
 ToolMode = Literal["auto", "native", "rescue"]
 StuckMode = Literal["enforce", "observe", "off"]
 
 DEFAULT_BACKEND_URL = "http://127.0.0.1:8000/v1"
+
+
+def _known_format(name: str) -> str:
+    known = ["auto", *format_names()]
+    if name not in known:
+        raise ValueError(f"unknown format {name!r}; known formats: {', '.join(known)}")
+    return name
+
+
+FormatName = Annotated[str, AfterValidator(_known_format)]
 
 
 class ModelOverride(BaseModel):
@@ -33,7 +45,7 @@ class ModelOverride(BaseModel):
 
     backend: str | None = None
     tool_mode: ToolMode | None = None
-    format: str | None = None
+    format: FormatName | None = None
     omit_tool_choice: bool | None = None
     profile: str | None = None
     stuck: StuckMode | None = None
@@ -97,7 +109,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8787
     config: str | None = None
-    format: str = "auto"
+    format: FormatName = "auto"
     profile: str | None = None
     finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
     stuck_mode: StuckMode = "enforce"

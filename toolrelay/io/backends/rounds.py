@@ -151,6 +151,12 @@ def _call_limit(req: RoundRequest) -> int | None:
     return None if req.parallel_tool_calls else 1
 
 
+def _format(req: RoundRequest, mode: RoundMode) -> str:
+    # A rescued model is asked for [TOOL_CALL] blocks but may drift back to its
+    # native format: every format is read. The configured one is for native rounds.
+    return "auto" if mode == "rescue" else req.format
+
+
 def _parse_tools(req: RoundRequest) -> list[Any]:
     """The tools calls may resolve to: every declared tool under ``none`` (so its
     markup is still recognised and removed), else those the choice allows."""
@@ -204,7 +210,7 @@ async def _attempt(
     if mode == "native" and req.has_tools:
         calls = message_calls(message, ToolSet(tools))
     if req.has_tools and content and (mode == "rescue" or not calls or req.plan.mode == "none"):
-        parsed = parse_tool_calls(content, tools=tools, format=req.format)
+        parsed = parse_tool_calls(content, tools=tools, format=_format(req, mode))
         if parsed.calls or mode == "rescue" or req.plan.mode == "none":
             if mode == "native" and parsed.calls and req.plan.mode != "none":
                 backend.learn(req.model, "emits_text_calls")
@@ -310,7 +316,7 @@ async def stream_round(
         counters.inc("rounds", mode)
     tools = _parse_tools(req)
     state = _StreamState(
-        StreamParser(tools=tools, format=req.format) if req.has_tools else None,
+        StreamParser(tools=tools, format=_format(req, mode)) if req.has_tools else None,
         _call_limit(req),
     )
     native = NativeCalls()
