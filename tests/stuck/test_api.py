@@ -332,3 +332,39 @@ def test_config_accepts_lists_and_sets_from_a_config_file() -> None:
     hash(config)
     poll = ("ping_server", {"note": "again"}, "down")
     assert StuckDetector(config).check_round(conversation(poll, poll, poll)) is None
+
+
+def parallel(n: int, calls: list[tuple[str, dict[str, Any], str]]) -> list[dict[str, Any]]:
+    ids = [f"call_{n}_{i}" for i in range(len(calls))]
+    assistant = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": name, "arguments": json.dumps(a)}}
+            for i, (name, a, _) in zip(ids, calls, strict=True)
+        ],
+    }
+    results = [
+        {"role": "tool", "tool_call_id": i, "content": result}
+        for i, (_, _, result) in zip(ids, calls, strict=True)
+    ]
+    return [assistant, *results]
+
+
+def test_a_call_repeated_beside_different_calls_is_not_repeated_in_a_row() -> None:
+    detector = StuckDetector()
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "fix it"}]
+    for n in range(8):
+        edit = ("edit", {"path": "f", "old": f"o{n}", "new": f"n{n}"}, "ok")
+        messages += parallel(n, [edit, ("test", {}, f"{8 - n} failed")])
+        assert detector.check_round(messages) is None
+    decision = detector.check_pending(messages, pending(("test", {})))
+    assert decision.verdict is None
+
+
+def test_the_same_parallel_round_again_and_again_is_a_loop() -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "look"}]
+    for n in range(3):
+        messages += parallel(n, [READ_A, ("read", {"path": "b"}, "B")])
+    decision = StuckDetector().check_pending(messages, pending(("read", {"path": "a"})))
+    assert decision.per_call == {"p0": "block"}

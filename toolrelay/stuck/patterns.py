@@ -125,12 +125,19 @@ def _simple(
 
 
 def sig_run(rounds: Sequence[Round], sig: str) -> list[Call]:
-    """The calls with ``sig`` in the consecutive rounds that end the window."""
+    """The calls with ``sig`` in the run of identical rounds that ends the window.
+
+    Rounds are compared by the set of calls they make, so a call repeated next
+    to a different call each time (edit x1 + test, edit x2 + test) is not
+    repeated "in a row", just as it would not be if the calls came one by one.
+    """
     run: list[Call] = []
+    expected: frozenset[str] | None = None
     for round_ in reversed(rounds):
         call = round_.call_for(sig)
-        if call is None:
+        if call is None or (expected is not None and round_.sigs != expected):
             break
+        expected = round_.sigs
         run.append(call)
     run.reverse()
     return run
