@@ -307,7 +307,7 @@ CASES = [
         '<minimax:tool_call>\n<invoke name="a"></invoke>\nAnd next:\n<invoke name="b">'
         '<parameter name="x">1</parameter></invoke>\n</minimax:tool_call>',
         [("a", {}), ("b", {"x": 1})],
-        "And next:\n",
+        "\nAnd next:\n",
     ),
     Case(
         "minimax-schemaless",
@@ -385,6 +385,12 @@ CASES = [
         "UTC</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>\nDone.",
         [("get_weather", {"city": "Oslo"}), ("clock", {"tz": "UTC"})],
         "Looking.\n\nDone.",
+    ),
+    Case(
+        "step3-no-section-token",
+        'Hm.<｜tool_call_begin｜><steptml:invoke name="f"></steptml:invoke><｜tool_call_end｜> ok',
+        [("f", {})],
+        "Hm. ok",
     ),
     Case(
         "step3-schemaless-literals",

@@ -19,11 +19,15 @@ DIALECT = Dialect(
     param_open="<steptml:parameter ",
     trim=False,
     skip_tags=frozenset({"<｜tool_call_begin｜>", "<｜tool_call_end｜>", "<｜tool_sep｜>"}),
-    skip_words=True,
+    name_separator="<｜tool_sep｜>",
 )
 
 FORMAT = Format(
     name="step3",
     description='<｜tool_calls_begin｜>…<steptml:invoke name="f"><steptml:parameter name="p">…',
-    openers=(xml_opener("<｜tool_calls_begin｜>", DIALECT),),
+    openers=(
+        xml_opener("<｜tool_calls_begin｜>", DIALECT),
+        # A call whose section token was left out.
+        xml_opener("<｜tool_call_begin｜>", DIALECT),
+    ),
 )

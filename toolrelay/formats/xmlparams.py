@@ -64,7 +64,7 @@ class Dialect:
     value_tag: str | None = None  # GLM: the value has its own tag after the key's
     trim: bool = True  # drop the line break (and indentation) that frames a value
     skip_tags: frozenset[str] = field(default_factory=frozenset)  # separators, no meaning
-    skip_words: bool = False  # Step-3: "function<｜tool_sep｜>name\n" before the invoke tag
+    name_separator: str | None = None  # Step-3: "function<｜tool_sep｜>name\n" before a call
     literal_newlines: bool = False  # GLM: a backslash-n written between tags is a newline
     json_arguments: bool = False  # a JSON object right after the name: <function=f>{json}
     string_attribute: bool = False  # DSML: string="true|false" says whether a value is JSON
@@ -254,7 +254,9 @@ class XmlParamsRegion:
     """Reads the calls of one section (or one bare call) of an XML-parameter format."""
 
     __slots__ = (
+        "_after_separator",
         "_bare",
+        "_blank",
         "_call",
         "_count",
         "_ctx",
@@ -290,6 +292,8 @@ class XmlParamsRegion:
         self._json: ArgumentStream | None = None
         self._fresh = False  # nothing but blanks since the call's opening tag
         self._prose = False  # inside a run of prose between calls, until the next '<'
+        self._after_separator = False  # Step-3: the last markup was the name separator
+        self._blank = ""  # blanks skipped between calls, since the last markup
         self._wrapper: tuple[str, str] | None = None  # a held "arguments" parameter: key, JSON
         self._value: _Value | None = None
         self._name: list[str] = []  # GLM name or key text so far
@@ -343,7 +347,10 @@ class XmlParamsRegion:
         end = len(buf)
         if self._prose:
             return self._prose_text(buf, pos, final)
+        start = pos
         pos = self._skip_space(buf, pos)
+        if self._state is _State.SECTION:
+            self._blank += buf[start:pos]  # content if prose follows, formatting if markup does
         if pos >= end:
             return (self._finish(pos), Status.DONE) if final else (pos, Status.CONTINUE)
         if buf[pos] != "<":
@@ -364,14 +371,29 @@ class XmlParamsRegion:
         if dialect.literal_newlines and buf[pos] == "\\" and pos + 1 == len(buf) and not final:
             return pos, Status.CONTINUE  # maybe a backslash-n
         if self._state is _State.SECTION:
-            if dialect.skip_words:
+            separator = dialect.name_separator
+            after_separator = self._after_separator
+            if separator is not None:
                 word_end = _WORD.match(buf, pos).end()  # type: ignore[union-attr]
                 if word_end == len(buf) and not final and word_end - pos < TAG_LIMIT:
                     return pos, Status.CONTINUE
-                if word_end > pos and (word_end == len(buf) or buf[word_end] in "<\r\n"):
-                    return word_end, None  # "function" or a name line: markup
+                # "function" before the separator, the name after it: markup.
+                before = word_end > pos and starts_or_partial(buf, word_end, separator)
+                if before is None and not final:
+                    return pos, Status.CONTINUE
+                self._after_separator = False
+                if before or (
+                    after_separator
+                    and word_end > pos
+                    and (word_end == len(buf) or buf[word_end] in "<\r\n")
+                ):
+                    self._blank = ""
+                    return word_end, None
+            self._after_separator = False
             # Prose between calls (or after them, the closing marker left out) is
             # content; the section goes on, so that markup after the prose is still read.
+            self._ctx.content(self._blank)
+            self._blank = ""
             self._prose = True
             return self._prose_text(buf, pos, final)
         fresh = self._fresh
@@ -402,9 +424,11 @@ class XmlParamsRegion:
         self._fresh = False
         dialect = self._dialect
         opens_call = dialect.invoke is not None and buf.startswith("<" + dialect.invoke, pos)
+        blank, self._blank = self._blank, ""
         if self._state is _State.SECTION and not opens_call:
             if final and stop >= len(buf) and self._is_own_markup(buf[pos:]):
                 return len(buf), Status.DONE  # a closing marker cut short by the end
+            self._ctx.content(blank)
             return pos, Status.DONE
         if opens_call:
             self._end_call()
@@ -426,6 +450,8 @@ class XmlParamsRegion:
         dialect = self._dialect
         raw = buf[pos:end]
         state = self._state
+        self._after_separator = raw == dialect.name_separator
+        blank, self._blank = self._blank, ""
         if raw == dialect.section_end:
             self._end_call()
             return end, Status.DONE
@@ -445,6 +471,7 @@ class XmlParamsRegion:
                 tag.closing and tag.name in (dialect.invoke, dialect.parameter, dialect.value_tag)
             ):
                 return end, None
+            self._ctx.content(blank)
             return pos, Status.DONE  # someone else's markup: the section is over
         # Inside a call.
         if (tag.closing and tag.name == dialect.invoke) or raw in dialect.skip_tags:
