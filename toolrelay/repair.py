@@ -20,6 +20,7 @@ read (the buffer discipline of h11):
 from __future__ import annotations
 
 import enum
+import json
 import math
 import re
 from typing import Any
@@ -431,4 +432,4 @@ def repair_json(text: str) -> Any:
     out = writer.take()
     if not out:
         return None
-    return orjson.loads(out)
+    return json.loads(out)  # not orjson, which turns integers beyond 64 bits into floats

@@ -7,6 +7,7 @@ model wrote it rather than guessed at.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,24 +57,13 @@ def _as_type(text: str, kind: str) -> Any:
     lowered = stripped.lower()
     if kind == "string":
         return text
-    if kind == "integer":
-        try:
-            return int(stripped)
-        except ValueError:
-            try:
-                number = float(stripped)
-            except ValueError:
-                return _MISSING
-            return int(number) if number.is_integer() else _MISSING
-    if kind == "number":
-        try:
-            return int(stripped)
-        except ValueError:
-            try:
-                number = float(stripped)
-            except ValueError:
-                return _MISSING
-            return number if number == number and abs(number) != float("inf") else _MISSING
+    if kind in ("integer", "number"):
+        number = _number(stripped)
+        if number is None:
+            return _MISSING
+        if kind == "integer":
+            return int(number) if float(number).is_integer() else _MISSING
+        return number
     if kind == "boolean":
         if lowered in _TRUE:
             return True
@@ -89,6 +79,19 @@ def _as_type(text: str, kind: str) -> Any:
             value = repair_json(stripped)
         return value if isinstance(value, expected) else _MISSING
     return _MISSING
+
+
+def _number(text: str) -> int | float | None:
+    """The finite number ``text`` spells, an int when it is written as one."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _escaped_json(text: str) -> Any:
