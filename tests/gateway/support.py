@@ -44,28 +44,28 @@ TIME_TOOL: dict[str, Any] = {
 ASK_WEATHER = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 
-class GatewayServer:
-    """The real gateway app served by uvicorn from a background thread."""
+class Served:
+    """An ASGI app served by uvicorn from a background thread on a free port."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.app = create_app(settings)
+    def __init__(self, app: Any) -> None:
+        self.app = app
         sock = listening_socket("127.0.0.1", 0)
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, timeout_graceful_shutdown=1
+            app, log_level="warning", access_log=False, timeout_graceful_shutdown=1
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
         )
 
-    def start(self) -> GatewayServer:
+    def start(self) -> Served:
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the gateway did not start")
+                raise RuntimeError("the server did not start")
             time.sleep(0.002)
         return self
 
@@ -73,20 +73,32 @@ class GatewayServer:
         self._server.should_exit = True
         self._thread.join(10)
 
+
+class GatewayServer(Served):
+    """The real gateway app."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(create_app(settings))
+
     def client(self, **kwargs: Any) -> openai.OpenAI:
         return openai.OpenAI(
             base_url=self.url + "/v1", api_key="none", max_retries=0, timeout=20, **kwargs
         )
 
-    def async_client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(
-            base_url=self.url + "/v1", api_key="none", max_retries=0, timeout=20
-        )
+
+@contextmanager
+def served(app: Any) -> Iterator[Served]:
+    server = Served(app).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @contextmanager
 def gateway(backend_url: str, **settings: Any) -> Iterator[GatewayServer]:
-    server = GatewayServer(Settings(backend=backend_url, **settings)).start()
+    server = GatewayServer(Settings(backend=backend_url, **settings))
+    server.start()
     try:
         yield server
     finally:

@@ -92,39 +92,50 @@ class NativeCalls:
             function = {}
         call_id = entry.get("id") if isinstance(entry.get("id"), str) and entry.get("id") else None
         name = function.get("name") if isinstance(function.get("name"), str) else None
-        slot = self._slot_for(entry.get("index"), call_id)
+        arguments = function.get("arguments")
+        index = entry.get("index") if isinstance(entry.get("index"), int) else None
+        slot = self._slot_for(index, call_id, name, isinstance(arguments, dict))
         if slot is None:
-            slot = self._open(entry.get("index"), call_id, name)
+            slot = self._open(index, call_id, name)
         elif name and not slot.name:
             slot.name = name  # later repeats of the name are ignored, never appended
-        arguments = function.get("arguments")
         if isinstance(arguments, dict):
             slot.arguments = [orjson.dumps(arguments).decode()]
         elif isinstance(arguments, str):
             slot.arguments.append(arguments)
 
-    def _slot_for(self, index: Any, call_id: str | None) -> _Slot | None:
+    def _slot_for(
+        self, index: int | None, call_id: str | None, name: str | None, whole: bool
+    ) -> _Slot | None:
+        """The call this entry continues; None when it starts a new one."""
         if call_id is not None:
             found = self._by_id.get(call_id)
             if found is not None:
                 return self._slots[found]
-        if isinstance(index, int) and index in self._by_index:
-            slot = self._slots[self._by_index[index]]
-            if call_id is not None and slot.id is not None and slot.id != call_id:
-                return None  # a second call merged under an index already in use
-            if call_id is not None and slot.id is None:
-                slot.id = call_id
-                self._by_id[call_id] = self._by_index[index]
-            return slot
-        if index is None and call_id is None and self._slots:
-            return self._slots[-1]  # a continuation that lost its index
-        return None
+        if index is not None:
+            position = self._by_index.get(index)
+        else:
+            # No index: a continuation of the last call, if it can be one.
+            position = len(self._slots) - 1 if self._slots and call_id is None else None
+        if position is None:
+            return None
+        slot = self._slots[position]
+        if call_id is not None and slot.id is not None and slot.id != call_id:
+            return None  # a second call merged under an index already in use
+        if name and slot.name and name != slot.name:
+            return None  # another call's name: a new call, whatever the index says
+        if whole and slot.arguments:
+            return None  # complete arguments again: a new call
+        if call_id is not None and slot.id is None:
+            slot.id = call_id
+            self._by_id[call_id] = position
+        return slot
 
-    def _open(self, index: Any, call_id: str | None, name: str | None) -> _Slot:
+    def _open(self, index: int | None, call_id: str | None, name: str | None) -> _Slot:
         slot = _Slot(call_id, name)
         position = len(self._slots)
         self._slots.append(slot)
-        if isinstance(index, int):
+        if index is not None:
             self._by_index[index] = position
         if call_id is not None:
             self._by_id[call_id] = position

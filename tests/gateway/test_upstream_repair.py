@@ -1,0 +1,157 @@
+"""Upstream servers that get native tool-call deltas wrong, repaired on the way.
+
+The backend here is a small real HTTP server replaying wire shapes seen from
+real servers (missing index, repeated names, two calls under one index,
+interleaved indices, whole calls with object arguments, empty ids).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.gateway.support import TIME_TOOL, WEATHER_TOOL, GatewayServer, gateway, served
+
+
+def _call(index: int | None, **fields: Any) -> dict[str, Any]:
+    entry = dict(fields)
+    if index is not None:
+        entry["index"] = index
+    return entry
+
+
+def _fn(name: str | None = None, arguments: Any = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if name is not None:
+        out["name"] = name
+    if arguments is not None:
+        out["arguments"] = arguments
+    return out
+
+
+STREAMS: dict[str, list[list[dict[str, Any]]]] = {
+    "missing index": [
+        [_call(None, id="c1", type="function", function=_fn("get_weather", ""))],
+        [_call(None, function=_fn(arguments='{"city":'))],
+        [_call(None, function=_fn(arguments=' "Oslo"}'))],
+    ],
+    "repeated names": [
+        [_call(0, id="c1", type="function", function=_fn("get_weather", '{"city"'))],
+        [_call(0, id="c1", type="function", function=_fn("get_weather", ': "Oslo"'))],
+        [_call(0, id="c1", type="function", function=_fn("get_weather", "}"))],
+    ],
+    "merged calls": [
+        [_call(0, id="c1", type="function", function=_fn("get_weather", '{"city": "Oslo"}'))],
+        [_call(0, id="c2", type="function", function=_fn("get_time", '{"tz": "CET"}'))],
+    ],
+    "interleaved": [
+        [_call(0, id="c1", type="function", function=_fn("get_weather", ""))],
+        [_call(1, id="c2", type="function", function=_fn("get_time", ""))],
+        [_call(0, function=_fn(arguments='{"city": "Oslo"}'))],
+        [_call(1, function=_fn(arguments='{"tz": "CET"}'))],
+    ],
+    "whole objects": [
+        [
+            _call(None, id="", function=_fn("get_weather", {"city": "Oslo"})),
+            _call(None, function=_fn("get_time", {"tz": "CET"})),
+        ]
+    ],
+}
+EXPECTED = {
+    "missing index": [("get_weather", {"city": "Oslo"})],
+    "repeated names": [("get_weather", {"city": "Oslo"})],
+    "merged calls": [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})],
+    "interleaved": [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})],
+    "whole objects": [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})],
+}
+
+
+async def completions(request: Request) -> Response:
+    body = await request.json()
+    case = body["messages"][-1]["content"]
+    common = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    if body.get("stream"):
+
+        async def frames() -> Iterator[bytes]:  # type: ignore[misc]
+            for deltas in STREAMS[case]:
+                chunk = {**common, "choices": [{"index": 0, "delta": {"tool_calls": deltas}}]}
+                yield b"data: " + orjson.dumps(chunk) + b"\n\n"
+            end = {**common, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+            yield b"data: " + orjson.dumps(end) + b"\n\ndata: [DONE]\n\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+    calls = [
+        {"id": "", "type": "function", "function": {"name": "search", "arguments": {"q": "x"}}},
+        {"function": {"name": "get_weather", "arguments": '"{\\"city\\": \\"Oslo\\"}"'}},
+    ]
+    message = {"role": "assistant", "content": None, "tool_calls": calls}
+    return JSONResponse(
+        {**common, "object": "chat.completion", "choices": [{"index": 0, "message": message}]}
+    )
+
+
+NAMESPACED = {
+    "type": "function",
+    "function": {"name": "docs__search", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.fixture(scope="module")
+def gw() -> Iterator[GatewayServer]:
+    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    with served(app) as upstream, gateway(upstream.url + "/v1", backend_kind="openai") as server:
+        yield server
+
+
+@pytest.mark.parametrize("case", list(STREAMS))
+def test_streamed_deltas_are_repaired(gw: GatewayServer, case: str) -> None:
+    client = gw.client()
+    messages: Any = [{"role": "user", "content": case}]
+    raw = list(
+        client.chat.completions.create(
+            model="m", messages=messages, tools=[WEATHER_TOOL, TIME_TOOL], stream=True
+        )
+    )
+    entries = [tc for chunk in raw for tc in (chunk.choices[0].delta.tool_calls or [])]
+    seen: list[int] = []
+    for entry in entries:
+        assert isinstance(entry.index, int) and entry.function is not None
+        if entry.index not in seen:
+            seen.append(entry.index)
+            assert entry.id and entry.type == "function" and entry.function.name
+        else:
+            # Name and id once per index, and never back to an earlier index.
+            assert entry.id is None and entry.function.name is None
+            assert entry.index == seen[-1]
+    with client.chat.completions.stream(
+        model="m", messages=messages, tools=[WEATHER_TOOL, TIME_TOOL]
+    ) as stream:
+        final = stream.get_final_completion()
+    calls = final.choices[0].message.tool_calls or []
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == EXPECTED[case]
+    assert len({c.id for c in calls}) == len(calls)
+    assert final.choices[0].finish_reason == "tool_calls"
+
+
+def test_whole_message_calls_are_repaired(gw: GatewayServer) -> None:
+    reply = gw.client().chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": "x"}],
+        tools=[NAMESPACED, WEATHER_TOOL],
+    )
+    calls = reply.choices[0].message.tool_calls or []
+    # Empty id replaced, object arguments serialised, short name rewritten,
+    # double-encoded arguments decoded.
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+        ("docs__search", {"q": "x"}),
+        ("get_weather", {"city": "Oslo"}),
+    ]
+    assert all(c.id and c.type == "function" for c in calls)
