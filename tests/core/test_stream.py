@@ -13,6 +13,7 @@ from toolrelay import (
     ToolCallArgumentsDelta,
     ToolCallEnd,
     ToolCallStart,
+    parse_tool_calls,
 )
 from toolrelay.formats import opener_table
 
@@ -107,3 +108,22 @@ def test_calls_between_prose_in_any_chunking(prose: str, cuts: list[int]) -> Non
     check_stream(text, cuts)
     events = stream(text, cuts)
     assert [e.call.name for e in events if isinstance(e, ToolCallEnd)] == ["get_weather", "g"]
+
+
+@pytest.mark.parametrize(
+    ("text", "names", "reasoning"),
+    [
+        ('<think>plan <tool_call>{"name": "f", "arguments": {}}</tool_call></think>ok', [], None),
+        ('<think>plan <tool_call>\n{"name": "f", "arguments": {"a": 1}}', ["f"], "plan "),
+        ("<think>plan <function=f><parameter=a>1", ["f"], "plan "),
+        ('<think>x</think>{"name": "g", "arguments": {}}', ["g"], "x"),
+    ],
+)
+def test_reasoning_policy(text: str, names: list[str], reasoning: str | None) -> None:
+    check_stream(text, list(range(1, len(text))))
+    result = parse_tool_calls(text)
+    assert [c.name for c in result.calls] == names
+    if reasoning is not None:
+        assert result.reasoning == reasoning
+    else:
+        assert "<tool_call>" in (result.reasoning or "")

@@ -27,6 +27,8 @@ WRAPPERS = (
 class _MarkerSearch(Protocol):
     def search_marked(self, buf: str, pos: int, end: int) -> int: ...
 
+    def safe_end(self, buf: str, pos: int) -> int: ...
+
 
 class ThinkRegion:
     """Streams reasoning until the closing tag; holds back a call written inside."""
@@ -44,11 +46,17 @@ class ThinkRegion:
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
         ctx = self._ctx
+        table: _MarkerSearch = ctx.openers
         found, safe = find_marker(buf, pos, self._closer)
-        limit = found if found >= 0 else (len(buf) if final else safe)
+        if found >= 0:
+            limit = found
+        elif final:
+            limit = len(buf)
+        else:
+            # Hold back a possible partial call marker as well as a partial closer.
+            limit = safe if self._holding else min(safe, table.safe_end(buf, pos))
         if not self._holding:
-            table: _MarkerSearch | None = ctx.openers
-            call_at = table.search_marked(buf, pos, limit) if table is not None else -1
+            call_at = table.search_marked(buf, pos, found if found >= 0 else len(buf))
             if call_at >= 0:
                 ctx.reasoning(buf[pos:call_at])
                 self._holding = True
@@ -71,11 +79,11 @@ class ThinkRegion:
         from toolrelay.stream import StreamParser  # the parser is this module's user
 
         ctx = self._ctx
-        mark = len(ctx.events)
+        earlier = ctx.events
+        ctx.events = []
         nested = StreamParser(_context=ctx, format=ctx.format_name)
-        nested.feed("".join(self._held))
-        produced = ctx.events[mark:] + nested.close()
-        del ctx.events[mark:]
+        produced = nested.feed("".join(self._held)) + nested.close()
+        ctx.events = earlier
         for event in produced:
             if isinstance(event, ContentDelta):
                 ctx.reasoning(event.text)
