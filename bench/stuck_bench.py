@@ -27,20 +27,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolrelay.stuck import StuckDetector, gateway_verdict, normalize, similarity, transcript
+from toolrelay.stuck import StuckDetector, clear_caches, gateway_verdict
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 HEADING = "## Stuck detector"
-MEMOS = (
-    normalize._canonical_arguments,
-    normalize.result_fingerprint,
-    normalize.error_fingerprint,
-    similarity.loose_form,
-    similarity._features,
-    transcript._matches_any,
-    transcript._outcome,
-    transcript.call_reader,
-)
 
 
 def source_file(n: int) -> str:
@@ -103,16 +93,11 @@ def agent_transcript(rounds: int) -> list[dict[str, Any]]:
     return messages
 
 
-def clear_memos() -> None:
-    for memo in MEMOS:
-        memo.cache_clear()
-
-
 def median_us(check: Callable[[], object], runs: int, cold: bool = False) -> float:
     samples = []
     for _ in range(runs):
         if cold:
-            clear_memos()
+            clear_caches()
         start = time.perf_counter_ns()
         check()
         samples.append(time.perf_counter_ns() - start)
@@ -128,7 +113,7 @@ def per_round_us(messages: list[dict[str, Any]], check: Check) -> float:
     ``check`` gets the history up to the end of a round and the assistant
     message that comes next.
     """
-    clear_memos()
+    clear_caches()
     samples = []
     for end in range(1, len(messages)):
         ends_round = messages[end - 1]["role"] == "tool" and messages[end]["role"] == "assistant"

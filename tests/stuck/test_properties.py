@@ -10,6 +10,9 @@ from hypothesis import strategies as st
 from toolrelay.stuck import (
     StuckConfig,
     StuckDetector,
+    Verdict,
+    apply_nudge,
+    clear_caches,
     gateway_verdict,
     name_saturation,
     signature,
@@ -79,21 +82,60 @@ transcripts = st.lists(
 ).map(lambda chunks: [message for chunk in chunks for message in chunk])
 
 
+ROUND_CHOICES = [
+    ("read", '{"path": "a"}', "A"),
+    ("read", '{"path":"a"}', "A"),
+    ("test", "{}", "1 failed"),
+    ("run", '{"cmd": "foo"}', "Error: command not found"),
+    ("job_status", '{"id": 1}', "running"),
+    ("send_email", '{"to": "x"}', "sent"),
+]
+
+
+@st.composite
+def looping_transcript(draw: st.DrawFn) -> list[Any]:
+    """Complete rounds from a tiny alphabet, so that loops of every kind occur."""
+    messages: list[Any] = [{"role": "user", "content": "go"}]
+    # Runs of one round or of a pair of rounds, each repeated a few times.
+    runs = draw(
+        st.lists(
+            st.tuples(
+                st.lists(st.sampled_from(ROUND_CHOICES), min_size=1, max_size=2),
+                st.integers(min_value=1, max_value=5),
+            ),
+            max_size=6,
+        )
+    )
+    rounds = [round_ for unit, times in runs for _ in range(times) for round_ in unit]
+    for n, (name, args, result) in enumerate(rounds):
+        call = {"id": f"c{n}", "type": "function", "function": {"name": name, "arguments": args}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": result})
+        if draw(st.integers(min_value=0, max_value=15)) == 0:
+            messages.append(draw(single_messages))
+    return messages
+
+
 @PROPERTY_SETTINGS
-@given(messages=transcripts, pending=tool_round())
+@given(messages=st.one_of(transcripts, looping_transcript()), pending=tool_round())
 def test_checks_never_raise_and_are_deterministic(messages: list[Any], pending: list[Any]) -> None:
     assistant = pending[0]
-    for detector in DETECTORS:
-        first = detector.check_round(messages)
-        assert first == detector.check_round(list(messages))
-        decision = detector.check_pending(messages, assistant)
-        assert decision == detector.check_pending(list(messages), assistant)
-        if first is not None:
-            assert first.first_index <= first.last_index < len(messages)
-            assert first.to_public_dict()["pattern"] == first.pattern
-    verdict = gateway_verdict(messages)
-    assert verdict == gateway_verdict(list(messages))
-    name_saturation(messages)
+
+    def all_answers() -> list[object]:
+        answers: list[object] = [gateway_verdict(messages), name_saturation(messages)]
+        for detector in DETECTORS:
+            answers += [detector.check_round(messages), detector.check_pending(messages, assistant)]
+        return answers
+
+    first = all_answers()
+    assert all_answers() == first
+    # Memoisation saves work and never changes an answer.
+    clear_caches()
+    assert all_answers() == first
+    for answer in first:
+        if isinstance(answer, Verdict):
+            assert answer.first_index <= answer.last_index < len(messages)
+            assert answer.to_public_dict()["pattern"] == answer.pattern
 
 
 @PROPERTY_SETTINGS
@@ -110,3 +152,40 @@ def test_arbitrary_json_values_never_raise(messages: list[Any], pending: Any) ->
 @given(name=st.text(max_size=10), args=st.text(max_size=60))
 def test_signature_is_total_and_stable(name: str, args: str) -> None:
     assert signature(name, args) == signature(name, args)
+
+
+@PROPERTY_SETTINGS
+@given(choices=st.lists(st.sampled_from(ROUND_CHOICES[1:4]), max_size=30))
+def test_an_enforcing_loop_never_runs_a_no_progress_call_a_fourth_time(
+    choices: list[tuple[str, str, str]],
+) -> None:
+    detector = StuckDetector()
+    messages: list[Any] = [{"role": "user", "content": "go"}]
+    executed: list[tuple[str, str] | None] = []  # per round: the call run, None if blocked
+    for n, (name, args, result) in enumerate(choices):
+        call = {"id": f"c{n}", "type": "function", "function": {"name": name, "arguments": args}}
+        assistant = {"role": "assistant", "content": None, "tool_calls": [call]}
+        decision = detector.check_pending(messages, assistant)
+        messages.append(assistant)
+        if decision.per_call[f"c{n}"] == "block":
+            messages += decision.blocked_results()
+            executed.append(None)
+        else:
+            messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": result})
+            executed.append((name, result))
+        if decision.halt:
+            break
+        verdict = detector.check_round(messages)
+        if verdict is not None and verdict.level == "halt":
+            break
+        if verdict is not None:
+            messages = apply_nudge(messages, verdict)
+    # Consecutive runs of one choice (a block does not end a run): a call that
+    # succeeds the same way runs at most 3 times, one that fails at most 2.
+    run_choice, runs_executed = None, 0
+    for choice, outcome in zip(choices, executed, strict=False):
+        if choice != run_choice:
+            run_choice, runs_executed = choice, 0
+        runs_executed += outcome is not None
+        limit = 2 if choice[2].startswith("Error") else 3
+        assert runs_executed <= limit, (choices, executed)

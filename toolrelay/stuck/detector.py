@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from toolrelay.stuck import normalize, similarity, transcript
 from toolrelay.stuck.config import StuckConfig
 from toolrelay.stuck.messages import block_text, describe_call, halt_text, nudge_text
 from toolrelay.stuck.patterns import (
@@ -342,3 +343,22 @@ def name_saturation(
         return None
     top = max(sorted(set(names)), key=names.count)
     return top if names.count(top) >= at_least else None
+
+
+def clear_caches() -> None:
+    """Forget every memoised signature, fingerprint and reader.
+
+    Checks give the same answers either way; this is for benchmarks that
+    measure the cold path and for callers that want the memory back.
+    """
+    for memo in (
+        normalize._canonical_arguments,
+        normalize.result_fingerprint,
+        normalize.error_fingerprint,
+        similarity.loose_form,
+        similarity._features,
+        transcript._matches_any,
+        transcript._outcome,
+        transcript.call_reader,
+    ):
+        memo.cache_clear()
