@@ -172,3 +172,15 @@ def test_omit_tool_choice(sim: Simulator) -> None:
         _ask(gw, "weather in Paris", "auto")
     assert "tool_choice" not in sim.requests[-1].body
     assert sim.requests[-1].body["tools"]
+
+
+def test_required_re_ask_uses_guided_decoding_where_offered(sim: Simulator) -> None:
+    with gateway(sim.openai_url, backend_kind="vllm") as gw:
+        reply = _ask(gw, "please act", "required")
+    assert _names(reply) == ["get_weather"]
+    schema = sim.requests[-1].body["response_format"]["json_schema"]["schema"]
+    assert [v["properties"]["name"]["const"] for v in schema["anyOf"]] == [
+        "get_weather",
+        "get_time",
+    ]
+    assert "tools" not in sim.requests[-1].body

@@ -39,6 +39,9 @@ REQUIRED_UNMET = (
     "tool_choice required a tool call, but the model answered without one "
     "(also after one re-ask with a stricter directive)"
 )
+# Backend kinds whose OpenAI endpoint takes a json_schema response_format and
+# enforces it while decoding.
+GUIDED_KINDS = frozenset({"vllm", "sglang", "llamacpp", "lmstudio"})
 # Request fields a tool-less (rescued) backend must not receive.
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
 
@@ -113,10 +116,21 @@ async def round_mode(backend: Backend, req: RoundRequest) -> RoundMode:
 
 
 async def backend_body(
-    backend: Backend, req: RoundRequest, mode: RoundMode, *, strict: bool = False
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    *,
+    strict: bool = False,
+    constrained: bool = False,
 ) -> dict[str, Any]:
-    """The body the backend receives for this round in this mode."""
+    """The body the backend receives for this round in this mode.
+
+    ``constrained`` adds a JSON-schema ``response_format`` that only admits a
+    call to an allowed tool, for backend kinds with guided decoding.
+    """
     body = dict(req.body)
+    if constrained and "response_format" not in body:
+        body["response_format"] = _call_format(req.plan.tools)
     if mode == "rescue":
         for key in TOOL_FIELDS:
             body.pop(key, None)
@@ -134,6 +148,26 @@ async def backend_body(
         # We speak Ollama's OpenAI-compatible /v1, not its native /api/chat.
         body = apply_profile(body, req.profile, "ollama-openai" if kind == "ollama" else kind)
     return body
+
+
+def _call_format(tools: tuple[Any, ...]) -> dict[str, Any]:
+    """A ``response_format`` whose only valid outputs are ``{"name", "arguments"}``
+    objects calling one of ``tools``."""
+    variants = []
+    for tool in tools:
+        function = tool.get("function") or {}
+        parameters = function.get("parameters") or {"type": "object"}
+        variants.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": function.get("name")}, "arguments": parameters},
+                "required": ["name", "arguments"],
+            }
+        )
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "tool_call", "schema": {"anyOf": variants}},
+    }
 
 
 def _finish_reason(req: RoundRequest, has_calls: bool, upstream: Any) -> str:
@@ -193,8 +227,10 @@ async def _attempt(
     counters: Counters,
     *,
     strict: bool = False,
+    constrained: bool = False,
 ) -> Reply:
-    answer = await backend.complete(await backend_body(backend, req, mode, strict=strict))
+    body = await backend_body(backend, req, mode, strict=strict, constrained=constrained)
+    answer = await backend.complete(body)
     choices = answer.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else {}
     if not isinstance(choice, dict):
@@ -245,15 +281,27 @@ async def complete_round(backend: Backend, req: RoundRequest, counters: Counters
         mode = "rescue"
         reply = await _attempt(backend, req, mode, counters)
     if req.plan.mode == "required" and not reply.calls:
-        # The backend ignored the requirement: ask once more, as plainly as we can.
+        # The backend ignored the requirement: ask once more, as plainly as we
+        # can, and with guided decoding where the backend has it.
         counters.inc("fallbacks", "required_reask")
-        again = await _attempt(backend, req, "rescue", counters, strict=True)
+        again = await _reask(backend, req, counters)
         if again.calls:
             return again
         counters.inc("required_unmet")
         best = again if again.content else reply
         return replace(best, warning=REQUIRED_UNMET)
     return reply
+
+
+async def _reask(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
+    if await backend.kind() in GUIDED_KINDS:
+        try:
+            return await _attempt(backend, req, "rescue", counters, strict=True, constrained=True)
+        except BackendError as exc:
+            if exc.upstream_status is None or exc.upstream_status >= 500:
+                raise
+            # This server or model rejects the schema: ask without it.
+    return await _attempt(backend, req, "rescue", counters, strict=True)
 
 
 def _may_rescue(backend: Backend, req: RoundRequest, mode: RoundMode, exc: BackendError) -> bool:
