@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -220,3 +221,19 @@ def test_metrics_and_docs(gw: GatewayServer) -> None:
     assert "/v1/chat/completions" in spec["paths"]
     docs = httpx.get(gw.url + "/docs", timeout=10)
     assert docs.status_code == 200 and "openapi.json" in docs.text
+
+
+def test_client_leaving_mid_stream_stops_the_relay() -> None:
+    with stack(delay_ms=50, chunk=1, gateway_settings={"backend_kind": "openai"}) as (_, gw):
+        body = {"model": "toolrelay-sim", "messages": ASK_WEATHER, "stream": True}
+        with httpx.stream("POST", gw.url + COMPLETIONS, json=body, timeout=20) as response:
+            for line in response.iter_lines():
+                if line.startswith('data: {"id"') and '"content":"' in line:
+                    break  # leave after the first piece of text
+        deadline = time.monotonic() + 10
+        while True:
+            counters = httpx.get(gw.url + "/health", timeout=10).json()["counters"]
+            if counters["requests"].get("client_gone"):
+                break
+            assert time.monotonic() < deadline, counters
+            time.sleep(0.05)

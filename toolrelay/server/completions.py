@@ -49,8 +49,9 @@ class ChatCompletions:
             if verdict is not None:
                 chat.round = loops.final_answer_request(chat.round, verdict)
                 extra["toolrelay_stuck"] = verdict.to_public_dict()
+            outcome = "ok"
             if chat.stream:
-                await self._stream(chat, extra, send, receive)
+                outcome = await self._stream(chat, extra, send, receive)
             else:
                 reply = await complete_round(
                     self.gateway.backends.for_model(chat.round.model), chat.round, counters
@@ -58,7 +59,7 @@ class ChatCompletions:
                 if reply.warning:
                     extra["toolrelay_warning"] = reply.warning
                 await send_json(send, 200, completion(reply, chat.round.model, extra))
-            counters.inc("requests", "ok")
+            counters.inc("requests", outcome)
         except APIError as exc:
             counters.inc("requests", "invalid" if exc.status < 500 else "error")
             await send_json(send, exc.status, exc.to_dict())
@@ -76,7 +77,8 @@ class ChatCompletions:
 
     async def _stream(
         self, chat: ChatRequest, extra: dict[str, Any], send: Send, receive: Receive
-    ) -> None:
+    ) -> str:
+        """Stream the round; the outcome for the request counter."""
         backend = self.gateway.backends.for_model(chat.round.model)
         items = stream_round(backend, chat.round, self.gateway.counters)
         # Errors up to Opened are answered with a status; later ones in the stream.
@@ -85,13 +87,18 @@ class ChatCompletions:
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         writer = _StreamWriter(send, self.gateway.settings.keepalive_interval)
         watcher = asyncio.create_task(_watch_disconnect(receive, writer))
+        outcome = "ok"
         try:
             await writer.write(encoder.role())
             await _relay(items, encoder, writer, extra)
+            if writer.disconnected:
+                outcome = "client_gone"
         except BackendError as exc:
+            outcome = "backend_error"
             self.gateway.counters.inc("backend_errors", str(exc.status))
             await writer.write(sse_error(upstream(exc.status, exc.message).to_dict()))
         except Exception:
+            outcome = "error"
             log.exception("stream failed after it started")
             error = APIError(500, "toolrelay failed while streaming", type="server_error")
             await writer.write(sse_error(error.to_dict()))
@@ -100,6 +107,7 @@ class ChatCompletions:
             watcher.cancel()
             await items.aclose()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return outcome
 
 
 async def _relay(

@@ -78,7 +78,12 @@ class ChunkStream:
         return batch
 
     async def aclose(self) -> None:
-        self._response.release()
+        if self._done:
+            self._response.release()
+        else:
+            # Stopped early (the client left, or an error): closing the
+            # connection tells the server to stop generating.
+            self._response.close()
 
     async def __aenter__(self) -> ChunkStream:
         return self
