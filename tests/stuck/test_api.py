@@ -368,3 +368,13 @@ def test_the_same_parallel_round_again_and_again_is_a_loop() -> None:
         messages += parallel(n, [READ_A, ("read", {"path": "b"}, "B")])
     decision = StuckDetector().check_pending(messages, pending(("read", {"path": "a"})))
     assert decision.per_call == {"p0": "block"}
+
+
+def test_very_long_results_and_arguments_are_compared_too() -> None:
+    big = "line of output\n" * 10_000
+    big_args = {"path": "a", "content": "x" * 50_000}
+    looping = ("write_file", big_args, big)
+    verdict = StuckDetector().check_round(conversation(looping, looping))
+    assert verdict is not None and verdict.pattern == "side_effect_repeat"
+    changed = ("read", {"path": "a"}, big + "one more line")
+    assert StuckDetector().check_round(conversation(READ_A, changed, READ_A)) is None

@@ -353,10 +353,10 @@ def clear_caches() -> None:
     """
     for memo in (
         normalize._canonical_arguments,
-        normalize.result_fingerprint,
-        normalize.error_fingerprint,
-        similarity.loose_form,
-        similarity._features,
+        normalize._result_fingerprint,
+        normalize._error_fingerprint,
+        similarity._loose_form,
+        similarity._memo_features,
         transcript._matches_any,
         transcript._outcome,
         transcript.call_reader,

@@ -27,6 +27,11 @@ from toolrelay.stuck.config import (
 _NAME_PREFIX = "functions."
 _RAW_PREFIX = "RAW:"
 _DIGEST_CHARS = 16
+# Memos keep their keys alive, so only texts up to this size are remembered
+# (a 12k-character tool result fits; a multi-megabyte raw_content does not),
+# in at most MEMO_ENTRIES entries per memo: a bounded few tens of megabytes.
+MEMO_MAX_CHARS = 32_768
+MEMO_ENTRIES = 1024
 # Double-encoded arguments are unwrapped at most this often; a deeper nesting
 # is not something a model produces by accident.
 _MAX_UNWRAP = 3
@@ -109,7 +114,7 @@ def _parse_arguments(args_json: str) -> Any:
     return value
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=MEMO_ENTRIES)
 def _canonical_arguments(
     args_json: str,
     defaults: tuple[tuple[str, str], ...],
@@ -167,7 +172,12 @@ def canonical_arguments(
     command_keys: frozenset[str] = DEFAULT_COMMAND_ARG_KEYS,
 ) -> str:
     """Canonical JSON of a call's arguments, or ``RAW:<text>`` when it is not JSON."""
-    return _canonical_arguments(args_json, defaults, volatile_keys, path_keys, command_keys)
+    compute = (
+        _canonical_arguments
+        if len(args_json) <= MEMO_MAX_CHARS
+        else _canonical_arguments.__wrapped__
+    )
+    return compute(args_json, defaults, volatile_keys, path_keys, command_keys)
 
 
 def call_signature(name: str, canonical_args: str) -> str:
@@ -258,9 +268,15 @@ def mask_result(text: str) -> str:
     return _collapse(masked)
 
 
-@lru_cache(maxsize=4096)
 def result_fingerprint(text: str) -> str:
     """A short digest of a tool result that ignores timestamps, ids, pids and the like."""
+    if len(text) <= MEMO_MAX_CHARS:
+        return _result_fingerprint(text)
+    return _result_fingerprint.__wrapped__(text)
+
+
+@lru_cache(maxsize=MEMO_ENTRIES)
+def _result_fingerprint(text: str) -> str:
     stripped = text.strip()
     if _SHA256_TEXT.fullmatch(stripped):
         return _digest("sha256:" + stripped.removeprefix("sha256:"))
@@ -317,11 +333,17 @@ def error_line(text: str) -> str:
     return lines[0]
 
 
-@lru_cache(maxsize=4096)
 def error_fingerprint(text: str, error_type: str | None = None) -> str:
     """A short digest of an error: its type and masked message line.
 
     Line numbers are deliberately kept: the same message from another line is
     another error.
     """
+    if len(text) <= MEMO_MAX_CHARS:
+        return _error_fingerprint(text, error_type)
+    return _error_fingerprint.__wrapped__(text, error_type)
+
+
+@lru_cache(maxsize=MEMO_ENTRIES)
+def _error_fingerprint(text: str, error_type: str | None) -> str:
     return _digest((error_type or "") + "\0" + mask_result(error_line(text)))

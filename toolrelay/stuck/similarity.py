@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from toolrelay.stuck.normalize import MEMO_ENTRIES, MEMO_MAX_CHARS
+
 _TOKEN = re.compile(r"[\w./~-]+")
 _SHORT_FLAGS = re.compile(r"-[A-Za-z]+")
 
@@ -40,17 +42,29 @@ def _loosen(value: Any, key: str | None, command_keys: frozenset[str]) -> Any:
     return value
 
 
-@lru_cache(maxsize=4096)
 def loose_form(canonical_args: str, command_keys: frozenset[str]) -> str:
     """Canonical arguments with command lines put in a flag-order-free form."""
+    if len(canonical_args) <= MEMO_MAX_CHARS:
+        return _loose_form(canonical_args, command_keys)
+    return _loose_form.__wrapped__(canonical_args, command_keys)
+
+
+@lru_cache(maxsize=MEMO_ENTRIES)
+def _loose_form(canonical_args: str, command_keys: frozenset[str]) -> str:
     if canonical_args.startswith("RAW:"):
         return canonical_args
     value = orjson.loads(canonical_args)
     return orjson.dumps(_loosen(value, None, command_keys), option=orjson.OPT_SORT_KEYS).decode()
 
 
-@lru_cache(maxsize=4096)
 def _features(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    if len(text) <= MEMO_MAX_CHARS:
+        return _memo_features(text)
+    return _memo_features.__wrapped__(text)
+
+
+@lru_cache(maxsize=MEMO_ENTRIES)
+def _memo_features(text: str) -> tuple[frozenset[str], frozenset[str]]:
     tokens = frozenset(_TOKEN.findall(text))
     bigrams = frozenset(text[i : i + 2] for i in range(len(text) - 1))
     return tokens, bigrams

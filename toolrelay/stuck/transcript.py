@@ -17,6 +17,8 @@ import orjson
 
 from toolrelay.stuck.config import StuckConfig
 from toolrelay.stuck.normalize import (
+    MEMO_ENTRIES,
+    MEMO_MAX_CHARS,
     call_signature,
     canonical_arguments,
     error_fingerprint,
@@ -337,10 +339,6 @@ def call_id_of(raw: Mapping[str, Any], position: int) -> str:
     return call_id if isinstance(call_id, str) and call_id else f"call_{position}"
 
 
-# Bounds the memo of a reader; a turn holds far fewer distinct calls.
-_MAX_REMEMBERED_CALLS = 8192
-
-
 class CallReader:
     """Reads tool calls under one config and tool catalog.
 
@@ -395,9 +393,11 @@ class CallReader:
         )
         identity = self._seen.get(key)
         if identity is None:
-            if len(self._seen) >= _MAX_REMEMBERED_CALLS:
-                self._seen.clear()
-            identity = self._seen[key] = self._identity(*key)
+            identity = self._identity(*key)
+            if len(key[1]) <= MEMO_MAX_CHARS:
+                if len(self._seen) >= MEMO_ENTRIES:
+                    self._seen.clear()
+                self._seen[key] = identity
         return CallSpec(call_id_of(raw, position), message_index, identity)
 
     def read_all(self, message: Any, message_index: int) -> list[CallSpec]:
@@ -456,16 +456,18 @@ def _read_outcome(spec: CallSpec, message: Mapping[str, Any], content: str) -> O
     raw_content = message.get("raw_content")
     flag = message.get("is_error")
     error_type = message.get("error_type")
-    return _outcome(
+    raw = raw_content if isinstance(raw_content, str) else None
+    small = len(content) + len(raw or "") <= MEMO_MAX_CHARS
+    return (_outcome if small else _outcome.__wrapped__)(
         content,
-        raw_content if isinstance(raw_content, str) else None,
+        raw,
         flag if isinstance(flag, bool) else None,
         error_type if isinstance(error_type, str) else None,
         spec.canonical_args,
     )
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=MEMO_ENTRIES)
 def _outcome(
     content: str,
     raw_content: str | None,
