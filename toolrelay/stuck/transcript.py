@@ -444,12 +444,10 @@ def _split_nudge(content: str) -> tuple[str, str | None]:
     """The tool's own result and the pattern of a nudge appended to it, if any."""
     if TAG not in content:
         return content, None
-    last = None
-    for last in _NUDGE_TAG.finditer(content):  # noqa: B007 - the last match is wanted
-        pass
-    if last is None:
+    tags = list(_NUDGE_TAG.finditer(content))
+    if not tags:
         return content, None
-    return content[: last.start()], last.group(1)
+    return content[: tags[-1].start()], tags[-1].group(1)
 
 
 def _read_outcome(spec: CallSpec, message: Mapping[str, Any], content: str) -> Outcome:
