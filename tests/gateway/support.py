@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
 import uvicorn
@@ -44,6 +44,9 @@ TIME_TOOL: dict[str, Any] = {
 ASK_WEATHER = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 
+_S = TypeVar("_S", bound="Served")
+
+
 class Served:
     """An ASGI app served by uvicorn from a background thread on a free port."""
 
@@ -60,7 +63,7 @@ class Served:
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
         )
 
-    def start(self) -> Served:
+    def start(self: _S) -> _S:
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started:
@@ -72,6 +75,13 @@ class Served:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(10)
+
+    def __enter__(self: _S) -> _S:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 class GatewayServer(Served):
@@ -86,23 +96,8 @@ class GatewayServer(Served):
         )
 
 
-@contextmanager
-def served(app: Any) -> Iterator[Served]:
-    server = Served(app).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@contextmanager
-def gateway(backend_url: str, **settings: Any) -> Iterator[GatewayServer]:
-    server = GatewayServer(Settings(backend=backend_url, **settings))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def gateway(backend_url: str, **settings: Any) -> GatewayServer:
+    return GatewayServer(Settings(backend=backend_url, **settings))
 
 
 @contextmanager

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
+import yaml
 
 from tests.gateway.support import TIME_TOOL, WEATHER_TOOL, GatewayServer, gateway
+from toolrelay.io.settings import Settings
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 # The simulator ignores tool_choice, like many servers; the gateway's re-ask is
@@ -184,3 +187,25 @@ def test_required_re_ask_uses_guided_decoding_where_offered(sim: Simulator) -> N
         "get_time",
     ]
     assert "tools" not in sim.requests[-1].body
+
+
+def test_omit_tool_choice_per_backend_and_model(sim: Simulator, tmp_path: Path) -> None:
+    config = tmp_path / "toolrelay.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "backends": [{"url": sim.openai_url, "kind": "openai", "omit_tool_choice": True}],
+                "models": {"keeps-it": {"omit_tool_choice": False}},
+            }
+        )
+    )
+    with GatewayServer(Settings(config=str(config))) as gw:
+        _ask(gw, "weather in Paris", "auto")
+        assert "tool_choice" not in sim.requests[-1].body
+        gw.client().chat.completions.create(
+            model="keeps-it",
+            messages=[{"role": "user", "content": "weather in Paris"}],
+            tools=TOOLS,
+            tool_choice="auto",
+        )
+        assert sim.requests[-1].body["tool_choice"] == "auto"

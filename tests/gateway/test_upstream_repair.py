@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.gateway.support import TIME_TOOL, WEATHER_TOOL, GatewayServer, gateway, served
+from tests.gateway.support import TIME_TOOL, WEATHER_TOOL, GatewayServer, Served, gateway
 
 
 def _call(index: int | None, **fields: Any) -> dict[str, Any]:
@@ -107,7 +107,7 @@ NAMESPACED = {
 @pytest.fixture(scope="module")
 def gw() -> Iterator[GatewayServer]:
     app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
-    with served(app) as upstream, gateway(upstream.url + "/v1", backend_kind="openai") as server:
+    with Served(app) as upstream, gateway(upstream.url + "/v1", backend_kind="openai") as server:
         yield server
 
 

@@ -96,11 +96,7 @@ def read_request(body: dict[str, Any], settings: Settings, stuck_header: str | N
             parallel_tool_calls=parallel is not False,
             format=override.format or settings.format,
             tool_mode=override.tool_mode,
-            omit_tool_choice=bool(
-                override.omit_tool_choice
-                if override.omit_tool_choice is not None
-                else settings.omit_tool_choice
-            ),
+            omit_tool_choice=override.omit_tool_choice,
             profile=profile,
             finish_reason_named=override.finish_reason_named or settings.finish_reason_named,
         )

@@ -62,7 +62,8 @@ class RoundRequest:
     parallel_tool_calls: bool = True
     format: str = "auto"
     tool_mode: ToolMode | None = None
-    omit_tool_choice: bool = False
+    # None: the backend's own setting.
+    omit_tool_choice: bool | None = None
     profile: str | None = None
     finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
     plan: ToolChoicePlan = field(init=False)
@@ -141,7 +142,7 @@ async def backend_body(
             parallel_tool_calls=req.parallel_tool_calls,
             strength="strict" if strict else "normal",
         )
-    elif req.omit_tool_choice:
+    elif req.omit_tool_choice or (req.omit_tool_choice is None and backend.config.omit_tool_choice):
         body.pop("tool_choice", None)
     if req.profile:
         kind = await backend.kind()
