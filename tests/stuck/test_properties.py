@@ -180,6 +180,9 @@ def test_an_enforcing_loop_never_runs_a_no_progress_call_a_fourth_time(
             break
         if verdict is not None:
             messages = apply_nudge(messages, verdict)
+    final = detector.check_round(messages)
+    clear_caches()
+    assert detector.check_round(messages) == final
     # Consecutive runs of one choice (a block does not end a run): a call that
     # succeeds the same way runs at most 3 times, one that fails at most 2.
     run_choice, runs_executed = None, 0

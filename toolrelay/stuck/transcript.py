@@ -352,6 +352,18 @@ class CallReader:
         self.catalog = catalog
         self._defaults = dict(catalog.defaults)
         self._seen: dict[tuple[str, str], CallIdentity] = {}
+        self._rounds: dict[RoundKey, RoundReading] = {}
+
+    def remembered_round(self, key: RoundKey | None) -> RoundReading | None:
+        return None if key is None else self._rounds.get(key)
+
+    def remember_round(self, key: RoundKey | None, reading: RoundReading) -> None:
+        """Keep a round that depends only on its own messages (no blocked call)."""
+        if key is None:
+            return
+        if len(self._rounds) >= MEMO_ENTRIES:
+            self._rounds.clear()
+        self._rounds[key] = reading
 
     def _identity(self, raw_name: str, args_text: str) -> CallIdentity:
         config = self.config
@@ -544,6 +556,105 @@ def _pair_results(
     return [paired[spec.call_id] for spec in specs if spec.call_id in paired]
 
 
+RoundKey = tuple[Any, ...]
+# What reading one assistant message and its results gives: the round (None
+# when no call has a result yet) and the nudges found in the results.
+RoundReading = tuple["Round | None", tuple[tuple[int, str], ...]]
+
+
+def _round_key(
+    index: int, raw_calls: list[Mapping[str, Any]], results: list[tuple[int, Mapping[str, Any]]]
+) -> RoundKey | None:
+    """Everything a round is read from, as a hashable key; None when it is too big to keep."""
+    calls_key = []
+    for raw in raw_calls:
+        function = raw.get("function")
+        if not isinstance(function, (dict, Mapping)):
+            function = {}
+        name = function.get("name")
+        arguments = function.get("arguments")
+        call_id = raw.get("id")
+        calls_key.append(
+            (
+                call_id if isinstance(call_id, str) else None,
+                name if isinstance(name, str) else "",
+                arguments if isinstance(arguments, str) else _arguments_text(arguments),
+            )
+        )
+    results_key = []
+    size = 0
+    for result_index, result in results:
+        content = text_of(result.get("content"))
+        raw_content = result.get("raw_content")
+        raw_text = raw_content if isinstance(raw_content, str) else None
+        size += len(content) + len(raw_text or "")
+        call_id = result.get("tool_call_id")
+        flag = result.get("is_error")
+        error_type = result.get("error_type")
+        results_key.append(
+            (
+                result_index,
+                call_id if isinstance(call_id, str) else None,
+                content,
+                raw_text,
+                flag if isinstance(flag, bool) else None,
+                error_type if isinstance(error_type, str) else None,
+                result.get("blocked_by") == BLOCKED_BY,
+            )
+        )
+    if size > MEMO_MAX_CHARS:
+        return None
+    return (index, tuple(calls_key), tuple(results_key))
+
+
+def _read_round(
+    reader: CallReader,
+    index: int,
+    raw_calls: list[Mapping[str, Any]],
+    results: list[tuple[int, Mapping[str, Any]]],
+    previous: Mapping[str, Outcome],
+    last_single: Mapping[str, Outcome],
+) -> tuple[RoundReading, bool]:
+    """One round, and whether a call in it was blocked (its reading then depends
+    on the rounds before it, through ``previous`` and ``last_single``)."""
+    specs = [reader.read(raw, position, index) for position, raw in enumerate(raw_calls)]
+    nudges: list[tuple[int, str]] = []
+    calls: dict[str, Call] = {}
+    any_blocked = False
+    for spec, result_index, result in _pair_results(specs, results):
+        content = text_of(result.get("content"))
+        # Notes are appended, and a blocked result is only a note: the tail
+        # is enough to find one, and results can be long.
+        tagged = TAG in content[-_NOTE_SEARCH_CHARS:]
+        if tagged:
+            content, nudge = _split_nudge(content)
+            if nudge is not None:
+                nudges.append((result_index, nudge))
+        blocked = result.get("blocked_by") == BLOCKED_BY or (
+            tagged and _BLOCK_TAG.match(content) is not None
+        )
+        inherited = None
+        if blocked:
+            any_blocked = True
+            # A block is sticky (§7.6): the blocked call continues the
+            # streak it was blocked for, as if it had returned the same.
+            inherited = previous.get(spec.sig) or last_single.get(spec.name)
+        if spec.sig not in calls:
+            outcome = inherited or _read_outcome(spec, result, content)
+            calls[spec.sig] = Call(spec, result_index, outcome, blocked)
+    if not calls:
+        return (None, tuple(nudges)), any_blocked
+    ordered = tuple(calls.values())
+    round_ = Round(
+        message_index=index,
+        last_index=max([call.result_index for call in ordered]),
+        calls=ordered,
+        sigs=frozenset(calls),
+        key=frozenset([(call.sig, call.result.key) for call in ordered]),
+    )
+    return (round_, tuple(nudges)), any_blocked
+
+
 def read_window(messages: Sequence[Any], reader: CallReader) -> Window:
     start = window_start(messages, reader.config.window_max_calls)
     steps: list[Round | TextTurn] = []
@@ -567,8 +678,8 @@ def read_window(messages: Sequence[Any], reader: CallReader) -> Window:
         if role != "assistant":
             index += 1
             continue
-        specs = reader.read_all(message, index)
-        if not specs:
+        raw_calls = tool_calls_of(message)
+        if not raw_calls:
             text = text_of(message.get("content"))
             steps.append(TextTurn(index, _collapse(text).lower(), excerpt(text)))
             index += 1
@@ -581,42 +692,22 @@ def read_window(messages: Sequence[Any], reader: CallReader) -> Window:
                 break
             results.append((follower, candidate))
             follower += 1
-        calls: dict[str, Call] = {}
-        for spec, result_index, result in _pair_results(specs, results):
-            content = text_of(result.get("content"))
-            # Notes are appended, and a blocked result is only a note: the tail
-            # is enough to find one, and results can be long.
-            tagged = TAG in content[-_NOTE_SEARCH_CHARS:]
-            if tagged:
-                content, nudge = _split_nudge(content)
-                if nudge is not None:
-                    nudges.append((result_index, nudge))
-            blocked = result.get("blocked_by") == BLOCKED_BY or (
-                tagged and _BLOCK_TAG.match(content) is not None
+        key = _round_key(index, raw_calls, results)
+        reading = reader.remembered_round(key)
+        if reading is None:
+            reading, any_blocked = _read_round(
+                reader, index, raw_calls, results, previous, last_single
             )
-            inherited = None
-            if blocked:
-                # A block is sticky (§7.6): the blocked call continues the
-                # streak it was blocked for, as if it had returned the same.
-                inherited = previous.get(spec.sig) or last_single.get(spec.name)
-            outcome = inherited or _read_outcome(spec, result, content)
-            if spec.sig in calls:
-                continue
-            calls[spec.sig] = Call(spec, result_index, outcome, blocked)
-            previous[spec.sig] = outcome
-        if calls:
-            ordered = tuple(calls.values())
-            if len(ordered) == 1:
-                last_single[ordered[0].name] = previous[ordered[0].sig]
-            steps.append(
-                Round(
-                    message_index=index,
-                    last_index=max([call.result_index for call in ordered]),
-                    calls=ordered,
-                    sigs=frozenset(calls),
-                    key=frozenset([(call.sig, call.result.key) for call in ordered]),
-                )
-            )
+            if not any_blocked:
+                reader.remember_round(key, reading)
+        round_, round_nudges = reading
+        nudges.extend(round_nudges)
+        if round_ is not None:
+            for call in round_.calls:
+                previous[call.sig] = call.result
+            if len(round_.calls) == 1:
+                last_single[round_.calls[0].name] = round_.calls[0].result
+            steps.append(round_)
         index = follower
     return Window(
         steps=tuple(steps),
