@@ -518,6 +518,8 @@ def test_39_repeated_parallel_rounds_count_as_identical_calls() -> None:
 
 
 def test_40_a_duplicate_inside_one_round_counts_once() -> None:
+    # Running the duplicate once and answering its id with a reference is the
+    # agent loop's part; the detector's part is to count the pair as one call.
     conv = Conversation()
     conv.round([("read", {"path": "a"}), ("read", {"path": "a"})], ["A", "A"])
     no_verdict_so_far(conv)
@@ -667,6 +669,8 @@ def test_54_halt_is_data_for_the_caller_not_a_finish_reason() -> None:
 
 
 def test_55_cycle_with_a_poll_uses_the_polling_budget() -> None:
+    # The verdict stays a `cycle` (it is one), with the polling ladder and
+    # `polling=True`, and its nudge advises backing off.
     conv = Conversation()
     for _ in range(4):
         conv.call("job_status", {"id": "j"}, "running")
@@ -677,4 +681,5 @@ def test_55_cycle_with_a_poll_uses_the_polling_budget() -> None:
         verdict = conv.call("read", {"path": "log"}, "same log")
     verdict = expect(verdict, "cycle", "nudge", 10)
     assert verdict.polling and verdict.thresholds.nudge == 10
+    assert "wait longer between checks" in verdict.message_to_model
     assert [v for v in conv.verdicts if v is not None] == [verdict]
