@@ -7,10 +7,12 @@ interleaved indices, whole calls with object arguments, empty ids).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from starlette.applications import Starlette
@@ -77,6 +79,13 @@ EXPECTED = {
 async def completions(request: Request) -> Response:
     body = await request.json()
     case = body["messages"][-1]["content"]
+    if case == "slow":
+        # A slow model, asked without streaming.
+        await asyncio.sleep(0.6)
+        call = {"id": "c1", "type": "function", "function": {"name": "get_weather"}}
+        call["function"]["arguments"] = '{"city": "Oslo"}'
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return JSONResponse({"choices": [{"index": 0, "message": message}]})
     common = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
     if body.get("stream"):
 
@@ -105,9 +114,15 @@ NAMESPACED = {
 
 
 @pytest.fixture(scope="module")
-def gw() -> Iterator[GatewayServer]:
+def upstream() -> Iterator[Served]:
     app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
-    with Served(app) as upstream, gateway(upstream.url + "/v1", backend_kind="openai") as server:
+    with Served(app) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gw(upstream: Served) -> Iterator[GatewayServer]:
+    with gateway(upstream.url + "/v1", backend_kind="openai") as server:
         yield server
 
 
@@ -155,3 +170,22 @@ def test_whole_message_calls_are_repaired(gw: GatewayServer) -> None:
         ("get_weather", {"city": "Oslo"}),
     ]
     assert all(c.id and c.type == "function" for c in calls)
+
+
+def test_keepalive_while_a_non_streamed_round_runs(upstream: Served) -> None:
+    """A streamed request answered without streaming (here: tool_choice
+    required) commits to the stream once the keep-alive interval passes."""
+    with gateway(upstream.url + "/v1", backend_kind="openai", keepalive_interval=0.1) as gw:
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": "slow"}],
+            "tools": [WEATHER_TOOL],
+            "tool_choice": "required",
+            "stream": True,
+        }
+        with httpx.stream("POST", gw.url + "/v1/chat/completions", json=body, timeout=20) as r:
+            lines = [line for line in r.iter_lines() if line]
+    first_call = next(i for i, line in enumerate(lines) if "tool_calls" in line)
+    assert ": keep-alive" in lines[:first_call]
+    assert lines[-1] == "data: [DONE]"
+    assert any('"name":"get_weather"' in line for line in lines)

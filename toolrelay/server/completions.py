@@ -80,7 +80,12 @@ class ChatCompletions:
     ) -> str:
         """Stream the round; the outcome for the request counter."""
         backend = self.gateway.backends.for_model(chat.round.model)
-        items = stream_round(backend, chat.round, self.gateway.counters)
+        items = stream_round(
+            backend,
+            chat.round,
+            self.gateway.counters,
+            patience=self.gateway.settings.keepalive_interval or None,
+        )
         # Errors up to Opened are answered with a status; later ones in the stream.
         await items.__anext__()  # [Opened()]
         encoder = ChunkEncoder(chat.round.model, chat.include_usage)

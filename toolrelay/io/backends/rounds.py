@@ -11,6 +11,7 @@ streamed call, parses calls written as text, and enforces ``tool_choice`` and
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -333,14 +334,20 @@ def reply_events(reply: Reply, first_index: int = 0) -> Iterator[Event]:
 
 
 async def stream_round(
-    backend: Backend, req: RoundRequest, counters: Counters
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    *,
+    patience: float | None = 10.0,
 ) -> AsyncGenerator[list[StreamItem], None]:
     """One streamed round, in batches: ``[Opened()]``, then lists of events,
     the last list ending with one :class:`Finish`.
 
     A batch holds what one read from the backend produced, for a relay to
     write at once. Errors before :class:`Opened` are the backend's refusal to
-    start; after it they are failures mid-stream.
+    start; after it they are failures mid-stream. A round answered without
+    streaming opens after ``patience`` seconds at the latest (None: once
+    answered), so that the caller can keep the client's connection alive.
     """
     mode = await round_mode(backend, req)
     if req.has_tools and (
@@ -348,8 +355,16 @@ async def stream_round(
     ):
         # A required call may need a re-ask, and a backend known to swallow
         # streamed calls is asked without streaming: stream the finished reply.
-        reply = await complete_round(backend, req, counters)
-        yield [Opened()]
+        task = asyncio.ensure_future(complete_round(backend, req, counters))
+        try:
+            done, _ = await asyncio.wait({task}, timeout=patience)
+            if not done:
+                yield [Opened()]
+            reply = await task
+        finally:
+            task.cancel()
+        if done:
+            yield [Opened()]
         yield [*reply_events(reply), Finish(reply.finish_reason, reply.usage, reply.warning)]
         return
     try:
