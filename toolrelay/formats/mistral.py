@@ -62,9 +62,11 @@ class NameThenJsonRegion:
             if marker:
                 after = skip_whitespace(buf, after + len("[ARGS]"))
             name = "".join(self._name)
-            if after >= len(buf) and final:
+            if after >= len(buf):
+                if not final:
+                    return pos, Status.CONTINUE
                 return after, Status.DONE  # a name and nothing else: an unusable call
-            if not name or after >= len(buf) or buf[after] != "{":
+            if not name or buf[after] != "{":
                 return pos, Status.DROP_OPENER if not name else Status.DONE
             call = Call(self._ctx)
             call.set_name(name)
