@@ -33,7 +33,24 @@ messages = st.lists(
         {"role": roles},
         optional={
             "content": st.one_of(st.text(max_size=40), json_values),
-            "tool_calls": json_values,
+            "tool_calls": st.one_of(
+                json_values,
+                st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "id": st.one_of(st.text(max_size=6), json_values),
+                            "type": st.just("function"),
+                            "function": st.fixed_dictionaries(
+                                {
+                                    "name": st.one_of(st.just("get_weather"), json_values),
+                                    "arguments": st.one_of(st.text(max_size=20), json_values),
+                                }
+                            ),
+                        }
+                    ),
+                    max_size=2,
+                ),
+            ),
             "tool_call_id": st.one_of(st.text(max_size=8), json_values),
             "name": json_values,
         },
@@ -64,9 +81,73 @@ bodies = st.fixed_dictionaries(
 )
 
 
-@pytest.fixture(scope="module")
-def gw() -> Iterator[GatewayServer]:
-    with stack(gateway_settings={"backend_kind": "openai"}) as (_, server):
+# Bodies that pass the checks, to reach the rounds themselves: any history
+# shape the validator admits, any tool_choice, streaming or not.
+call_entries = st.lists(
+    st.fixed_dictionaries(
+        {
+            "id": st.text(max_size=6),
+            "type": st.just("function"),
+            "function": st.fixed_dictionaries(
+                {
+                    "name": st.sampled_from(["get_weather", "get_time", "nope", ""]),
+                    "arguments": st.one_of(
+                        st.text(max_size=20), st.just('{"city": "Oslo"}'), st.just("{")
+                    ),
+                }
+            ),
+        }
+    ),
+    min_size=1,
+    max_size=2,
+)
+history = st.lists(
+    st.one_of(
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["system", "developer", "user"]),
+                "content": st.text(max_size=30),
+            }
+        ),
+        st.fixed_dictionaries(
+            {"role": st.just("assistant"), "content": st.none() | st.text(max_size=30)},
+            optional={"tool_calls": call_entries},
+        ),
+        st.fixed_dictionaries(
+            {"role": st.just("tool"), "content": st.text(max_size=30)},
+            optional={"tool_call_id": st.text(max_size=6)},
+        ),
+        st.fixed_dictionaries(
+            {
+                "role": st.just("user"),
+                "content": st.lists(
+                    st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=20)}),
+                    max_size=2,
+                ),
+            }
+        ),
+    ),
+    min_size=1,
+    max_size=6,
+)
+valid_bodies = st.fixed_dictionaries(
+    {"model": st.just("toolrelay-sim"), "messages": history},
+    optional={
+        "tools": st.just([WEATHER_TOOL, TIME_TOOL]),
+        "tool_choice": st.sampled_from(
+            ["auto", "none", "required", {"type": "function", "function": {"name": "get_time"}}]
+        ),
+        "parallel_tool_calls": st.booleans(),
+        "stream": st.booleans(),
+        "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}),
+    },
+)
+
+
+@pytest.fixture(scope="module", params=["native", "rescue"])
+def gw(request: pytest.FixtureRequest) -> Iterator[GatewayServer]:
+    settings = {"backend_kind": "openai", "tool_mode": request.param}
+    with stack(gateway_settings=settings) as (_, server):
         yield server
 
 
@@ -90,13 +171,19 @@ def _check(http: httpx.Client, content: bytes) -> None:
         assert orjson.loads(raw)["object"] == "chat.completion"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=bodies)
 def test_structured_bodies(http: httpx.Client, body: dict[str, Any]) -> None:
     _check(http, orjson.dumps(body))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=st.one_of(st.binary(max_size=64), json_values.map(orjson.dumps)))
 def test_arbitrary_bytes(http: httpx.Client, raw: bytes) -> None:
     _check(http, raw)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=valid_bodies)
+def test_admissible_bodies(http: httpx.Client, body: dict[str, Any]) -> None:
+    _check(http, orjson.dumps(body))

@@ -18,8 +18,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError, Finish, Opened, StreamItem
 from toolrelay.io.backends.rounds import complete_round, stream_round
+from toolrelay.rescue import RescueRequestError
 from toolrelay.server import loops
-from toolrelay.server.errors import APIError, upstream
+from toolrelay.server.errors import APIError, invalid, upstream
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.request import ChatRequest, decode, read_request
 from toolrelay.server.wire import DONE, KEEPALIVE, ChunkEncoder, completion, sse_error
@@ -63,6 +64,10 @@ class ChatCompletions:
         except APIError as exc:
             counters.inc("requests", "invalid" if exc.status < 500 else "error")
             await send_json(send, exc.status, exc.to_dict())
+        except RescueRequestError as exc:
+            # Found only when the history is rewritten for a rescued model.
+            counters.inc("requests", "invalid")
+            await send_json(send, 400, invalid(str(exc), exc.param).to_dict())
         except BackendError as exc:
             counters.inc("requests", "backend_error")
             counters.inc("backend_errors", str(exc.status))
@@ -102,6 +107,9 @@ class ChatCompletions:
             outcome = "backend_error"
             self.gateway.counters.inc("backend_errors", str(exc.status))
             await writer.write(sse_error(upstream(exc.status, exc.message).to_dict()))
+        except RescueRequestError as exc:
+            outcome = "invalid"
+            await writer.write(sse_error(invalid(str(exc), exc.param).to_dict()))
         except Exception:
             outcome = "error"
             log.exception("stream failed after it started")

@@ -10,7 +10,7 @@ answers for itself, and its 4xx reaches the client as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -166,15 +166,16 @@ def _tool_calls(calls: Any, where: str) -> None:
     for j, call in enumerate(calls):
         at = f"{where}[{j}]"
         function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise invalid(f"'{at}.function.name' must be a string.", f"{at}.function.name")
+        if not isinstance(function, dict):
+            _wrong(f"{at}.function", "an object")
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            _wrong(f"{at}.function.name", "a non-empty string")
         arguments = function.get("arguments")
         if arguments is not None and not isinstance(arguments, (str, dict)):
-            raise invalid(
-                f"'{at}.function.arguments' must be a string.", f"{at}.function.arguments"
-            )
+            _wrong(f"{at}.function.arguments", "a string")
         if call.get("id") is not None and not isinstance(call["id"], str):
-            raise invalid(f"'{at}.id' must be a string.", f"{at}.id")
+            _wrong(f"{at}.id", "a string")
 
 
 def _tools(value: Any) -> list[dict[str, Any]] | None:
@@ -199,5 +200,5 @@ def _tools(value: Any) -> list[dict[str, Any]] | None:
     return value or None
 
 
-def _wrong(param: str, expected: str) -> None:
+def _wrong(param: str, expected: str) -> NoReturn:
     raise invalid(f"'{param}' must be {expected}.", param)
