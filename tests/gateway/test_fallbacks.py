@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, GatewayServer, stack
 
@@ -106,3 +107,22 @@ def test_swallowed_streamed_call_is_re_asked_without_streaming() -> None:
         )
         assert text.startswith("This is the toolrelay simulator")
         assert _completion_requests(sim)[-1].body["stream"] is True
+
+
+@pytest.mark.parametrize("kind", ["ollama", "llamacpp", "lmstudio"])
+@pytest.mark.parametrize("supports", [True, False])
+def test_probes_decide_native_or_rescue(kind: str, supports: bool) -> None:
+    with stack(no_tools_support=not supports, gateway_settings={"backend_kind": kind}) as (
+        sim,
+        gw,
+    ):
+        reply = gw.client().chat.completions.create(
+            model="toolrelay-sim", messages=ASK_WEATHER, tools=[WEATHER_TOOL]
+        )
+        assert reply.choices[0].message.tool_calls
+        probes = {"ollama": "/api/show", "llamacpp": "/props", "lmstudio": "/api/v1/models"}
+        assert any(r.path == probes[kind] for r in sim.requests)
+        # Decided up front: no refused native attempt.
+        assert ["tools" in r.body for r in _completion_requests(sim)] == [supports]
+        facts = _health(gw)["backends"][0]["facts"]["toolrelay-sim"]
+        assert facts["native_tools"] is supports
