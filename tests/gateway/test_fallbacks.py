@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, GatewayServer, stack
+from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, GatewayServer, gateway, stack
+from toolrelay.simulator import Simulator, SimulatorConfig
 
 
 def _health(gw: GatewayServer) -> Any:
@@ -126,3 +128,26 @@ def test_probes_decide_native_or_rescue(kind: str, supports: bool) -> None:
         assert ["tools" in r.body for r in _completion_requests(sim)] == [supports]
         facts = _health(gw)["backends"][0]["facts"]["toolrelay-sim"]
         assert facts["native_tools"] is supports
+
+
+def test_a_backend_down_at_first_is_probed_again() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    with gateway(url) as gw:
+        response = httpx.post(
+            gw.url + "/v1/chat/completions",
+            json={"model": "toolrelay-sim", "messages": ASK_WEATHER, "tools": [WEATHER_TOOL]},
+            timeout=10,
+        )
+        assert response.status_code == 502
+        assert _health(gw)["backends"][0]["kind"] == "auto"  # nothing concluded
+        # The backend comes up on that port: an Ollama without tools.
+        with Simulator(SimulatorConfig(no_tools_support=True), port=port) as sim:
+            reply = gw.client().chat.completions.create(
+                model="toolrelay-sim", messages=ASK_WEATHER, tools=[WEATHER_TOOL]
+            )
+            assert reply.choices[0].message.tool_calls
+            assert _health(gw)["backends"][0]["kind"] == "ollama"
+            assert all("tools" not in r.body for r in _completion_requests(sim))

@@ -50,14 +50,14 @@ def read_request(body: dict[str, Any], settings: Settings, stuck_header: str | N
     model = settings.model or body.get("model")
     if not isinstance(model, str) or not model:
         raise invalid("'model' is required and must be a non-empty string.", "model")
-    messages = _messages(body.get("messages"))
-    tools = _tools(body.get("tools"))
+    _check_messages(body.get("messages"))
+    _check_tools(body.get("tools"))
     stream = _optional(body, "stream", bool) or False
     stream_options = _optional(body, "stream_options", dict)
     include_usage = False
     if stream_options is not None:
         include_usage = _optional(stream_options, "include_usage", bool, "stream_options.") or False
-    parallel = _optional(body, "parallel_tool_calls", bool)
+    _optional(body, "parallel_tool_calls", bool)
     n = _optional(body, "n", int)
     if n is not None and n != 1:
         raise invalid("toolrelay serves one choice per request: 'n' must be 1.", "n")
@@ -87,13 +87,8 @@ def read_request(body: dict[str, Any], settings: Settings, stuck_header: str | N
     backend_body = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
     backend_body["model"] = model
     try:
-        round_request = RoundRequest(
-            body=backend_body,
-            model=model,
-            messages=messages,
-            tools=tools,
-            tool_choice=body.get("tool_choice"),
-            parallel_tool_calls=parallel is not False,
+        round_request = RoundRequest.from_body(
+            backend_body,
             format=override.format or settings.format,
             tool_mode=override.tool_mode,
             omit_tool_choice=override.omit_tool_choice,
@@ -127,7 +122,7 @@ def _all_strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
-def _messages(value: Any) -> list[dict[str, Any]]:
+def _check_messages(value: Any) -> None:
     if not isinstance(value, list) or not value:
         raise invalid("'messages' is required and must be a non-empty array.", "messages")
     for i, message in enumerate(value):
@@ -147,7 +142,6 @@ def _messages(value: Any) -> list[dict[str, Any]]:
         for key in ("name", "tool_call_id"):
             if message.get(key) is not None and not isinstance(message[key], str):
                 raise invalid(f"'{where}.{key}' must be a string.", f"{where}.{key}")
-    return value
 
 
 def _content_parts(content: Any, where: str) -> None:
@@ -178,9 +172,9 @@ def _tool_calls(calls: Any, where: str) -> None:
             _wrong(f"{at}.id", "a string")
 
 
-def _tools(value: Any) -> list[dict[str, Any]] | None:
+def _check_tools(value: Any) -> None:
     if value is None:
-        return None
+        return
     if not isinstance(value, list):
         raise invalid("'tools' must be an array.", "tools")
     for i, tool in enumerate(value):
@@ -197,7 +191,6 @@ def _tools(value: Any) -> list[dict[str, Any]] | None:
             _wrong(where + ".function.parameters", "an object")
         if not isinstance(function.get("description", ""), str):
             _wrong(where + ".function.description", "a string")
-    return value or None
 
 
 def _wrong(param: str, expected: str) -> NoReturn:

@@ -25,11 +25,15 @@ def root_url(base_url: str) -> str:
 
 
 async def detect_kind(client: HttpClient, root: str) -> str:
-    """Which server this is, judged by the native endpoints it answers."""
+    """Which server this is, judged by the native endpoints it answers.
+
+    Raises BackendError when the server cannot be reached at all."""
     for kind, method, path in _SIGNATURES:
         try:
             answer = await client.request_json(method, root + path)
-        except BackendError:
+        except BackendError as exc:
+            if exc.upstream_status is None:
+                raise  # down or silent: nothing learned, ask again next time
             continue
         if kind == "llamacpp" and not (
             isinstance(answer, dict)
@@ -48,7 +52,8 @@ _SIGNATURES = (
 
 
 async def probe_native_tools(client: HttpClient, root: str, kind: str, model: str) -> bool | None:
-    """Whether ``model`` takes native tools on a server of this ``kind``."""
+    """Whether ``model`` takes native tools on a server of this ``kind``; raises
+    BackendError when the server cannot be reached at all."""
     try:
         if kind == "ollama":
             show = await client.request_json("POST", root + "/api/show", {"model": model})
@@ -58,7 +63,9 @@ async def probe_native_tools(client: HttpClient, root: str, kind: str, model: st
         if kind == "lmstudio":
             listing = await client.request_json("GET", root + "/api/v1/models")
             return _lmstudio_supports(listing, model)
-    except BackendError:
+    except BackendError as exc:
+        if exc.upstream_status is None:
+            raise  # down or silent: nothing learned, ask again next time
         return None
     return None
 

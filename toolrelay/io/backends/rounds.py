@@ -73,6 +73,20 @@ class RoundRequest:
         # Raises ToolChoiceError (a ValueError with .param) for an invalid choice.
         self.plan = resolve_tool_choice(self.tools, self.tool_choice)
 
+    @classmethod
+    def from_body(cls, body: dict[str, Any], **options: Any) -> RoundRequest:
+        """The round for an OpenAI request body (already checked); ``options``
+        are the remaining fields (``format``, ``tool_mode``, ``profile``, ...)."""
+        return cls(
+            body=body,
+            model=body["model"],
+            messages=body["messages"],
+            tools=body.get("tools") or None,
+            tool_choice=body.get("tool_choice"),
+            parallel_tool_calls=body.get("parallel_tool_calls") is not False,
+            **options,
+        )
+
     @property
     def has_tools(self) -> bool:
         return bool(self.tools)
