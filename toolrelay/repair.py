@@ -225,6 +225,7 @@ class JsonWriter:
     """
 
     __slots__ = (
+        "_filled",
         "_held",
         "_key",
         "_out",
@@ -238,6 +239,7 @@ class JsonWriter:
     def __init__(self) -> None:
         self._out: list[str] = []
         self._stack: list[_Frame] = []
+        self._filled: list[bool] = []  # per open container: has a member been emitted?
         self._held = ""  # a ',' and/or '"key":' waiting for the next value
         self._key: list[str] = []
         self.in_key = False
@@ -280,6 +282,8 @@ class JsonWriter:
             self._stack[-1] = _Frame.OBJECT_COLON
 
     def _begin_value(self, text: str) -> None:
+        if self._filled:
+            self._filled[-1] = True
         self._out.append(self._held)
         self._out.append(text)
         self._held = ""
@@ -320,11 +324,12 @@ class JsonWriter:
                 self._accept_key()
             return
         if tok is Tok.COMMA:
+            # A comma is written only after a member that was (a dropped key is not).
             if frame is _Frame.OBJECT_NEXT:
-                self._held = ","
+                self._held = "," if self._filled[-1] else ""
                 self._stack[-1] = _Frame.OBJECT_KEY
             elif frame is _Frame.ARRAY_NEXT:
-                self._held = ","
+                self._held = "," if self._filled[-1] else ""
                 self._stack[-1] = _Frame.ARRAY_VALUE
             elif frame is None:
                 raise ValueError("comma outside a value")
@@ -347,9 +352,11 @@ class JsonWriter:
         if tok is Tok.BEGIN_OBJECT:
             self._begin_value("{")
             self._stack.append(_Frame.OBJECT_KEY)
+            self._filled.append(False)
         elif tok is Tok.BEGIN_ARRAY:
             self._begin_value("[")
             self._stack.append(_Frame.ARRAY_VALUE)
+            self._filled.append(False)
         elif tok is Tok.STRING_START:
             self._begin_value('"')
             self.in_string_value = True
@@ -370,6 +377,7 @@ class JsonWriter:
 
     def _close_container(self) -> None:
         frame = self._stack.pop()
+        self._filled.pop()
         self._held = ""
         if frame in (_Frame.OBJECT_VALUE, _Frame.OBJECT_COLON, _Frame.OBJECT_KEY):
             self._key.clear()
@@ -415,7 +423,8 @@ def lex_value(
         except ValueError:
             lexer.quote = ""
             writer.finish()
-            return pos, text[:1]
+            # Whitespace before the token is consumed, as it is when input runs out there.
+            return new_pos - len(text), text[:1]
         pos = new_pos
     return pos, None
 

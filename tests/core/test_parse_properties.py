@@ -99,3 +99,22 @@ def test_content_never_holds_the_marker_of_a_parsed_call() -> None:
         for marker in ("<tool_call>", "[TOOL_CALL]", "[TOOL_CALLS]", "<|tool_call", "<function="):
             if marker in case["text"] and marker not in (case["content"] or ""):
                 assert marker not in result.content, case["id"]
+
+
+# Shrunk from fuzzing: each once broke the agreement between streamed and whole parses.
+REGRESSIONS = [
+    '{"name""l""parameters"{"",s{',
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜><｜tool▁call▁end｜><t",
+    '{"name": "a", "parameters": {}}\n{"name": "b", "parameters": {}}x',
+    '[TOOL_CALLS]h{""""c Y<',
+    "[TOOL_CALLS]o.",
+]
+
+
+def test_fuzz_regressions() -> None:
+    tools = [{"type": "function", "function": {"name": "searchTool"}}]
+    for text in REGRESSIONS:
+        for declared in (None, tools):
+            _assert_contract(text, declared)
+            check_stream(text, list(range(1, len(text))), declared)
+            check_stream(text, [], declared)

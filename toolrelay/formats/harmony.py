@@ -32,27 +32,35 @@ _MAX_HEADER = 256
 class HarmonyRegion:
     """One Harmony message: header up to ``<|message|>``, then its body."""
 
-    __slots__ = ("_args", "_call", "_ctx", "_header", "_kind")
+    __slots__ = ("_args", "_call", "_ctx", "_header", "_header_length", "_kind")
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._header: list[str] = []
+        self._header_length = 0
         # "", then "call", "reasoning" or "content" once the header is read; "stopped"
         # after <|call|>.
         self._kind = ""
         self._call: Call | None = None
         self._args: ArgumentStream | None = None
 
+    @property
+    def may_fallback(self) -> bool:
+        return not self._kind
+
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
         if self._kind == "stopped":
             return len(buf), (Status.DONE if final else Status.CONTINUE)
         if not self._kind:
             found, safe = find_marker(buf, pos, _MESSAGE)
-            stop = found if found >= 0 else (len(buf) if final else safe)
+            stop = found if found >= 0 else safe
+            read = self._header_length + stop - pos
+            if read > _MAX_HEADER or (found < 0 and final):
+                # No <|message|> where a header ends: the marker was text, not a message.
+                return pos, Status.FALLBACK
             self._header.append(buf[pos:stop])
+            self._header_length = read
             if found < 0:
-                if final or sum(map(len, self._header)) > _MAX_HEADER:
-                    return stop, Status.DONE
                 return stop, Status.CONTINUE
             pos = found + len(_MESSAGE)
             self._classify("".join(self._header))

@@ -125,6 +125,7 @@ class JsonCallsRegion:
         "_eager",
         "_failed",
         "_frames",
+        "_fresh",
         "_lexer",
         "_options",
         "_started_any",
@@ -138,6 +139,7 @@ class JsonCallsRegion:
         # is complete, because until then it may be prose.
         self._eager = options.marked or ctx.at_start
         self._claimed = False  # a call-shaped object to an undeclared name was dropped
+        self._fresh = True  # no value has begun yet
         self._lexer = JsonLexer()
         self._frames: list[_Frame] = []
         self._started_any = False
@@ -195,7 +197,7 @@ class JsonCallsRegion:
 
     def _between_values(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         options = self._options
-        first = not self._started_any
+        first = self._fresh
         while True:
             start = pos
             pos = skip_whitespace(buf, pos)
@@ -215,7 +217,7 @@ class JsonCallsRegion:
                 return pos + 1, None
             if not options.marked:
                 if first:
-                    return pos, Status.FALLBACK
+                    return pos, self._end_status()
                 return self._after_bare_value(buf, start, pos, final)
             if char in ",;" and options.several:
                 pos += 1
@@ -293,6 +295,7 @@ class JsonCallsRegion:
     def _token(self, tok: Tok, text: str) -> None:
         frames = self._frames
         if not frames:
+            self._fresh = False
             if tok is Tok.BEGIN_OBJECT:
                 frames.append(_Object(_CallRecord(self._ctx)))
             elif tok is Tok.BEGIN_ARRAY:

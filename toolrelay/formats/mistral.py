@@ -27,6 +27,7 @@ from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 
 _MARKER = "[TOOL_CALLS]"
 _NAME = re.compile(r"[A-Za-z_][\w\-.]*")
+_NAME_REST = re.compile(r"[\w\-.]*")  # a name that began in an earlier delta
 
 
 def _json_follows(following: str) -> bool | None:
@@ -49,7 +50,7 @@ class NameThenJsonRegion:
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
         if self._args is None:
-            found = _NAME.match(buf, pos)
+            found = (_NAME_REST if any(self._name) else _NAME).match(buf, pos)
             stop = found.end() if found else pos
             self._name.append(buf[pos:stop])
             pos = stop

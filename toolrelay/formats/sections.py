@@ -57,7 +57,17 @@ class _State(enum.Enum):
 class SectionRegion:
     """Reads calls until the section's end marker (or the end of the output)."""
 
-    __slots__ = ("_args", "_call", "_ctx", "_header", "_markers", "_read_header", "_seen", "_state")
+    __slots__ = (
+        "_args",
+        "_call",
+        "_ctx",
+        "_header",
+        "_header_length",
+        "_markers",
+        "_read_header",
+        "_seen",
+        "_state",
+    )
 
     def __init__(self, ctx: Context, markers: SectionMarkers, read_header: HeaderReader) -> None:
         self._ctx = ctx
@@ -65,6 +75,7 @@ class SectionRegion:
         self._read_header = read_header
         self._state = _State.BETWEEN
         self._header: list[str] = []
+        self._header_length = 0
         self._call: Call | None = None
         self._args: ArgumentStream | None = None
         self._seen = False  # a call marker was seen: the section is real
@@ -112,15 +123,32 @@ class SectionRegion:
 
     def _read_header_text(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         markers = self._markers
+        # A header is short: only so much text is searched for its end, wherever the
+        # deltas happen to be cut.
+        limit = pos + _MAX_HEADER - self._header_length
         found, safe = find_marker(buf, pos, markers.separator)
-        stop = found if found >= 0 else safe
-        self._header.append(buf[pos:stop])
+        ended, end_safe = find_marker(buf, pos, markers.call_end)
+        found = found if found < limit else -1
+        ended = ended if ended < limit else -1
+        if ended >= 0 and (found < 0 or ended < found):
+            # A call that closed before its header did: nothing to read, skip it.
+            self._header.clear()
+            self._header_length = 0
+            self._state = _State.BETWEEN
+            return ended + len(markers.call_end), None
+        if found < 0:
+            stop = min(safe, end_safe, limit)
+            if stop >= limit or final:
+                # No separator where a header ends: what was read is not a call.
+                return (stop if stop >= limit else len(buf)), self._end_status()
+            self._header.append(buf[pos:stop])
+            self._header_length += stop - pos
+            return stop, Status.CONTINUE
+        self._header.append(buf[pos:found])
         header_text = "".join(self._header)
-        broken = markers.call_end in header_text or len(header_text) > _MAX_HEADER
-        if found < 0 and not broken:
-            return (len(buf), self._end_status()) if final else (stop, Status.CONTINUE)
-        header = None if broken else self._read_header(header_text.strip())
-        pos = found + len(markers.separator) if found >= 0 else stop
+        self._header_length = 0
+        header = self._read_header(header_text.strip())
+        self._header.clear()
         call = Call(self._ctx)
         if header is None:
             call.dropped = True
@@ -130,12 +158,11 @@ class SectionRegion:
                 call.set_name(header.name)
         self._call = call
         self._args = ArgumentStream(call)
-        self._header.clear()
         if header is not None and header.name_line_follows:
             self._state = _State.NAME_LINE
         else:
             self._state = _State.ARGUMENTS
-        return pos, None
+        return found + len(markers.separator), None
 
     def _name_line(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         newline = buf.find("\n", pos)
