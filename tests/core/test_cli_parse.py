@@ -70,5 +70,6 @@ def test_errors_are_readable() -> None:
 
 
 def test_list_formats() -> None:
-    names = run("--list-formats").stdout.split()
+    names = [line.split()[0] for line in run("--list-formats").stdout.splitlines()]
     assert names[0] == "auto" and "hermes" in names and "bracket" in names
+    assert len(names) == len(set(names))

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from toolrelay.formats import UnknownFormatError, format_names
+from toolrelay.formats import FORMATS, UnknownFormatError
 from toolrelay.parse import parse_tool_calls
 
 
@@ -27,7 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.list_formats:
-        print("\n".join(["auto", *format_names()]))
+        width = max(len(f.name) for f in FORMATS)
+        print(f"{'auto':<{width}}  every format below, recognised by its markers or shape")
+        for fmt in FORMATS:
+            print(f"{fmt.name:<{width}}  {fmt.description}")
         return 0
     if args.jsonl:
         for line in sys.stdin:
