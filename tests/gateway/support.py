@@ -90,10 +90,8 @@ class GatewayServer(Served):
     def __init__(self, settings: Settings) -> None:
         super().__init__(create_app(settings))
 
-    def client(self, **kwargs: Any) -> openai.OpenAI:
-        return openai.OpenAI(
-            base_url=self.url + "/v1", api_key="none", max_retries=0, timeout=20, **kwargs
-        )
+    def client(self, api_key: str = "none") -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=api_key, max_retries=0, timeout=20)
 
 
 def gateway(backend_url: str, **settings: Any) -> GatewayServer:

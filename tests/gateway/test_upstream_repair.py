@@ -79,6 +79,9 @@ EXPECTED = {
 async def completions(request: Request) -> Response:
     body = await request.json()
     case = body["messages"][-1]["content"]
+    if case == "whoami":
+        message = {"role": "assistant", "content": request.headers.get("authorization")}
+        return JSONResponse({"choices": [{"index": 0, "message": message}]})
     if case == "slow":
         # A slow model, asked without streaming.
         await asyncio.sleep(0.6)
@@ -189,3 +192,13 @@ def test_keepalive_while_a_non_streamed_round_runs(upstream: Served) -> None:
     assert ": keep-alive" in lines[:first_call]
     assert lines[-1] == "data: [DONE]"
     assert any('"name":"get_weather"' in line for line in lines)
+
+
+def test_credentials(upstream: Served) -> None:
+    """The client's key reaches a backend without one; a configured key wins."""
+    ask: Any = [{"role": "user", "content": "whoami"}]
+    for configured, expected in ((None, "Bearer sk-client"), ("sk-gw", "Bearer sk-gw")):
+        with gateway(upstream.url + "/v1", backend_kind="openai", api_key=configured) as gw:
+            client = gw.client(api_key="sk-client")
+            reply = client.chat.completions.create(model="m", messages=ask)
+            assert reply.choices[0].message.content == expected

@@ -42,9 +42,10 @@ def create_app(settings: Settings) -> Starlette:
     async def models(request: Request) -> Response:
         data: list[object] = []
         errors: list[BackendError] = []
+        auth = request.headers.get("authorization")
         for backend in gateway.backends:
             try:
-                listing = await backend.list_models()
+                listing = await backend.list_models(auth=auth)
             except BackendError as exc:
                 errors.append(exc)
                 continue

@@ -44,7 +44,12 @@ class ChatCompletions:
         try:
             raw = await _read_body(receive, self.gateway.settings.max_body_bytes)
             settings = self.gateway.settings
-            chat = read_request(decode(raw), settings, _header(scope, b"x-toolrelay-stuck-mode"))
+            chat = read_request(
+                decode(raw),
+                settings,
+                _header(scope, b"x-toolrelay-stuck-mode"),
+                _header(scope, b"authorization"),
+            )
             extra: dict[str, Any] = {}
             verdict = loops.check(chat.round, chat.stuck_mode, settings, counters)
             if verdict is not None:

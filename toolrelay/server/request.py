@@ -46,7 +46,12 @@ def decode(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def read_request(body: dict[str, Any], settings: Settings, stuck_header: str | None) -> ChatRequest:
+def read_request(
+    body: dict[str, Any],
+    settings: Settings,
+    stuck_header: str | None = None,
+    auth: str | None = None,
+) -> ChatRequest:
     model = settings.model or body.get("model")
     if not isinstance(model, str) or not model:
         raise invalid("'model' is required and must be a non-empty string.", "model")
@@ -94,6 +99,7 @@ def read_request(body: dict[str, Any], settings: Settings, stuck_header: str | N
             omit_tool_choice=override.omit_tool_choice,
             profile=profile,
             finish_reason_named=override.finish_reason_named or settings.finish_reason_named,
+            auth=auth,
         )
     except RescueRequestError as exc:
         raise invalid(str(exc), exc.param) from None

@@ -55,32 +55,45 @@ class Backend:
     def known_kind(self) -> str | None:
         return self._kind
 
-    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``/chat/completions`` without streaming and return the answer."""
+    def _auth(self, client_auth: str | None) -> str | None:
+        # A configured key wins; without one the client's own credentials pass through.
+        return None if self.config.api_key else client_auth
+
+    async def complete(self, body: dict[str, Any], *, auth: str | None = None) -> dict[str, Any]:
+        """POST ``/chat/completions`` without streaming and return the answer.
+
+        ``auth`` is the client's ``Authorization`` header, used when the
+        backend has no ``api_key`` of its own."""
         body = {**body, "stream": False}
         # Servers reject stream_options on a request that does not stream.
         body.pop("stream_options", None)
-        answer = await self.client.request_json("POST", self.base_url + "/chat/completions", body)
+        answer = await self.client.request_json(
+            "POST", self.base_url + "/chat/completions", body, self._auth(auth)
+        )
         if not isinstance(answer, dict):
             raise BackendError(502, "backend answered with something other than a JSON object")
         return answer
 
-    async def open_stream(self, body: dict[str, Any]) -> ChunkStream:
+    async def open_stream(self, body: dict[str, Any], *, auth: str | None = None) -> ChunkStream:
         """POST a streamed ``/chat/completions``; returns once the headers are in."""
         return await self.client.open_stream(
-            self.base_url + "/chat/completions", {**body, "stream": True}
+            self.base_url + "/chat/completions", {**body, "stream": True}, self._auth(auth)
         )
 
-    async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self, body: dict[str, Any], *, auth: str | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """The chunks of a streamed completion, as dicts."""
-        async with await self.open_stream(body) as chunks:
+        async with await self.open_stream(body, auth=auth) as chunks:
             async for batch in chunks:
                 for chunk in batch:
                     yield chunk
 
-    async def list_models(self) -> dict[str, Any]:
+    async def list_models(self, *, auth: str | None = None) -> dict[str, Any]:
         """The backend's ``GET /models`` answer, as it gave it."""
-        answer = await self.client.request_json("GET", self.base_url + "/models")
+        answer = await self.client.request_json(
+            "GET", self.base_url + "/models", auth=self._auth(auth)
+        )
         if not isinstance(answer, dict):
             raise BackendError(502, "backend's model list is not a JSON object")
         return answer

@@ -125,12 +125,16 @@ class HttpClient:
             await self._session.close()
             self._session = None
 
-    async def request_json(self, method: str, url: str, body: Any = None) -> Any:
-        """Send a request and decode its JSON answer; non-2xx raises BackendError."""
+    async def request_json(
+        self, method: str, url: str, body: Any = None, auth: str | None = None
+    ) -> Any:
+        """Send a request and decode its JSON answer; non-2xx raises BackendError.
+
+        ``auth`` is an ``Authorization`` value for this request only."""
         data = None if body is None else orjson.dumps(body)
         try:
             async with self._get_session().request(
-                method, url, data=data, headers=_JSON_HEADERS if data is not None else None
+                method, url, data=data, headers=_headers(data is not None, auth)
             ) as response:
                 raw = await response.read()
                 if response.status >= 400:
@@ -144,12 +148,12 @@ class HttpClient:
         except orjson.JSONDecodeError as exc:
             raise BackendError(502, f"backend at {url} sent invalid JSON: {exc}") from exc
 
-    async def open_stream(self, url: str, body: Any) -> ChunkStream:
+    async def open_stream(self, url: str, body: Any, auth: str | None = None) -> ChunkStream:
         """POST and wait for the answer's headers; an error status raises here,
         before the caller has committed to a streamed reply."""
         try:
             response = await self._get_session().post(
-                url, data=orjson.dumps(body), headers=_JSON_HEADERS
+                url, data=orjson.dumps(body), headers=_headers(True, auth)
             )
         except asyncio.TimeoutError as exc:
             raise BackendTimeout(f"backend at {url} did not answer in time") from exc
@@ -166,6 +170,15 @@ class HttpClient:
 
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _headers(json_body: bool, auth: str | None) -> dict[str, str] | None:
+    if auth is None:
+        return _JSON_HEADERS if json_body else None
+    headers = {"Authorization": auth}
+    if json_body:
+        headers.update(_JSON_HEADERS)
+    return headers
 
 
 def error_message(body: Any, fallback: str) -> str:

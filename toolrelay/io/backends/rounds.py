@@ -67,6 +67,8 @@ class RoundRequest:
     omit_tool_choice: bool | None = None
     profile: str | None = None
     finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
+    # The client's Authorization header, for backends without a key of their own.
+    auth: str | None = None
     plan: ToolChoicePlan = field(init=False)
 
     def __post_init__(self) -> None:
@@ -246,7 +248,7 @@ async def _attempt(
     constrained: bool = False,
 ) -> Reply:
     body = await backend_body(backend, req, mode, strict=strict, constrained=constrained)
-    answer = await backend.complete(body)
+    answer = await backend.complete(body, auth=req.auth)
     choices = answer.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else {}
     if not isinstance(choice, dict):
@@ -382,13 +384,13 @@ async def stream_round(
         yield [*reply_events(reply), Finish(reply.finish_reason, reply.usage, reply.warning)]
         return
     try:
-        chunks = await backend.open_stream(await backend_body(backend, req, mode))
+        chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
     except BackendError as exc:
         if not _may_rescue(backend, req, mode, exc):
             raise
         _learn_refusal(backend, req, counters)
         mode = "rescue"
-        chunks = await backend.open_stream(await backend_body(backend, req, mode))
+        chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
     yield [Opened()]
     if req.has_tools:
         counters.inc("rounds", mode)
