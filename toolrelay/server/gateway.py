@@ -48,6 +48,8 @@ async def _backend_health(backend: Backend) -> dict[str, Any]:
         await asyncio.wait_for(backend.list_models(), _HEALTH_PROBE_TIMEOUT)
         out["reachable"] = True
     except BackendError as exc:
+        # An HTTP error (401 without the client's key, say) still means it is up.
+        out["reachable"] = exc.upstream_status is not None
         out["error"] = exc.message
     except asyncio.TimeoutError:
         out["error"] = f"no answer within {_HEALTH_PROBE_TIMEOUT} s"
