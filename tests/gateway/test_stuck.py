@@ -84,6 +84,7 @@ def test_enforce_answers_without_tools(gw: GatewayServer, sim: Simulator) -> Non
     assert health["settings"]["stuck_mode"] == "enforce"
     metrics = httpx.get(gw.url + "/metrics", timeout=10).text
     assert 'toolrelay_stuck_total{signal="enforce/identical_call/' in metrics
+    assert 'stuck_mode="enforce"' in metrics and 'stuck_polling_exempt="true"' in metrics
 
 
 def test_enforce_streamed_carries_it_on_the_final_chunk(gw: GatewayServer) -> None:

@@ -36,7 +36,7 @@ class JSONResponse(Response):
 
 def create_app(settings: Settings) -> Starlette:
     gateway = Gateway(settings)
-    metrics = Metrics(gateway.counters)
+    metrics = Metrics(gateway.counters, settings)
     spec = openapi_spec(_version())
 
     async def models(request: Request) -> Response:
