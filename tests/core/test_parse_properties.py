@@ -108,6 +108,7 @@ REGRESSIONS = [
     '{"name": "a", "parameters": {}}\n{"name": "b", "parameters": {}}x',
     '[TOOL_CALLS]h{""""c Y<',
     "[TOOL_CALLS]o.",
+    "<function=y>>\n <parameter>\n ",
 ]
 
 

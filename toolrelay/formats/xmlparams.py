@@ -239,6 +239,11 @@ class _State(enum.Enum):
 
 
 _NAME_END = re.compile(r"[\n<]")
+# Where stray text inside a call stops: at a tag, or at a line break (GLM: a
+# possible backslash-n), which ``_skip_space`` must read as the start of the
+# next tag's indentation whether or not the text was cut right there.
+_STRAY_END = re.compile(r"[\n<]")
+_STRAY_END_LITERAL = re.compile(r"[\n<\\]")
 _ANGLE = re.compile("<")
 _WORD = re.compile(r"[A-Za-z0-9_.:/-]*")
 
@@ -403,8 +408,9 @@ class XmlParamsRegion:
             self._state = _State.JSON
             return pos, None
         # Stray text inside a call is garbage inside markup: skip it.
-        found = buf.find("<", pos)
-        return (len(buf) if found < 0 else found), None
+        stray_end = _STRAY_END_LITERAL if dialect.literal_newlines else _STRAY_END
+        found = stray_end.search(buf, pos + 1)
+        return (len(buf) if found is None else found.start()), None
 
     def _prose_text(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         end = len(buf)
