@@ -109,6 +109,7 @@ REGRESSIONS = [
     '[TOOL_CALLS]h{""""c Y<',
     "[TOOL_CALLS]o.",
     "<function=y>>\n <parameter>\n ",
+    "<function=f><parameter=p>\na\r\n</parameter>",
 ]
 
 

@@ -191,6 +191,9 @@ class _Trim:
                 newline -= 1
             self._tail = joined[newline:]
             return joined[:newline]
+        if joined.endswith("\r"):  # maybe the start of a "\r\n" cut in two
+            self._tail = "\r"
+            return joined[:-1]
         self._tail = ""
         return joined
 
