@@ -3,19 +3,17 @@ front of a simulator (a test double for a model), and openai SDK clients."""
 
 from __future__ import annotations
 
-import threading
-import time
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import openai
-import uvicorn
 
 from toolrelay.io.settings import Settings
 from toolrelay.server import create_app
+from toolrelay.server.background import BackgroundServer
 from toolrelay.simulator import Simulator, SimulatorConfig
-from toolrelay.simulator.runner import listening_socket
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -44,51 +42,30 @@ TIME_TOOL: dict[str, Any] = {
 ASK_WEATHER = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 
-_S = TypeVar("_S", bound="Served")
+class GatewayServer(BackgroundServer):
+    """The real gateway app, served from a background thread on a free port."""
 
+    def __init__(self, settings: Settings) -> None:
+        self.gateway_app = create_app(settings)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-class Served:
-    """An ASGI app served by uvicorn from a background thread on a free port."""
+        async def remember_loop(scope: Any, receive: Any, send: Any) -> None:
+            self._loop = asyncio.get_running_loop()
+            await self.gateway_app(scope, receive, send)
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        sock = listening_socket("127.0.0.1", 0)
-        self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            app, log_level="warning", access_log=False, timeout_graceful_shutdown=1
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
-        )
+        super().__init__(remember_loop)
 
-    def start(self: _S) -> _S:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the server did not start")
-            time.sleep(0.002)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(10)
-
-    def __enter__(self: _S) -> _S:
+    def __enter__(self) -> GatewayServer:
         self.start()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-
-class GatewayServer(Served):
-    """The real gateway app."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(create_app(settings))
+    def stop(self) -> None:
+        # The background server runs without lifespan events: close the
+        # gateway's backend connections on its own loop before it ends.
+        if self._loop is not None and self.running:
+            closing = self.gateway_app.state.gateway.aclose()
+            asyncio.run_coroutine_threadsafe(closing, self._loop).result(5)
+        super().stop()
 
     def client(self, api_key: str = "none") -> openai.OpenAI:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=api_key, max_retries=0, timeout=20)

@@ -20,7 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.gateway.support import TIME_TOOL, WEATHER_TOOL, GatewayServer, Served, gateway
+from tests.gateway.support import TIME_TOOL, WEATHER_TOOL, GatewayServer, gateway
+from toolrelay.server.background import BackgroundServer
 
 
 def _call(index: int | None, **fields: Any) -> dict[str, Any]:
@@ -117,14 +118,14 @@ NAMESPACED = {
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[Served]:
+def upstream() -> Iterator[BackgroundServer]:
     app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
-    with Served(app) as server:
+    with BackgroundServer(app) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def gw(upstream: Served) -> Iterator[GatewayServer]:
+def gw(upstream: BackgroundServer) -> Iterator[GatewayServer]:
     with gateway(upstream.url + "/v1", backend_kind="openai") as server:
         yield server
 
@@ -175,7 +176,7 @@ def test_whole_message_calls_are_repaired(gw: GatewayServer) -> None:
     assert all(c.id and c.type == "function" for c in calls)
 
 
-def test_keepalive_while_a_non_streamed_round_runs(upstream: Served) -> None:
+def test_keepalive_while_a_non_streamed_round_runs(upstream: BackgroundServer) -> None:
     """A streamed request answered without streaming (here: tool_choice
     required) commits to the stream once the keep-alive interval passes."""
     with gateway(upstream.url + "/v1", backend_kind="openai", keepalive_interval=0.1) as gw:
@@ -194,7 +195,7 @@ def test_keepalive_while_a_non_streamed_round_runs(upstream: Served) -> None:
     assert any('"name":"get_weather"' in line for line in lines)
 
 
-def test_credentials(upstream: Served) -> None:
+def test_credentials(upstream: BackgroundServer) -> None:
     """The client's key reaches a backend without one; a configured key wins."""
     ask: Any = [{"role": "user", "content": "whoami"}]
     for configured, expected in ((None, "Bearer sk-client"), ("sk-gw", "Bearer sk-gw")):
