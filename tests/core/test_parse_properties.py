@@ -110,6 +110,8 @@ REGRESSIONS = [
     "[TOOL_CALLS]o.",
     "<function=y>>\n <parameter>\n ",
     "<function=f><parameter=p>\na\r\n</parameter>",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜><｜tool▁sep｜>```json```json",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜><｜tool▁sep｜>{``````",
 ]
 
 

@@ -50,8 +50,10 @@ class _State(enum.Enum):
     BETWEEN = 0
     HEADER = 1
     NAME_LINE = 2
-    ARGUMENTS = 3
-    AFTER = 4
+    OPEN_FENCE = 3  # before the arguments: an optional ```json
+    ARGUMENTS = 4
+    CLOSE_FENCE = 5  # after the arguments: an optional ```
+    CALL_END = 6
 
 
 class SectionRegion:
@@ -93,10 +95,14 @@ class SectionRegion:
                 pos, status = self._read_header_text(buf, pos, final)
             elif state is _State.NAME_LINE:
                 pos, status = self._name_line(buf, pos, final)
+            elif state is _State.OPEN_FENCE:
+                pos, status = self._open_fence(buf, pos, final)
             elif state is _State.ARGUMENTS:
                 pos, status = self._arguments(buf, pos, final)
+            elif state is _State.CLOSE_FENCE:
+                pos, status = self._close_fence(buf, pos, final)
             else:
-                pos, status = self._after(buf, pos, final)
+                pos, status = self._call_end(buf, pos, final)
             if status is not None:
                 return pos, status
 
@@ -161,7 +167,7 @@ class SectionRegion:
         if header is not None and header.name_line_follows:
             self._state = _State.NAME_LINE
         else:
-            self._state = _State.ARGUMENTS
+            self._state = _State.OPEN_FENCE
         return found + len(markers.separator), None
 
     def _name_line(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
@@ -177,36 +183,43 @@ class SectionRegion:
             self._call.set_name(name)
         else:
             self._call.dropped = True
-        self._state = _State.ARGUMENTS
+        self._state = _State.OPEN_FENCE
         return stop, None
+
+    # A fence is looked for once, in its own state: a second ``` after the first
+    # must read the same whether or not a delta ended between them.
+
+    def _open_fence(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        pos = skip_whitespace(buf, pos)
+        fence = starts_or_partial(buf, pos, "```json")
+        if fence is None and not final:
+            return pos, Status.CONTINUE
+        self._state = _State.ARGUMENTS
+        return (pos + len("```json") if fence else pos), None
 
     def _arguments(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         args = self._args
         assert args is not None
-        if not args.started:
-            pos = skip_whitespace(buf, pos)
-            fence = starts_or_partial(buf, pos, "```json")
-            if fence:
-                pos += len("```json")
-            elif fence is None and not final:
-                return pos, Status.CONTINUE
         pos, other = args.feed(buf, pos, final)
         if args.done or other is not None or final:
             args.finish()
             if not args.started and self._call is not None:
                 self._call.dropped = True  # the arguments were not an object
-            self._state = _State.AFTER
+            self._state = _State.CLOSE_FENCE
             return pos, None
         return pos, Status.CONTINUE
 
-    def _after(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
-        markers = self._markers
+    def _close_fence(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         pos = skip_whitespace(buf, pos)
         fence = starts_or_partial(buf, pos, "```")
-        if fence:
-            pos = skip_whitespace(buf, pos + 3)
-        elif fence is None and not final:
+        if fence is None and not final:
             return pos, Status.CONTINUE
+        self._state = _State.CALL_END
+        return (pos + 3 if fence else pos), None
+
+    def _call_end(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        markers = self._markers
+        pos = skip_whitespace(buf, pos)
         at_end = starts_or_partial(buf, pos, markers.call_end)
         if at_end is None and not final:
             return pos, Status.CONTINUE
