@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, GatewayServer, stack
+from tests.gateway.support import ASK_WEATHER, TIME_TOOL, WEATHER_TOOL, GatewayServer, stack
 from toolrelay.simulator import Simulator
 
 HERMES_NATIVE = {
@@ -150,3 +150,39 @@ def test_native_mode_on_stop_at_tag_backend_loses_the_call() -> None:
         )
     assert not reply.choices[0].message.tool_calls
     assert reply.choices[0].finish_reason == "stop"
+
+
+def test_parallel_calls_in_text_stream_one_index_at_a_time() -> None:
+    two_calls = {
+        "rules": [
+            {
+                "answer": {
+                    "content": 'On it.\n[TOOL_CALL]{"name": "get_weather", "arguments": '
+                    '{"city": "Oslo"}}[/TOOL_CALL]\n[TOOL_CALL]{"name": "get_time", '
+                    '"arguments": {"tz": "CET"}}[/TOOL_CALL]'
+                }
+            }
+        ]
+    }
+    with stack(two_calls, chunk=3, gateway_settings={"tool_mode": "rescue"}) as (_, gw):
+        client = gw.client()
+        chunks = list(
+            client.chat.completions.create(
+                model="toolrelay-sim",
+                messages=ASK_WEATHER,
+                tools=[WEATHER_TOOL, TIME_TOOL],
+                stream=True,
+            )
+        )
+        indices = [tc.index for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
+        assert indices == sorted(indices) and set(indices) == {0, 1}
+        with client.chat.completions.stream(
+            model="toolrelay-sim", messages=ASK_WEATHER, tools=[WEATHER_TOOL, TIME_TOOL]
+        ) as stream:
+            final = stream.get_final_completion()
+    calls = final.choices[0].message.tool_calls or []
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+        ("get_weather", {"city": "Oslo"}),
+        ("get_time", {"tz": "CET"}),
+    ]
+    assert (final.choices[0].message.content or "").strip() == "On it."
