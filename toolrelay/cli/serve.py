@@ -53,6 +53,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"toolrelay serve: invalid settings: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    backends = ", ".join(f"{b.url} ({b.kind})" for b in settings.backend_configs())
+    print(
+        f"toolrelay serve: http://{settings.host}:{settings.port}/v1 in front of {backends}",
+        file=sys.stderr,
+    )
     uvicorn.run(
         create_app(settings),
         host=settings.host,
