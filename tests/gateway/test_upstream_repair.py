@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import openai
 import orjson
 import pytest
 from starlette.applications import Starlette
@@ -80,6 +81,8 @@ EXPECTED = {
 async def completions(request: Request) -> Response:
     body = await request.json()
     case = body["messages"][-1]["content"]
+    if case == "json error" and body.get("stream"):
+        return JSONResponse({"error": {"message": "model is loading"}})
     if case == "whoami":
         message = {"role": "assistant", "content": request.headers.get("authorization")}
         return JSONResponse({"choices": [{"index": 0, "message": message}]})
@@ -203,3 +206,12 @@ def test_credentials(upstream: BackgroundServer) -> None:
             client = gw.client(api_key="sk-client")
             reply = client.chat.completions.create(model="m", messages=ask)
             assert reply.choices[0].message.content == expected
+
+
+def test_json_answer_to_a_streamed_request(gw: GatewayServer) -> None:
+    with pytest.raises(openai.APIStatusError) as caught:
+        gw.client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "json error"}], stream=True
+        )
+    assert caught.value.status_code == 502
+    assert "model is loading" in caught.value.message

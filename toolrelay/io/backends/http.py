@@ -166,6 +166,19 @@ class HttpClient:
                 raw = b""
             response.release()
             raise _status_error(response.status, raw, url)
+        if response.content_type == "application/json":
+            # Some servers report errors this way, with a 200, even when asked to stream.
+            raw = await response.read()
+            response.release()
+            try:
+                message = error_message(orjson.loads(raw), "")
+            except orjson.JSONDecodeError:
+                message = ""
+            raise BackendError(
+                502,
+                f"backend answered a streamed request without streaming: {message or raw[:200]!r}",
+                upstream_status=response.status,
+            )
         return ChunkStream(response, url)
 
 
