@@ -153,3 +153,10 @@ def test_unknown_format_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown format"):
         Settings(models={"m": {"format": "nope"}})
     assert Settings(models={"m": {"format": "hermes"}}).override_for("m").format == "hermes"
+
+
+def test_unknown_profile_is_rejected_at_startup() -> None:
+    with pytest.raises(ValueError, match="unknown sampling profile"):
+        Settings(profile="fast")
+    with pytest.raises(ValueError, match="unknown sampling profile"):
+        Settings(models={"m": {"profile": "fast"}})

@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from toolrelay.formats import format_names
+from toolrelay.profiles import get_profile
 
 BackendKind = Literal["auto", "openai", "vllm", "sglang", "ollama", "lmstudio", "llamacpp"]
 ToolMode = Literal["auto", "native", "rescue"]
@@ -38,6 +39,14 @@ def _known_format(name: str) -> str:
 FormatName = Annotated[str, AfterValidator(_known_format)]
 
 
+def _known_profile(name: str) -> str:
+    get_profile(name)  # a ValueError naming the valid ones
+    return name
+
+
+ProfileName = Annotated[str, AfterValidator(_known_profile)]
+
+
 class ModelOverride(BaseModel):
     """Per-model settings; unset fields fall back to the backend's or the global ones."""
 
@@ -47,7 +56,7 @@ class ModelOverride(BaseModel):
     tool_mode: ToolMode | None = None
     format: FormatName | None = None
     omit_tool_choice: bool | None = None
-    profile: str | None = None
+    profile: ProfileName | None = None
     stuck: StuckMode | None = None
     stuck_polling_exempt: bool | None = None
     finish_reason_named: Literal["stop", "tool_calls"] | None = None
@@ -110,7 +119,7 @@ class Settings(BaseSettings):
     port: int = 8787
     config: str | None = None
     format: FormatName = "auto"
-    profile: str | None = None
+    profile: ProfileName | None = None
     finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
     stuck_mode: StuckMode = "enforce"
     stuck_polling_exempt: bool = True
