@@ -68,6 +68,10 @@ STREAMS: dict[str, list[list[dict[str, Any]]]] = {
             _call(None, function=_fn("get_time", {"tz": "CET"})),
         ]
     ],
+    "same ids": [
+        [_call(0, id="call_0", type="function", function=_fn("get_weather", '{"city": "Oslo"}'))],
+        [_call(1, id="call_0", type="function", function=_fn("get_time", '{"tz": "CET"}'))],
+    ],
 }
 EXPECTED = {
     "missing index": [("get_weather", {"city": "Oslo"})],
@@ -75,6 +79,7 @@ EXPECTED = {
     "merged calls": [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})],
     "interleaved": [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})],
     "whole objects": [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})],
+    "same ids": [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})],
 }
 
 

@@ -108,16 +108,21 @@ class NativeCalls:
         self, index: int | None, call_id: str | None, name: str | None, whole: bool
     ) -> _Slot | None:
         """The call this entry continues; None when it starts a new one."""
-        if call_id is not None:
-            found = self._by_id.get(call_id)
-            if found is not None:
-                return self._slots[found]
         if index is not None:
             position = self._by_index.get(index)
+            if position is None:
+                if call_id is not None or name or not self._slots:
+                    return None  # a new index with an id or a name: a new call
+                # Bare arguments under an index not seen before: the last call's.
+                position = len(self._slots) - 1
+                self._by_index[index] = position
+        elif call_id is not None:
+            position = self._by_id.get(call_id)
+            if position is None:
+                return None
+        elif self._slots:
+            position = len(self._slots) - 1  # a continuation that lost its index
         else:
-            # No index: a continuation of the last call, if it can be one.
-            position = len(self._slots) - 1 if self._slots and call_id is None else None
-        if position is None:
             return None
         slot = self._slots[position]
         if call_id is not None and slot.id is not None and slot.id != call_id:
@@ -142,12 +147,8 @@ class NativeCalls:
         return slot
 
     def calls(self, tools: ToolSet) -> list[ToolCall]:
-        out = []
-        for slot in self._slots:
-            call = make_call(slot.id, slot.name, "".join(slot.arguments), tools)
-            if call is not None:
-                out.append(call)
-        return out
+        calls = (make_call(s.id, s.name, "".join(s.arguments), tools) for s in self._slots)
+        return _distinct_ids([call for call in calls if call is not None])
 
 
 def message_calls(message: dict[str, Any], tools: ToolSet) -> list[ToolCall]:
@@ -165,4 +166,16 @@ def message_calls(message: dict[str, Any], tools: ToolSet) -> list[ToolCall]:
         call = make_call(entry.get("id"), function.get("name"), function.get("arguments"), tools)
         if call is not None:
             out.append(call)
+    return _distinct_ids(out)
+
+
+def _distinct_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """Calls whose ids are unique in the reply: tool results are matched by id."""
+    seen: set[str] = set()
+    out = []
+    for call in calls:
+        if call.id in seen:
+            call = ToolCall(new_call_id(), call.name, call.arguments, call.arguments_json)
+        seen.add(call.id)
+        out.append(call)
     return out
