@@ -112,6 +112,7 @@ REGRESSIONS = [
     "<function=f><parameter=p>\na\r\n</parameter>",
     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜><｜tool▁sep｜>```json```json",
     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜><｜tool▁sep｜>{``````",
+    "<start_function_call>call:f{}call:" + "x" * 300,
 ]
 
 

@@ -129,7 +129,7 @@ class DslCallRegion:
         self._ctx = ctx
         self._options = options
         self._at = _At.HEAD
-        self._head: list[str] = []
+        self._head = ""  # the header read so far (at most _MAX_HEADER + 1 characters)
         self._call: Call | None = None
         self._frames: list[_Frame] = []
         self._string: _String | None = None
@@ -159,11 +159,12 @@ class DslCallRegion:
     # -- the header --------------------------------------------------------------
 
     def _header(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
-        run = _HEADER_RUN.match(buf, pos)
+        # The limit is counted from the header's start, not from wherever a delta
+        # began: a header too long stops at the same character however it was cut.
+        run = _HEADER_RUN.match(buf, pos, pos + _MAX_HEADER + 1 - len(self._head))
         stop = run.end() if run else pos
-        self._head.append(buf[pos:stop])
+        head = self._head = self._head + buf[pos:stop]
         pos = stop
-        head = "".join(self._head)
         if len(head) > _MAX_HEADER:
             return pos, self._no_call()
         if pos >= len(buf):
@@ -195,7 +196,7 @@ class DslCallRegion:
         call = Call(self._ctx)
         self._call = call
         self._seen = True
-        self._head.clear()
+        self._head = ""
         if call.set_name(name):
             call.start()
         return True
