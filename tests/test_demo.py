@@ -20,3 +20,4 @@ def test_demo_runs_the_whole_loop_offline() -> None:
     assert "tool result" in done.stdout and "18°C" in done.stdout
     assert "assistant" in done.stdout
     assert "[TOOL_CALL]" not in done.stdout
+    assert "Unclosed" not in done.stderr, "every server shut down cleanly"

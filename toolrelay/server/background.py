@@ -43,7 +43,6 @@ def quiet_server(app: Any, log_config: dict[str, Any] | None = None) -> uvicorn.
         log_config=log_config,
         log_level="warning",
         access_log=False,
-        lifespan="off",
         timeout_graceful_shutdown=1,
     )
     return uvicorn.Server(config)
