@@ -186,3 +186,17 @@ def test_parallel_calls_in_text_stream_one_index_at_a_time() -> None:
         ("get_time", {"tz": "CET"}),
     ]
     assert (final.choices[0].message.content or "").strip() == "On it."
+
+
+def test_namespaced_name_rescued(stripped: tuple[Simulator, GatewayServer]) -> None:
+    """The model writes the short name; the declared namespaced one comes back."""
+    namespaced = {
+        "type": "function",
+        "function": {**WEATHER_TOOL["function"], "name": "weather__get_weather"},
+    }
+    _, gw = stripped
+    reply = gw.client().chat.completions.create(
+        model="toolrelay-sim", messages=ASK_WEATHER, tools=[namespaced]
+    )
+    (call,) = reply.choices[0].message.tool_calls or []
+    assert call.function.name == "weather__get_weather"
