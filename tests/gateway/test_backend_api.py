@@ -1,0 +1,59 @@
+"""The backend layer on its own, as the agent engine, `chat` and `doctor` use it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL
+from toolrelay.events import ContentDelta, ToolCallStart
+from toolrelay.io.backends import (
+    Backend,
+    Finish,
+    Opened,
+    RoundRequest,
+    complete_round,
+    stream_round,
+)
+from toolrelay.io.counters import Counters
+from toolrelay.io.settings import BackendConfig
+from toolrelay.simulator import Simulator, SimulatorConfig
+
+
+def test_backend_api_against_an_ollama_without_tools() -> None:
+    async def run(url: str) -> dict[str, Any]:
+        backend = Backend(BackendConfig(url=url))
+        try:
+            model = await backend.default_model()
+            body = {"model": model, "messages": ASK_WEATHER, "tools": [WEATHER_TOOL]}
+            request = RoundRequest.from_body(body)
+            batches = [batch async for batch in stream_round(backend, request, Counters())]
+            plain = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+            return {
+                "model": model,
+                "kind": await backend.kind(),
+                "mode": await backend.tool_mode_for(model),
+                "models": await backend.list_models(),
+                "raw": await backend.complete(plain),
+                "chunks": [chunk async for chunk in backend.stream(plain)],
+                "reply": await complete_round(backend, request, Counters()),
+                "batches": batches,
+            }
+        finally:
+            await backend.aclose()
+
+    with Simulator(SimulatorConfig(no_tools_support=True)) as sim:
+        out = asyncio.run(run(sim.openai_url))
+    assert out["model"] == "toolrelay-sim"
+    assert (out["kind"], out["mode"]) == ("ollama", "rescue")
+    assert out["models"]["data"][0]["id"] == "toolrelay-sim"
+    assert out["raw"]["choices"][0]["message"]["content"].startswith("This is the toolrelay")
+    assert out["chunks"] and all(c["object"] == "chat.completion.chunk" for c in out["chunks"])
+    reply = out["reply"]
+    assert [c.name for c in reply.calls] == ["get_weather"] and reply.mode == "rescue"
+    assert reply.calls[0].arguments == {"city": "Paris"}
+    items = [item for batch in out["batches"] for item in batch]
+    assert isinstance(items[0], Opened) and isinstance(items[-1], Finish)
+    assert items[-1].reason == "tool_calls"
+    assert any(isinstance(i, ToolCallStart) and i.name == "get_weather" for i in items)
+    assert "[TOOL_CALL]" not in "".join(i.text for i in items if isinstance(i, ContentDelta))
