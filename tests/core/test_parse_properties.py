@@ -113,6 +113,7 @@ REGRESSIONS = [
     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜><｜tool▁sep｜>```json```json",
     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜><｜tool▁sep｜>{``````",
     "<start_function_call>call:f{}call:" + "x" * 300,
+    '<|channel|>to=n<|message|>"<|end|><',
 ]
 
 

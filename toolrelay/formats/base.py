@@ -171,16 +171,23 @@ class ArgumentStream:
     (unconsumed), if any, so the region can check for its end marker.
     """
 
-    __slots__ = ("_call", "_lexer", "_writer")
+    __slots__ = ("_call", "_finished", "_lexer", "_writer")
 
     def __init__(self, call: Call) -> None:
         self._call = call
         self._lexer = JsonLexer()
         self._writer = JsonWriter()
+        self._finished = False
 
     @property
     def done(self) -> bool:
-        return self._writer.done
+        """The arguments are over: complete, or ``finish()``-ed as they stood.
+
+        A stream finished early (``feed`` met something else) must not be fed
+        again: its lexer may be inside a string that was never an object's
+        and would swallow the end marker after it.
+        """
+        return self._finished or self._writer.done
 
     @property
     def started(self) -> bool:
@@ -203,6 +210,7 @@ class ArgumentStream:
         return pos, other
 
     def finish(self) -> None:
+        self._finished = True
         self._writer.finish()
         self._call.arguments(self._writer.take())
 
