@@ -7,14 +7,16 @@ is that, once.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
 
+_Server = TypeVar("_Server", bound="BackgroundServer")
 _START_TIMEOUT = 10.0
 _STOP_TIMEOUT = 10.0
 
@@ -50,6 +52,8 @@ def quiet_server(app: Any, log_config: dict[str, Any] | None = None) -> uvicorn.
 
 class BackgroundServer:
     """``with BackgroundServer(app) as server: server.url`` — uvicorn in a daemon thread.
+
+    ``async with`` works too, without blocking the caller's event loop.
 
     ``start()`` returns once the server accepts connections; ``stop()``
     asks it to finish and waits for its thread.
@@ -97,7 +101,7 @@ class BackgroundServer:
         self._server = None
         self._thread = None
 
-    def __enter__(self) -> BackgroundServer:
+    def __enter__(self: _Server) -> _Server:
         self.start()
         return self
 
@@ -108,3 +112,15 @@ class BackgroundServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    async def __aenter__(self: _Server) -> _Server:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from types import TracebackType
 
 import uvicorn
 
@@ -17,7 +15,7 @@ from toolrelay.simulator.streaming import silence_drop_tracebacks
 __all__ = ["Simulator", "base_url", "listening_socket", "serve_forever"]
 
 
-class Simulator:
+class Simulator(BackgroundServer):
     """A simulator served on 127.0.0.1 (a free port by default) from a background thread.
 
     Use it as ``with Simulator(config) as sim:`` or ``async with``; inside,
@@ -30,22 +28,13 @@ class Simulator:
         self, config: SimulatorConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
     ) -> None:
         self.config = config or SimulatorConfig()
-        self._app = build_app(self.config)
-        self._background = BackgroundServer(self._app, host, port)
-
-    @property
-    def host(self) -> str:
-        return self._background.host
-
-    @property
-    def port(self) -> int:
-        return self._background.port
+        super().__init__(build_app(self.config), host, port)
 
     @property
     def url(self) -> str:
-        if not self._background.running:
+        if not self.running:
             raise RuntimeError("the simulator is not running")
-        return self._background.url
+        return super().url
 
     @property
     def openai_url(self) -> str:
@@ -53,40 +42,13 @@ class Simulator:
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        state: SimulatorState = self._app.state.simulator
+        state: SimulatorState = self.app.state.simulator
         return state.requests
 
     def start(self) -> str:
         """Serve in a background thread; returns the base URL once it accepts connections."""
         silence_drop_tracebacks()
-        return self._background.start()
-
-    def stop(self) -> None:
-        self._background.stop()
-
-    def __enter__(self) -> Simulator:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Simulator:
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)
+        return super().start()
 
 
 def serve_forever(
