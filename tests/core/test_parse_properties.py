@@ -35,20 +35,21 @@ markup_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(text=st.text(max_size=300))
 def test_random_text_never_raises(text: str) -> None:
     _assert_contract(text)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(text=markup_text, cuts=st.lists(st.integers(1, 300), max_size=20))
 def test_random_markup_soup_streams_like_it_parses(text: str, cuts: list[int]) -> None:
     _assert_contract(text)
     check_stream(text, cuts)
+    check_stream(text, list(range(1, len(text))))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(case=st.sampled_from(CASES), data=st.data())
 def test_random_cuts_of_real_cases(case: dict[str, Any], data: st.DataObject) -> None:
     text = case["text"]
