@@ -174,11 +174,24 @@ _LITERALS = {
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
 
+def json_text(value: Any) -> str:
+    """Compact strict JSON for ``value``.
+
+    orjson refuses integers beyond 64 bits and strings with a lone surrogate
+    (which a backend's ``"\\ud800"`` decodes to): json writes those, escaping
+    exactly as orjson does otherwise.
+    """
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def escape_json_text(text: str) -> str:
     """The inside of a JSON string literal for ``text`` (no quotes)."""
     if _NEEDS_ESCAPE.search(text) is None:
         return text
-    return orjson.dumps(text).decode()[1:-1]
+    return json_text(text)[1:-1]
 
 
 def canonical_atom(text: str) -> str:

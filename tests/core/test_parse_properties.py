@@ -125,3 +125,21 @@ def test_fuzz_regressions() -> None:
             _assert_contract(text, declared)
             check_stream(text, list(range(1, len(text))), declared)
             check_stream(text, [], declared)
+
+
+def test_lone_surrogates_never_raise() -> None:
+    # json.loads of a backend's "\ud800" gives text that orjson refuses to write.
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "f", "parameters": {"properties": {"a": {"type": "integer"}}}},
+        }
+    ]
+    for text in (
+        ">>>python\n\ud800\nx",
+        "<start_function_call>call:f{a:\ud800}<end_function_call>",
+        '<function=f><parameter=a>\ud800\n"</parameter>',
+        '<tool_call>{"name": "f", "arguments": {"a": "\ud800\\n"}}</tool_call>',
+    ):
+        for declared in (None, tools):
+            check_stream(text, list(range(1, len(text))), declared)

@@ -20,8 +20,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from toolrelay.formats.base import (
     Call,
     Context,
@@ -34,7 +32,7 @@ from toolrelay.formats.base import (
     starts_or_partial,
 )
 from toolrelay.formats.markup import stray_token
-from toolrelay.repair import escape_json_text
+from toolrelay.repair import escape_json_text, json_text
 from toolrelay.schema import coerce_text, is_string_schema, schema_types
 
 _MAX_HEADER = 256
@@ -401,7 +399,7 @@ class DslCallRegion:
 
 
 def _typed(text: str, schema: dict[str, Any] | None) -> str:
-    return orjson.dumps(coerce_text(text, schema)).decode()
+    return json_text(coerce_text(text, schema))
 
 
 def dsl_opener(marker: str, options: DslOptions) -> Opener:

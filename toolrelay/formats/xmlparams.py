@@ -24,14 +24,11 @@ its markup with it.
 from __future__ import annotations
 
 import enum
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
-
-import orjson
 
 from toolrelay.formats.base import (
     ArgumentStream,
@@ -43,7 +40,7 @@ from toolrelay.formats.base import (
     Status,
     starts_or_partial,
 )
-from toolrelay.repair import escape_json_text
+from toolrelay.repair import escape_json_text, json_text
 from toolrelay.schema import coerce_text, is_string_schema
 
 # Longest tag (attributes included) that is waited for; a longer one is garbage.
@@ -249,13 +246,6 @@ _STRAY_END = re.compile(r"[\n<]")
 _STRAY_END_LITERAL = re.compile(r"[\n<\\]")
 _ANGLE = re.compile("<")
 _WORD = re.compile(r"[A-Za-z0-9_.:/-]*")
-
-
-def _json_text(value: Any) -> str:
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:  # an integer beyond 64 bits
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class XmlParamsRegion:
@@ -634,9 +624,9 @@ class XmlParamsRegion:
             return
         coerced = coerce_text("".join(value.parts) + rest, value.schema)
         if value.wrapper and isinstance(coerced, dict):
-            self._wrapper = (value.key, _json_text(coerced))
+            self._wrapper = (value.key, json_text(coerced))
             return
-        call.arguments(self._key_prefix(value.key) + _json_text(coerced))
+        call.arguments(self._key_prefix(value.key) + json_text(coerced))
 
     def _read_json(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         stream = self._json
