@@ -54,6 +54,10 @@ def check_stream(text: str, cuts: list[int], tools: Any = None, fmt: str = "auto
             arguments[event.index].append(event.text)
         elif isinstance(event, ToolCallEnd):
             assert event.index in started
+            assert (event.call.id, event.call.name) == (
+                started[event.index].id,
+                started[event.index].name,
+            ), "a call ends under the id and name it started with"
             assert "".join(arguments[event.index]) == event.call.arguments_json
             assert isinstance(event.call.arguments, dict)
             ended.append(event)

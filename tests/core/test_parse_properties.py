@@ -115,6 +115,7 @@ REGRESSIONS = [
     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜><｜tool▁sep｜>{``````",
     "<start_function_call>call:f{}call:" + "x" * 300,
     '<|channel|>to=n<|message|>"<|end|><',
+    '{"name": "get_weather", "parameters": {{"name": "g',
 ]
 
 

@@ -290,7 +290,7 @@ class JsonCallsRegion:
         elif frame.purpose == "args_string":
             frame.record.args_text.extend(frame.text)
         elif frame.purpose == "name" and frame.text:
-            frame.record.call.set_name("".join(frame.text))
+            self._name_value(frame.record, "".join(frame.text))
 
     def _token(self, tok: Tok, text: str) -> None:
         frames = self._frames
@@ -442,9 +442,7 @@ class JsonCallsRegion:
             value = "".join(frame.text)
             record = frame.record
             if purpose == "name":
-                if record.call.name is None and not record.call.dropped:
-                    record.call.set_name(value)
-                    self._maybe_start(record)
+                self._name_value(record, value)
             elif purpose == "id":
                 record.call.native_id = value
             else:
@@ -460,6 +458,13 @@ class JsonCallsRegion:
             frame.record.call.arguments(writer.take())
         if done:
             self._frames.pop()
+
+    def _name_value(self, record: _CallRecord, name: str) -> None:
+        # The first name wins: a later "name" key (a nested object the model
+        # wrote where the arguments went on) must not rename a started call.
+        if record.call.name is None and not record.call.dropped:
+            record.call.set_name(name)
+            self._maybe_start(record)
 
     def _maybe_start(self, record: _CallRecord) -> None:
         call = record.call
