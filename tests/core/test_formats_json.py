@@ -90,6 +90,7 @@ CASES: list[tuple[str, Any, list[tuple[str, dict[str, Any]]], str]] = [
     ),
     ("<|START_RESPONSE|>Hello<|END_RESPONSE|>", None, [], "Hello"),
     ('functools[{"name": "f", "arguments": {}}]', None, [("f", {})], ""),
+    ("import functools; functools.partial", None, [], "import functools; functools.partial"),
     (
         '<|action_start|><|plugin|>{"name": "f", "parameters": {"a": 1}}<|action_end|>',
         None,
