@@ -116,6 +116,7 @@ REGRESSIONS = [
     "<start_function_call>call:f{}call:" + "x" * 300,
     '<|channel|>to=n<|message|>"<|end|><',
     '{"name": "get_weather", "parameters": {{"name": "g',
+    '```json{""}\n`t',
 ]
 
 

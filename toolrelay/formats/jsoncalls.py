@@ -201,17 +201,18 @@ class JsonCallsRegion:
         while True:
             start = pos
             pos = skip_whitespace(buf, pos)
+            # Unmarked, whitespace before what comes next may still be content:
+            # it is not consumed while waiting for more text.
+            wait_at = pos if options.marked else start
             if pos >= len(buf):
-                if final:
-                    return (pos if options.marked else start), self._end_status()
-                return (pos if options.marked else start), None
+                return wait_at, (self._end_status() if final else None)
             char = buf[pos]
             if options.end_marker is not None:
                 at_end = starts_or_partial(buf, pos, options.end_marker)
                 if at_end:
                     return pos + len(options.end_marker), self._end_status()
                 if at_end is None and not final:
-                    return pos, None
+                    return wait_at, None
             if char in "{[" and (first or options.several):
                 self._token(Tok.BEGIN_OBJECT if char == "{" else Tok.BEGIN_ARRAY, char)
                 return pos + 1, None
