@@ -87,10 +87,6 @@ def _name_then_json(ctx: Context, _marker: str) -> Region:
     return NameThenJsonRegion(ctx)
 
 
-def _name_follows(following: str) -> bool | None:
-    return _json_follows(following) is False or None if following.strip() else None
-
-
 FORMAT = Format(
     name="mistral",
     description="[TOOL_CALLS] [{json}, …] (pre-v11) or [TOOL_CALLS]NAME{json} (v11+)",
