@@ -127,3 +127,33 @@ def test_reasoning_policy(text: str, names: list[str], reasoning: str | None) ->
         assert result.reasoning == reasoning
     else:
         assert "<tool_call>" in (result.reasoning or "")
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{"text": "',
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+        '<|tool_call_argument_begin|>{"text": "',
+        '[TOOL_CALLS]f{"text": "',
+        '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"text": "',
+        '<tool_call>{"name": "f", "arguments": {"text": "',
+        "<tool_call>\n<function=f>\n<parameter=text>\n",
+    ],
+)
+def test_arguments_stream_before_the_call_closes(head: str) -> None:
+    parser = StreamParser(
+        [
+            {
+                "type": "function",
+                "function": {
+                    "name": "f",
+                    "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+                },
+            }
+        ]
+    )
+    events = parser.feed(head) + parser.feed("abc" * 100)
+    assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["f"]
+    streamed = "".join(e.text for e in events if isinstance(e, ToolCallArgumentsDelta))
+    assert streamed.endswith("abc" * 99)

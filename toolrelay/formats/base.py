@@ -206,7 +206,13 @@ class ArgumentStream:
             if tok is not Tok.BEGIN_OBJECT:
                 return new_pos, buf[new_pos] if new_pos < len(buf) else ""
         pos, other = lex_value(self._lexer, writer, buf, pos, final)
-        self._call.arguments(writer.take())
+        call = self._call
+        if call.name is not None:
+            # The arguments are an object and the name is known: the call is certain
+            # from here on, so what follows streams. A call whose name is still to be
+            # inferred (Kimi's bare ids) keeps holding its arguments.
+            call.start()
+        call.arguments(writer.take())
         return pos, other
 
     def finish(self) -> None:
