@@ -33,6 +33,14 @@ def call_text(size: int) -> str:
     return "<tool_call>" + body.decode() + "</tool_call>"
 
 
+def xml_call_text(size: int) -> str:
+    argument = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+    return (
+        "<tool_call>\n<function=write_file>\n<parameter=path>\na.txt\n</parameter>\n"
+        f"<parameter=text>\n{argument}\n</parameter>\n</function>\n</tool_call>"
+    )
+
+
 def prose_then_call(size: int) -> str:
     prose = ("The quick brown fox jumps over the lazy dog. " * (size // 45 + 1))[:size]
     return prose + '<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>'
@@ -73,6 +81,7 @@ def main() -> str:
     ]
     totals = {}
     cases = [(f"one call, {size // 1000}k-character argument", call_text(size)) for size in SIZES]
+    cases.append(("one Qwen3-Coder XML call, 64k-character parameter", xml_call_text(64_000)))
     cases.append(("64k characters of prose, then a small call", prose_then_call(64_000)))
     for label, text in cases:
         chunks = deltas(text)

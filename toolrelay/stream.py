@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolrelay.events import ContentDelta, Event, ReasoningDelta
-from toolrelay.formats import OpenerTable, opener_table
+from toolrelay.formats import Dispatch, OpenerTable, opener_table
 from toolrelay.formats.base import Context, Region, Status
 from toolrelay.names import ToolSet
 
@@ -90,8 +90,9 @@ class StreamParser:
                 if status is Status.CONTINUE:
                     if not getattr(region, "may_fallback", False):
                         keep_from = pos
-                    # A dispatcher that has chosen its format steps out of the hot path.
-                    self._region = getattr(region, "chosen", None) or region
+                    if type(region) is Dispatch and region.chosen is not None:
+                        # The dispatcher has chosen its format: it leaves the hot path.
+                        self._region = region.chosen
                     break
                 self._region = None
                 if status is Status.FALLBACK:

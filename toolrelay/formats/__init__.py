@@ -92,7 +92,7 @@ class UnknownFormatError(ValueError):
     pass
 
 
-class _Dispatch:
+class Dispatch:
     """Picks among formats that share one marker by what follows it."""
 
     __slots__ = ("_at_start", "_candidates", "_ctx", "_marker", "chosen")
@@ -191,7 +191,7 @@ class OpenerTable:
 
 def _dispatcher(candidates: tuple[Opener, ...]) -> Callable[[Context, str], Region]:
     def factory(ctx: Context, marker: str) -> Region:
-        return _Dispatch(ctx, marker, candidates)
+        return Dispatch(ctx, marker, candidates)
 
     return factory
 

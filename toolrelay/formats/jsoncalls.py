@@ -159,6 +159,8 @@ class JsonCallsRegion:
                 return pos, Status.FALLBACK
             if self._lexer.quote == '"':
                 pos = self._stream_string_run(buf, pos)
+                if pos == len(buf) and not final:
+                    return pos, Status.CONTINUE
             if not self._frames:
                 pos, status = self._between_values(buf, pos, final)
                 if status is not None:

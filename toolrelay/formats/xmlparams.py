@@ -85,6 +85,10 @@ class Dialect:
         return tuple(found)
 
     @cached_property
+    def longest_terminator(self) -> int:
+        return max(len(t) for t in self.value_terminators)
+
+    @cached_property
     def value_end(self) -> re.Pattern[str]:
         # One search that stops at the first terminator: a value is scanned once.
         return re.compile("|".join(re.escape(t) for t in self.value_terminators))
@@ -590,7 +594,7 @@ class XmlParamsRegion:
     def _safe_end(self, buf: str, pos: int) -> int:
         """Hold back a possible partial terminator at the end of the buffer."""
         end = len(buf)
-        longest = max(len(t) for t in self._terminators)
+        longest = self._dialect.longest_terminator
         start = buf.rfind("<", max(pos, end - longest + 1))
         while start >= 0:
             tail = buf[start:]
