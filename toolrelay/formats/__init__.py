@@ -46,7 +46,15 @@ from toolrelay.formats import (
     seed_oss,
     step3,
 )
-from toolrelay.formats.base import Context, Format, Opener, Region, RegionFactory, Status
+from toolrelay.formats.base import (
+    Context,
+    Format,
+    Opener,
+    Region,
+    RegionFactory,
+    Status,
+    skip_whitespace,
+)
 
 FORMATS: tuple[Format, ...] = (
     bracket.FORMAT,
@@ -92,10 +100,13 @@ class UnknownFormatError(ValueError):
     pass
 
 
+_SNIFF_WINDOW = 64
+
+
 class Dispatch:
     """Picks among formats that share one marker by what follows it."""
 
-    __slots__ = ("_at_start", "_candidates", "_ctx", "_marker", "chosen")
+    __slots__ = ("_at_start", "_blanks", "_candidates", "_ctx", "_marker", "chosen")
 
     def __init__(self, ctx: Context, marker: str, candidates: tuple[Opener, ...]) -> None:
         self._ctx = ctx
@@ -103,6 +114,7 @@ class Dispatch:
         self._candidates = candidates
         self.chosen: Region | None = None
         self._at_start = ctx.at_start  # the parser clears it once the opener is found
+        self._blanks = 0  # blanks right after the marker, already skipped
 
     @property
     def may_fallback(self) -> bool:
@@ -110,7 +122,12 @@ class Dispatch:
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
         if self.chosen is None:
-            following = buf[pos:]
+            # ``pos`` is right after the marker on every call, whatever the buffer
+            # held before it; blanks already skipped are not read again.
+            start = skip_whitespace(buf, pos + self._blanks)
+            self._blanks = start - pos
+            # A sniff decides from a few characters past the blanks, never the whole rest.
+            following = buf[pos : start + _SNIFF_WINDOW]
             undecided = False
             for candidate in self._candidates:
                 verdict = True if candidate.sniff is None else candidate.sniff(following)
