@@ -16,6 +16,7 @@ parser consumes the text and emits call events.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import groupby
 from typing import Any
 
 from toolrelay.events import ContentDelta, Event, ReasoningDelta
@@ -136,12 +137,10 @@ def _merge_text(events: list[Event]) -> list[Event]:
     if len(events) < 2:
         return events
     merged: list[Event] = []
-    for event in events:
-        last = merged[-1] if merged else None
-        if isinstance(event, ContentDelta) and isinstance(last, ContentDelta):
-            merged[-1] = ContentDelta(last.text + event.text)
-        elif isinstance(event, ReasoningDelta) and isinstance(last, ReasoningDelta):
-            merged[-1] = ReasoningDelta(last.text + event.text)
+    for kind, run in groupby(events, type):
+        if kind is ContentDelta or kind is ReasoningDelta:
+            text = "".join(e.text for e in run if isinstance(e, ContentDelta | ReasoningDelta))
+            merged.append(ContentDelta(text) if kind is ContentDelta else ReasoningDelta(text))
         else:
-            merged.append(event)
+            merged.extend(run)
     return merged
