@@ -40,6 +40,11 @@ def xml_call_text(size: int) -> str:
     )
 
 
+def code(size: int) -> str:
+    line = 'function f(x) { if (x) { return {a: [1, 2], b: "{c}"}; } } // [note] <b>\n'
+    return (line * (size // len(line) + 1))[:size]
+
+
 def prose_then_call(size: int) -> str:
     prose = ("The quick brown fox jumps over the lazy dog. " * (size // 45 + 1))[:size]
     return prose + '<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>'
@@ -84,6 +89,7 @@ def main() -> str:
     cases = [(f"one call, {size // 1000}k-character argument", call_text(size)) for size in SIZES]
     cases.append(("one Qwen3-Coder XML call, 64k-character parameter", xml_call_text(64_000)))
     cases.append(("64k characters of prose, then a small call", prose_then_call(64_000)))
+    cases.append(("64k characters of code full of braces and tags, no call", code(64_000)))
     for label, text in cases:
         chunks = deltas(text)
         parsed = time_stream(chunks, StreamParser)

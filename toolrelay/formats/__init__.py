@@ -177,7 +177,9 @@ class OpenerTable:
             return None
         marker = found.group()
         start = found.start()
-        if not final and len(buf) - start > len(marker) - 1 and buf[start:] in self.prefixes:
+        rest = len(buf) - start
+        # Only a short rest can be a longer marker's beginning: no slice of a long buffer.
+        if not final and len(marker) <= rest < self.longest and buf[start:] in self.prefixes:
             return start, marker, None
         return start, marker, self._factory(marker)
 

@@ -9,24 +9,39 @@ tools are declared), otherwise it is content.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from toolrelay.formats.base import Format
 from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 
 _BARE = JsonCallsOptions(marked=False)
 
 
-def _array_of_objects(following: str) -> bool | None:
-    stripped = following.lstrip()
-    if not stripped:
-        return None
-    return stripped[0] == "{"
+def _first_is(allowed: str) -> Callable[[str], bool | None]:
+    """A sniff: the first character after the blanks is one of ``allowed``.
+
+    Prose and code are full of brackets; this turns almost all of them away
+    before a region is made for them.
+    """
+
+    def sniff(following: str) -> bool | None:
+        stripped = following.lstrip()
+        if not stripped:
+            return None
+        return stripped[0] in allowed
+
+    return sniff
+
+
+_QUOTED_KEY = _first_is("\"'")  # a call object's first key is always quoted
+_OBJECT = _first_is("{")
 
 
 FORMAT = Format(
     name="bare_json",
     description='{"name": …, "arguments"|"parameters": …} or a JSON array of such objects',
     openers=(
-        json_opener("{", _BARE),
-        json_opener("[", _BARE, sniff=_array_of_objects),
+        json_opener("{", _BARE, sniff=_QUOTED_KEY),
+        json_opener("[", _BARE, sniff=_OBJECT),
     ),
 )
