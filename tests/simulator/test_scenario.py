@@ -196,6 +196,22 @@ def test_placeholders_in_calls_and_literal_braces(start_simulator, wire):
     assert [c["function"]["arguments"] for c in calls] == [{"q": ["cats", ""], "n": 2}, {}]
 
 
+def test_a_call_id_given_in_the_scenario_is_sent_as_is(start_simulator, wire):
+    calls = [
+        {"name": "get_weather", "arguments": {}, "id": "call_fixed"},
+        {"name": "get_weather", "arguments": {}, "id": ""},  # LM Studio's empty ids
+        {"name": "get_weather", "arguments": {}},
+    ]
+    sim = start_simulator({"rules": [{"answer": {"tool_calls": calls}}]})
+    ids = [c["id"] for c in ask(sim, wire, user("x"))["message"]["tool_calls"]]
+    assert ids[:2] == ["call_fixed", ""]
+    assert ids[2].startswith("call_")
+    ollama = wire.http(sim).post(
+        "/api/chat", json={"model": "m", "messages": user("x"), "stream": False}
+    )
+    assert [c["id"] for c in ollama.json()["message"]["tool_calls"]][:2] == ["call_fixed", ""]
+
+
 def test_error_answers(start_simulator, wire):
     scenario = {
         "rules": [

@@ -135,21 +135,23 @@ def _render(
         return Failure(answer.error.status, answer.error.message, answer.error.body)
     content = _fill(answer.content, values)
     reasoning = _fill(answer.reasoning or "", values)
-    calls = [_fill_call(spec, values) for spec in answer.tool_calls]
+    calls = [(spec.id, *_fill_call(spec, values)) for spec in answer.tool_calls]
     finish_reason = answer.finish_reason
     choice = turn.tool_choice
     # A server that honours tool_choice constrains what the model may emit;
     # only native tools can be constrained.
     if turn.tools and not config.ignore_tool_choice:
         if choice == "none" and calls:
-            names = ", ".join(name for name, _ in calls)
+            names = ", ".join(name for _, name, _ in calls)
             content = content or f'I would call {names}, but tool_choice is "none".'
             calls = []
         elif choice == "required" and not calls:
-            calls = [_forced_call(turn.tools[0])]
+            calls = [(None, *_forced_call(turn.tools[0]))]
         elif choice.startswith("function:"):
             name = choice.removeprefix("function:")
-            calls = [call for call in calls if call[0] == name] or [_forced_call(_tool(turn, name))]
+            calls = [call for call in calls if call[1] == name] or [
+                (None, *_forced_call(_tool(turn, name)))
+            ]
             # OpenAI answers a named tool_choice with finish_reason "stop".
             finish_reason = finish_reason or "stop"
     if config.stop_at_tool_call_tag and TOOL_CALL_TAG in content:
@@ -161,8 +163,9 @@ def _render(
         content=content,
         reasoning=reasoning,
         calls=tuple(
-            Call(_call_id(turn, index), name, arguments)
-            for index, (name, arguments) in enumerate(calls)
+            # A scenario's own id is sent as given, "" included (LM Studio breaks on empty ids).
+            Call(_call_id(turn, index) if call_id is None else call_id, name, arguments)
+            for index, (call_id, name, arguments) in enumerate(calls)
         ),
         finish_reason=finish_reason,
         prompt_tokens=turn.prompt_tokens,
