@@ -445,11 +445,15 @@ def lex_value(
 def repair_json(text: str) -> Any:
     """Parse sloppy JSON text leniently; None when it holds no JSON value.
 
-    Trailing text after the first complete value is ignored.
+    Sloppiness is repaired (quotes, commas, literals, truncation); text that is
+    not JSON at all (``{not json}``) is not turned into a value. Trailing text
+    after the first complete value is ignored.
     """
     lexer = JsonLexer()
     writer = JsonWriter()
-    lex_value(lexer, writer, text, 0, True)
+    _, stopped_at = lex_value(lexer, writer, text, 0, True)
+    if stopped_at is not None:
+        return None  # something that is not JSON stood inside the value
     writer.finish()
     out = writer.take()
     if not out:
