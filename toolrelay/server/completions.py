@@ -101,31 +101,48 @@ class ChatCompletions:
         encoder = ChunkEncoder(chat.round.model, chat.include_usage)
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         writer = _StreamWriter(send, self.gateway.settings.keepalive_interval)
+        relay = asyncio.create_task(self._relay_stream(items, encoder, writer, extra))
         watcher = asyncio.create_task(_watch_disconnect(receive, writer))
-        outcome = "ok"
         try:
-            await writer.write(encoder.role())
-            await _relay(items, encoder, writer, extra)
-            if writer.disconnected:
-                outcome = "client_gone"
-        except BackendError as exc:
-            outcome = "backend_error"
-            self.gateway.counters.inc("backend_errors", str(exc.status))
-            await writer.write(sse_error(upstream(exc.status, exc.message).to_dict()))
-        except RescueRequestError as exc:
-            outcome = "invalid"
-            await writer.write(sse_error(invalid(str(exc), exc.param).to_dict()))
-        except Exception:
-            outcome = "error"
-            log.exception("stream failed after it started")
-            error = APIError(500, "toolrelay failed while streaming", type="server_error")
-            await writer.write(sse_error(error.to_dict()))
+            await asyncio.wait({relay, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            outcome = relay.result() if relay.done() else "client_gone"
         finally:
             writer.stop()
             watcher.cancel()
+            if not relay.done():
+                # The client left while the relay waits for the backend, which
+                # may stay silent for long: cancelling the relay closes the
+                # backend's connection now, which stops the generation there.
+                relay.cancel()
+                await asyncio.wait({relay})
             await items.aclose()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return outcome
+
+    async def _relay_stream(
+        self,
+        items: AsyncIterator[list[StreamItem]],
+        encoder: ChunkEncoder,
+        writer: _StreamWriter,
+        extra: dict[str, Any],
+    ) -> str:
+        """Relay the stream, errors included; the outcome for the request counter."""
+        try:
+            await writer.write(encoder.role())
+            await _relay(items, encoder, writer, extra)
+        except BackendError as exc:
+            self.gateway.counters.inc("backend_errors", str(exc.status))
+            await writer.write(sse_error(upstream(exc.status, exc.message).to_dict()))
+            return "backend_error"
+        except RescueRequestError as exc:
+            await writer.write(sse_error(invalid(str(exc), exc.param).to_dict()))
+            return "invalid"
+        except Exception:
+            log.exception("stream failed after it started")
+            error = APIError(500, "toolrelay failed while streaming", type="server_error")
+            await writer.write(sse_error(error.to_dict()))
+            return "error"
+        return "client_gone" if writer.disconnected else "ok"
 
 
 async def _relay(
