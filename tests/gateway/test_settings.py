@@ -107,6 +107,16 @@ def test_serve_rejects_bad_settings(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "invalid settings" in capsys.readouterr().err
 
 
+def test_serve_rejects_a_port_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
+    # Unchecked, 70000 was bound as port 4464 while the banner announced 70000.
+    with pytest.raises(ValueError, match="port"):
+        Settings(port=70000)
+    with pytest.raises(ValueError, match="port"):
+        Settings(port=-1)
+    assert cli_main(["serve", "--port", "70000"]) == 2
+    assert "port" in capsys.readouterr().err
+
+
 def test_serve_command_answers_health_with_backend_down() -> None:
     ports = []
     for _ in range(2):

@@ -116,7 +116,8 @@ class Settings(BaseSettings):
     # Forces every request onto this model; without it requests use the model they name.
     model: str | None = None
     host: str = "127.0.0.1"
-    port: int = 8787
+    # Checked here: the socket layer would silently bind 70000 as 4464.
+    port: int = Field(default=8787, ge=0, le=65535)
     config: str | None = None
     format: FormatName = "auto"
     profile: ProfileName | None = None
