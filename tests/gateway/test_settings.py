@@ -107,6 +107,18 @@ def test_serve_rejects_bad_settings(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "invalid settings" in capsys.readouterr().err
 
 
+def test_serve_rejects_a_config_file_that_does_not_parse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, text in (("bad.yaml", "port: [8787\nbackends: {\n"), ("bad.json", '{"port": ')):
+        path = tmp_path / name
+        path.write_text(text)
+        # A malformed YAML file used to end the command with a traceback.
+        assert cli_main(["serve", "--config", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert "invalid settings" in err and name in err
+
+
 def test_serve_rejects_a_port_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
     # Unchecked, 70000 was bound as port 4464 while the banner announced 70000.
     with pytest.raises(ValueError, match="port"):

@@ -95,7 +95,11 @@ def load_config_file(path: str) -> dict[str, Any]:
     """Read a YAML or JSON config file into a mapping (JSON is valid YAML, but
     a ``.json`` file gets the stricter parser and its clearer errors)."""
     text = Path(path).read_text(encoding="utf-8")
-    data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        # A ValueError, like every other bad setting: the CLI reports it without a traceback.
+        raise ValueError(f"config file {path} does not parse: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
