@@ -119,6 +119,16 @@ def test_serve_rejects_a_config_file_that_does_not_parse(
         assert "invalid settings" in err and name in err
 
 
+def test_a_model_routed_to_an_unknown_backend_is_rejected() -> None:
+    backends = [{"name": "gpu", "url": "http://127.0.0.1:9/v1"}]
+    # It used to fall back to the default backend without a word.
+    with pytest.raises(ValueError, match="no backend is named 'gpus'"):
+        Settings(backends=backends, models={"m": {"backend": "gpus"}})
+    settings = Settings(backends=backends, models={"m": {"backend": "gpu"}})
+    assert settings.override_for("m").backend == "gpu"
+    assert Settings(models={"m": {"backend": "default"}}).override_for("m").backend == "default"
+
+
 def test_serve_rejects_a_port_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
     # Unchecked, 70000 was bound as port 4464 while the banner announced 70000.
     with pytest.raises(ValueError, match="port"):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -151,6 +151,19 @@ class Settings(BaseSettings):
         init_kwargs = getattr(init_settings, "init_kwargs", {})
         path = init_kwargs.get("config") or os.environ.get("TOOLRELAY_CONFIG")
         return (init_settings, env_settings, _ConfigFileSource(settings_cls, path))
+
+    @model_validator(mode="after")
+    def _model_backends_exist(self) -> Settings:
+        # Routing falls back to the default backend, so a misspelt name would
+        # silently send the model's requests to the wrong server.
+        names = [b.name for b in self.backend_configs()]
+        for model, override in self.models.items():
+            if override.backend is not None and override.backend not in names:
+                raise ValueError(
+                    f"models.{model}.backend: no backend is named {override.backend!r} "
+                    f"(backends: {', '.join(names)})"
+                )
+        return self
 
     def backend_configs(self) -> list[BackendConfig]:
         """The configured backends; the flat settings make the default one when the
