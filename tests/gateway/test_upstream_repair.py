@@ -72,6 +72,11 @@ STREAMS: dict[str, list[list[dict[str, Any]]]] = {
         [_call(0, id="call_0", type="function", function=_fn("get_weather", '{"city": "Oslo"}'))],
         [_call(1, id="call_0", type="function", function=_fn("get_time", '{"tz": "CET"}'))],
     ],
+    # Repaired (the trailing comma) into an integer orjson cannot write.
+    "beyond 64 bits": [
+        [_call(0, id="c1", type="function", function=_fn("get_weather", '{"n": 2e0, '))],
+        [_call(0, function=_fn(arguments='"id": 123456789012345678901,}'))],
+    ],
 }
 EXPECTED = {
     "missing index": [("get_weather", {"city": "Oslo"})],
@@ -80,6 +85,7 @@ EXPECTED = {
     "interleaved": [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})],
     "whole objects": [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})],
     "same ids": [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})],
+    "beyond 64 bits": [("get_weather", {"n": 2.0, "id": 123456789012345678901})],
 }
 
 

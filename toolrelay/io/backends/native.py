@@ -17,7 +17,7 @@ import orjson
 
 from toolrelay.events import ToolCall
 from toolrelay.names import ToolSet
-from toolrelay.repair import repair_json
+from toolrelay.repair import json_text, repair_json
 
 
 def new_call_id() -> str:
@@ -36,7 +36,9 @@ def make_call(call_id: Any, name: Any, arguments: Any, tools: ToolSet) -> ToolCa
         id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
         name=resolved,
         arguments=args,
-        arguments_json=orjson.dumps(args).decode(),
+        # Repaired arguments may hold what orjson refuses to write (an integer
+        # beyond 64 bits, a lone surrogate); json_text writes those too.
+        arguments_json=json_text(args),
     )
 
 
