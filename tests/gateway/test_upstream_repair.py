@@ -105,6 +105,15 @@ async def completions(request: Request) -> Response:
         message = {"role": "assistant", "content": None, "tool_calls": [call]}
         return JSONResponse({"choices": [{"index": 0, "message": message}]})
     common = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    if case == "error null":
+        # An "error": null key on every chunk, which the openai SDK does not count as an error.
+        pieces = [{"content": "fine"}, {}]
+        chunks = [
+            {**common, "error": None, "choices": [{"index": 0, "delta": delta}]} for delta in pieces
+        ]
+        chunks[-1]["choices"][0]["finish_reason"] = "stop"
+        sse = b"".join(b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks)
+        return Response(sse + b"data: [DONE]\n\n", media_type="text/event-stream")
     if body.get("stream"):
 
         async def frames() -> Iterator[bytes]:  # type: ignore[misc]
@@ -217,6 +226,15 @@ def test_credentials(upstream: BackgroundServer) -> None:
             client = gw.client(api_key="sk-client")
             reply = client.chat.completions.create(model="m", messages=ask)
             assert reply.choices[0].message.content == expected
+
+
+def test_a_null_error_key_in_a_chunk_is_no_error(gw: GatewayServer) -> None:
+    stream = gw.client().chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "error null"}], stream=True
+    )
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "fine"
+    assert chunks[-1].choices[0].finish_reason == "stop"
 
 
 def test_json_answer_to_a_streamed_request(gw: GatewayServer) -> None:

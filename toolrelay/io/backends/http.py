@@ -22,7 +22,7 @@ class ChunkStream:
     Each batch holds the chunks that one read brought (at least one), so that
     a relay can forward them in one write: under load that amortises the
     wake-up and the system calls over many chunks. ``[DONE]`` ends the
-    iteration; a payload with a top-level ``error`` raises
+    iteration; a payload with a non-empty top-level ``error`` raises
     :class:`BackendError`, as the openai SDK does.
     """
 
@@ -71,7 +71,7 @@ class ChunkStream:
                 continue  # a server's stray non-JSON line; clients skip it too
             if not isinstance(chunk, dict):
                 continue
-            if "error" in chunk:
+            if chunk.get("error"):  # as the SDK checks it: a null or empty error is none
                 await self.aclose()
                 raise BackendError(502, error_message(chunk, ""), upstream_status=200)
             batch.append(chunk)
