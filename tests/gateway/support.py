@@ -4,11 +4,13 @@ front of a simulator (a test double for a model), and openai SDK clients."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import openai
+import orjson
 
 from toolrelay.io.settings import Settings
 from toolrelay.server import create_app
@@ -85,3 +87,29 @@ def stack(
         gateway(sim.openai_url, **(gateway_settings or {})) as gw,
     ):
         yield sim, gw
+
+
+def silent_backend(closed: threading.Event) -> Any:
+    """A model server that streams one piece of text, then thinks forever; sets
+    ``closed`` when its client hangs up."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()  # the request body
+        chunk = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}],
+        }
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        body = b"data: " + orjson.dumps(chunk) + b"\n\n"
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        closed.set()
+
+    return app

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
-from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL
+from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, silent_backend
 from toolrelay.events import ContentDelta, ToolCallStart
 from toolrelay.io.backends import (
     Backend,
@@ -17,6 +18,7 @@ from toolrelay.io.backends import (
 )
 from toolrelay.io.counters import Counters
 from toolrelay.io.settings import BackendConfig
+from toolrelay.server.background import BackgroundServer
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 
@@ -57,3 +59,22 @@ def test_backend_api_against_an_ollama_without_tools() -> None:
     assert items[-1].reason == "tool_calls"
     assert any(isinstance(i, ToolCallStart) and i.name == "get_weather" for i in items)
     assert "[TOOL_CALL]" not in "".join(i.text for i in items if isinstance(i, ContentDelta))
+
+
+def test_a_stream_round_closed_right_after_it_opened_closes_the_backend_connection() -> None:
+    # A relay whose client leaves before the first chunk closes the round there.
+    closed = threading.Event()
+
+    async def run(url: str) -> bool:
+        backend = Backend(BackendConfig(url=url, kind="openai"))
+        try:
+            body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+            items = stream_round(backend, RoundRequest.from_body(body), Counters())
+            assert await items.__anext__() == [Opened()]
+            await items.aclose()
+            return await asyncio.to_thread(closed.wait, 5)
+        finally:
+            await backend.aclose()
+
+    with BackgroundServer(silent_backend(closed)) as server:
+        assert asyncio.run(run(server.url + "/v1")), "the backend's stream was left open"

@@ -10,10 +10,16 @@ from typing import Any
 
 import httpx
 import openai
-import orjson
 import pytest
 
-from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, GatewayServer, gateway, stack
+from tests.gateway.support import (
+    ASK_WEATHER,
+    WEATHER_TOOL,
+    GatewayServer,
+    gateway,
+    silent_backend,
+    stack,
+)
 from toolrelay.server.background import BackgroundServer
 
 COMPLETIONS = "/v1/chat/completions"
@@ -242,36 +248,10 @@ def test_client_leaving_mid_stream_stops_the_relay() -> None:
             time.sleep(0.05)
 
 
-def _silent_backend(closed: threading.Event) -> Any:
-    """A model server that streams one piece of text, then thinks forever; sets
-    ``closed`` when its client hangs up."""
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        await receive()  # the request body
-        chunk = {
-            "id": "chatcmpl-1",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": "m",
-            "choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}],
-        }
-        headers = [(b"content-type", b"text/event-stream")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        body = b"data: " + orjson.dumps(chunk) + b"\n\n"
-        await send({"type": "http.response.body", "body": body, "more_body": True})
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        closed.set()
-
-    return app
-
-
 def test_client_leaving_while_the_backend_is_silent_closes_the_backend_connection() -> None:
     closed = threading.Event()
     with (
-        BackgroundServer(_silent_backend(closed)) as backend,
+        BackgroundServer(silent_backend(closed)) as backend,
         gateway(backend.url + "/v1", backend_kind="openai", keepalive_interval=0) as gw,
     ):
         body = {"model": "m", "messages": ASK_WEATHER, "stream": True}

@@ -391,18 +391,19 @@ async def stream_round(
         _learn_refusal(backend, req, counters)
         mode = "rescue"
         chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
-    yield [Opened()]
-    if req.has_tools:
-        counters.inc("rounds", mode)
-    tools = _parse_tools(req)
-    state = _StreamState(
-        StreamParser(tools=tools, format=_format(req, mode)) if req.has_tools else None,
-        _call_limit(req),
-    )
-    native = NativeCalls()
-    finish: Any = None
-    usage: dict[str, Any] | None = None
     async with chunks:
+        # Inside: a caller that stops right after Opened closes the backend's stream.
+        yield [Opened()]
+        if req.has_tools:
+            counters.inc("rounds", mode)
+        tools = _parse_tools(req)
+        state = _StreamState(
+            StreamParser(tools=tools, format=_format(req, mode)) if req.has_tools else None,
+            _call_limit(req),
+        )
+        native = NativeCalls()
+        finish: Any = None
+        usage: dict[str, Any] | None = None
         async for batch in chunks:
             out: list[StreamItem] = []
             for chunk in batch:
