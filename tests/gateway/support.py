@@ -3,7 +3,6 @@ front of a simulator (a test double for a model), and openai SDK clients."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,29 +44,18 @@ ASK_WEATHER = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 
 class GatewayServer(BackgroundServer):
-    """The real gateway app, served from a background thread on a free port."""
+    """The real gateway app, served from a background thread on a free port.
+
+    Stopping it runs the app's shutdown, which closes its backend connections.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.gateway_app = create_app(settings)
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-        async def remember_loop(scope: Any, receive: Any, send: Any) -> None:
-            self._loop = asyncio.get_running_loop()
-            await self.gateway_app(scope, receive, send)
-
-        super().__init__(remember_loop)
+        super().__init__(self.gateway_app)
 
     def __enter__(self) -> GatewayServer:
         self.start()
         return self
-
-    def stop(self) -> None:
-        # The background server runs without lifespan events: close the
-        # gateway's backend connections on its own loop before it ends.
-        if self._loop is not None and self.running:
-            closing = self.gateway_app.state.gateway.aclose()
-            asyncio.run_coroutine_threadsafe(closing, self._loop).result(5)
-        super().stop()
 
     def client(self, api_key: str = "none") -> openai.OpenAI:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=api_key, max_retries=0, timeout=20)

@@ -22,9 +22,10 @@ Agent loop, one round::
 Gateway::
 
     verdict = gateway_verdict(messages, config, tools)
-    if verdict and verdict.enforced:     # answer without tools
+    if verdict and verdict.enforced:     # answer without tools, and say why
         request_messages = append_note(messages, final_answer_note(verdict))
-    response["toolrelay_stuck"] = verdict.to_public_dict()  # observe too
+        response["toolrelay_stuck"] = verdict.to_public_dict()
+    # in observe mode the verdict is only logged and counted
 """
 
 from toolrelay.stuck.config import (
