@@ -151,3 +151,17 @@ def test_a_backend_down_at_first_is_probed_again() -> None:
             assert reply.choices[0].message.tool_calls
             assert _health(gw)["backends"][0]["kind"] == "ollama"
             assert all("tools" not in r.body for r in _completion_requests(sim))
+
+
+def test_a_stream_cut_off_by_the_token_limit_is_not_a_swallowed_call() -> None:
+    thinking = {"reasoning": "Let me think about", "finish_reason": "length"}
+    scenario = {"rules": [{"answer": thinking}]}
+    with stack(scenario, gateway_settings={"backend_kind": "openai"}) as (sim, gw):
+        chunks = list(
+            gw.client().chat.completions.create(
+                model="toolrelay-sim", messages=ASK_WEATHER, tools=[WEATHER_TOOL], stream=True
+            )
+        )
+        assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+        assert len(_completion_requests(sim)) == 1, "asked once: nothing was swallowed"
+        assert "swallows_streamed_calls" not in json.dumps(_health(gw)["backends"][0]["facts"])

@@ -438,9 +438,11 @@ async def stream_round(
             kept = kept[: max(state.limit - state.calls, 0)]
         last.extend(reply_events(Reply(None, None, kept, "tool_calls", None, mode), state.calls))
         state.calls += len(kept)
-    if req.has_tools and not state.saw_text and not state.calls and req.plan.mode != "none":
+    swallowed = not state.saw_text and not state.calls and finish != "length"
+    if req.has_tools and swallowed and req.plan.mode != "none":
         # The stream came back empty although tools were sent: the backend's
-        # streamed tool parsing lost the call. Ask once without streaming.
+        # streamed tool parsing lost the call. Ask once without streaming. (A
+        # round the token limit cut short, in its reasoning, lost nothing.)
         backend.learn(req.model, "swallows_streamed_calls")
         counters.inc("fallbacks", "swallowed_stream")
         reply = await complete_round(backend, req, counters)
