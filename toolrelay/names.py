@@ -38,10 +38,6 @@ class ToolSet:
         self.declared = tools is not None and bool(self._by_name)
         self._cache: dict[str, str | None] = {}
 
-    @property
-    def names(self) -> list[str]:
-        return list(self._by_name)
-
     def resolve(self, name: str) -> str | None:
         """The declared name a model's name stands for, or None when unknown or ambiguous."""
         name = name.strip()

@@ -267,10 +267,6 @@ class JsonWriter:
         self._out.clear()
         return text
 
-    @property
-    def depth(self) -> int:
-        return len(self._stack)
-
     def push(self, tok: Tok, text: str) -> bool:
         if self.done:
             raise ValueError("value already complete")
@@ -308,9 +304,6 @@ class JsonWriter:
             return
         top = self._stack[-1]
         self._stack[-1] = _Frame.OBJECT_NEXT if top is _Frame.OBJECT_VALUE else _Frame.ARRAY_NEXT
-
-    def _expecting_value(self) -> bool:
-        return not self._stack or self._stack[-1] in (_Frame.OBJECT_VALUE, _Frame.ARRAY_VALUE)
 
     def _push_structure(self, tok: Tok, text: str) -> None:
         frame = self._stack[-1] if self._stack else None

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 
 class APIError(Exception):
     """An error answered to the client; ``param`` names the request field at fault."""
@@ -35,9 +33,6 @@ class APIError(Exception):
                 "code": self.code,
             }
         }
-
-    def to_json(self) -> bytes:
-        return orjson.dumps(self.to_dict())
 
 
 def invalid(message: str, param: str | None = None) -> APIError:
