@@ -16,18 +16,6 @@ from toolrelay.server import create_app
 from toolrelay.server.background import BackgroundServer
 from toolrelay.simulator import Simulator, SimulatorConfig
 
-WEATHER_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 TIME_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -40,7 +28,6 @@ TIME_TOOL: dict[str, Any] = {
         },
     },
 }
-ASK_WEATHER = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 
 class GatewayServer(BackgroundServer):

@@ -6,7 +6,8 @@ import asyncio
 import threading
 from typing import Any
 
-from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, silent_backend
+from tests.gateway.support import silent_backend
+from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.events import ContentDelta, ToolCallStart
 from toolrelay.io.backends import (
     Backend,

@@ -12,14 +12,8 @@ import httpx
 import openai
 import pytest
 
-from tests.gateway.support import (
-    ASK_WEATHER,
-    WEATHER_TOOL,
-    GatewayServer,
-    gateway,
-    silent_backend,
-    stack,
-)
+from tests.gateway.support import GatewayServer, gateway, silent_backend, stack
+from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.server.background import BackgroundServer
 
 COMPLETIONS = "/v1/chat/completions"

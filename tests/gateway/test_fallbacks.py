@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, GatewayServer, gateway, stack
+from tests.gateway.support import GatewayServer, gateway, stack
+from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 

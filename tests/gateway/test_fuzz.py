@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.support import TIME_TOOL, WEATHER_TOOL, GatewayServer, stack
+from tests.gateway.support import TIME_TOOL, GatewayServer, stack
+from tests.weather import WEATHER_TOOL
 
 scalars = st.one_of(
     st.none(),

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.gateway.support import ASK_WEATHER, TIME_TOOL, WEATHER_TOOL, GatewayServer, stack
+from tests.gateway.support import TIME_TOOL, GatewayServer, stack
+from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.simulator import Simulator
 
 HERMES_NATIVE = {

@@ -14,7 +14,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, gateway
+from tests.gateway.support import gateway
+from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.cli import main as cli_main
 from toolrelay.io.settings import Settings
 from toolrelay.simulator import Simulator, SimulatorConfig

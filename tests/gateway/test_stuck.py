@@ -9,7 +9,8 @@ import httpx
 import openai
 import pytest
 
-from tests.gateway.support import ASK_WEATHER, WEATHER_TOOL, GatewayServer, gateway
+from tests.gateway.support import GatewayServer, gateway
+from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 SCENARIO = {

@@ -12,7 +12,8 @@ import openai
 import pytest
 import yaml
 
-from tests.gateway.support import TIME_TOOL, WEATHER_TOOL, GatewayServer, gateway
+from tests.gateway.support import TIME_TOOL, GatewayServer, gateway
+from tests.weather import WEATHER_TOOL
 from toolrelay.io.settings import Settings
 from toolrelay.simulator import Simulator, SimulatorConfig
 

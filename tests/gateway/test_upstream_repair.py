@@ -21,7 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.gateway.support import TIME_TOOL, WEATHER_TOOL, GatewayServer, gateway
+from tests.gateway.support import TIME_TOOL, GatewayServer, gateway
+from tests.weather import WEATHER_TOOL
 from toolrelay.server.background import BackgroundServer
 
 

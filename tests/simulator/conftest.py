@@ -10,21 +10,8 @@ import openai
 import orjson
 import pytest
 
+from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.simulator import Simulator, SimulatorConfig
-
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
-WEATHER_QUESTION = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 StartSimulator = Callable[..., Simulator]
 
@@ -102,4 +89,4 @@ def weather_tool() -> dict[str, Any]:
 
 @pytest.fixture
 def weather_question() -> list[dict[str, Any]]:
-    return [dict(message) for message in WEATHER_QUESTION]
+    return [dict(message) for message in ASK_WEATHER]
