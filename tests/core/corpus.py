@@ -1,4 +1,5 @@
-"""The public parser test corpus in ../shared/corpus, read into test cases."""
+"""The public parser test corpus (tests/data/corpus, copied from the public parser
+test suites of vLLM and SGLang), read into test cases."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "public-cases.jsonl"
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus" / "public-cases.jsonl"
 
 _TYPE_SPEC = re.compile(r"(\w+)(?:\[(.*)\])?")
 

@@ -1,4 +1,4 @@
-"""Every case of the public parser corpus (../shared/corpus), in ``auto`` mode.
+"""Every case of the public parser corpus (tests/data/corpus), in ``auto`` mode.
 
 Cases pass as upstream wrote them, except those listed in ``DIFFERENT``
 (toolrelay's answer differs on purpose; the reason is given) and
