@@ -1,10 +1,12 @@
 """toolrelay: make LLM tool calling just work on every model server."""
 
 from toolrelay.events import (
+    CallRejected,
     ContentDelta,
     Event,
     ParseResult,
     ReasoningDelta,
+    RejectedCall,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallEnd,
@@ -14,10 +16,12 @@ from toolrelay.parse import parse_tool_calls
 from toolrelay.stream import StreamParser
 
 __all__ = [
+    "CallRejected",
     "ContentDelta",
     "Event",
     "ParseResult",
     "ReasoningDelta",
+    "RejectedCall",
     "StreamParser",
     "ToolCall",
     "ToolCallArgumentsDelta",

@@ -21,12 +21,28 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class RejectedCall:
+    """A call the parser recognised but cannot hand out, and why.
+
+    ``name`` is the name as the model wrote it (None when it wrote none),
+    ``raw`` the call's text as written, ``reason`` a sentence a model (or a
+    person) can act on: an unknown or ambiguous name, arguments that are not
+    an object.
+    """
+
+    name: str | None
+    raw: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class ParseResult:
     """What a finished model output holds once its tool-call markup is taken out."""
 
     calls: list[ToolCall]
     content: str
     reasoning: str | None = None
+    rejected: list[RejectedCall] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -58,4 +74,16 @@ class ToolCallEnd:
     call: ToolCall
 
 
-Event = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd
+@dataclass(frozen=True)
+class CallRejected:
+    call: RejectedCall
+
+
+Event = (
+    ContentDelta
+    | ReasoningDelta
+    | ToolCallStart
+    | ToolCallArgumentsDelta
+    | ToolCallEnd
+    | CallRejected
+)

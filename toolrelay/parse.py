@@ -6,9 +6,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolrelay.events import (
+    CallRejected,
     ContentDelta,
     ParseResult,
     ReasoningDelta,
+    RejectedCall,
     ToolCall,
     ToolCallEnd,
 )
@@ -34,6 +36,7 @@ def parse_tool_calls(
     calls: list[ToolCall] = []
     content: list[str] = []
     reasoning: list[str] = []
+    rejected: list[RejectedCall] = []
     for event in events:
         if isinstance(event, ContentDelta):
             content.append(event.text)
@@ -41,4 +44,6 @@ def parse_tool_calls(
             reasoning.append(event.text)
         elif isinstance(event, ToolCallEnd):
             calls.append(event.call)
-    return ParseResult(calls, "".join(content), "".join(reasoning) if reasoning else None)
+        elif isinstance(event, CallRejected):
+            rejected.append(event.call)
+    return ParseResult(calls, "".join(content), "".join(reasoning) if reasoning else None, rejected)
