@@ -24,14 +24,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
+from results import write_section
 
 from toolrelay.stuck import StuckDetector, clear_caches, gateway_verdict
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 HEADING = "## Stuck detector"
 
 
@@ -221,17 +220,6 @@ def report(count: int, rows: list[Row], long_history: tuple[int, float], fresh: 
     return "\n".join(lines)
 
 
-def write_section(section: str) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = text.find(HEADING)
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(HEADING))
-        text = text[:start] + section + (text[end + 1 :] if end != -1 else "")
-    RESULTS.write_text(text.rstrip("\n") + "\n")
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
@@ -240,7 +228,7 @@ def main(argv: list[str]) -> int:
     section = report(count, rows, long_history_us(), fresh_request_us())
     print(section)
     if args.write:
-        write_section(section)
+        write_section(HEADING, section)
     return 0
 
 

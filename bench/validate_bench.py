@@ -25,17 +25,16 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import fastjsonschema
 import jsonschema
 import jsonschema_rs
 import orjson
+from results import write_section
 
 from toolrelay.validate import validate_arguments
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 HEADING = "## Argument validation"
 RUNS = 7
 
@@ -174,17 +173,6 @@ def report(small: dict[str, float], large: dict[str, float]) -> str:
     )
 
 
-def write_section(section: str) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = text.find(HEADING)
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(HEADING))
-        text = text[:start] + section + (text[end + 1 :] if end != -1 else "")
-    RESULTS.write_text(text.rstrip("\n") + "\n")
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
@@ -194,7 +182,7 @@ def main(argv: list[str]) -> int:
     section = report(small, large)
     print(section)
     if args.write:
-        write_section(section)
+        write_section(HEADING, section)
     return 0
 
 
