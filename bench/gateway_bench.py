@@ -320,7 +320,8 @@ def validation_cost() -> dict[str, float]:
     from pydantic import TypeAdapter
 
     from toolrelay.io.settings import Settings
-    from toolrelay.server.request import decode, read_request
+    from toolrelay.server.request import read_request
+    from toolrelay.server.turn import decode
 
     tools = [
         {

@@ -18,11 +18,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError
 from toolrelay.io.settings import Settings
-from toolrelay.server.completions import ChatCompletions
+from toolrelay.server.completions import ChatFront
 from toolrelay.server.docs import DOCS_PAGE, openapi_spec
 from toolrelay.server.errors import APIError, upstream
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.metrics import Metrics
+from toolrelay.server.turn import TurnRoute
 
 _SAFE_REQUEST_ID = re.compile(rb"[\w.:/=+-]{1,128}")
 
@@ -80,9 +81,10 @@ def create_app(settings: Settings) -> Starlette:
         yield
         await gateway.aclose()
 
+    chat = TurnRoute(gateway, ChatFront(settings))
     app = Starlette(
         routes=[
-            Route("/v1/chat/completions", ChatCompletions(gateway), methods=["POST"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),

@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import orjson
-
 from toolrelay.io.backends import RoundRequest
 from toolrelay.io.settings import Settings
 from toolrelay.profiles import get_profile
 from toolrelay.rescue import RescueRequestError
 from toolrelay.server.errors import invalid
+from toolrelay.server.turn import Turn
 from toolrelay.stuck import Mode, parse_mode
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -29,21 +28,8 @@ _OWN_FIELDS = ("toolrelay_profile", "toolrelay_stuck_mode")
 
 
 @dataclass
-class ChatRequest:
-    round: RoundRequest
-    stream: bool
-    include_usage: bool
-    stuck_mode: Mode | None
-
-
-def decode(raw: bytes) -> dict[str, Any]:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise invalid(f"The request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.")
-    return body
+class ChatRequest(Turn):
+    include_usage: bool = False
 
 
 def read_request(
@@ -103,7 +89,7 @@ def read_request(
         )
     except RescueRequestError as exc:
         raise invalid(str(exc), exc.param) from None
-    return ChatRequest(round_request, stream, include_usage, stuck_mode)
+    return ChatRequest(round_request, stream, stuck_mode, include_usage)
 
 
 def _optional(body: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any:

@@ -22,7 +22,8 @@ from toolrelay.events import (
     ToolCallArgumentsDelta,
     ToolCallStart,
 )
-from toolrelay.io.backends import Reply
+from toolrelay.io.backends import Finish, Reply
+from toolrelay.server.errors import APIError
 
 KEEPALIVE = b": keep-alive\n\n"
 DONE = b"data: [DONE]\n\n"
@@ -69,6 +70,8 @@ def completion(reply: Reply, model: str, extra: dict[str, Any]) -> dict[str, Any
 class ChunkEncoder:
     """SSE ``data:`` lines of one ``chat.completion.chunk`` stream."""
 
+    keepalive = KEEPALIVE
+
     def __init__(self, model: str, include_usage: bool) -> None:
         self._common: dict[str, Any] = {
             "id": completion_id(),
@@ -85,7 +88,7 @@ class ChunkEncoder:
     def delta(self, delta: dict[str, Any]) -> bytes:
         return self._head + orjson.dumps(delta) + self._tail
 
-    def role(self) -> bytes:
+    def start(self) -> bytes:
         return self.delta({"role": "assistant", "content": None})
 
     def event(self, event: Event) -> bytes | None:
@@ -109,21 +112,23 @@ class ChunkEncoder:
             return self.delta({"reasoning_content": event.text}) if event.text else None
         return None  # ToolCallEnd: the fragments already carried the call
 
-    def finish(self, reason: str, extra: dict[str, Any]) -> bytes:
-        """The last choice chunk; toolrelay's own keys ride on it, top level."""
+    def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
+        """The last choice chunk (toolrelay's own keys ride on it, top level),
+        the usage chunk when asked for, and ``[DONE]``."""
         chunk = {
             **self._common,
-            "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}],
+            "choices": [
+                {"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish.reason}
+            ],
         }
         if self.include_usage:
             chunk["usage"] = None
         chunk.update(extra)
-        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+        out = b"data: " + orjson.dumps(chunk) + b"\n\n"
+        if self.include_usage:
+            usage = {**self._common, "choices": [], "usage": finish.usage or _ZERO_USAGE}
+            out += b"data: " + orjson.dumps(usage) + b"\n\n"
+        return out + DONE
 
-    def usage(self, usage: dict[str, Any] | None) -> bytes:
-        chunk = {**self._common, "choices": [], "usage": usage or _ZERO_USAGE}
-        return b"data: " + orjson.dumps(chunk) + b"\n\n"
-
-
-def sse_error(error: dict[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(error) + b"\n\n"
+    def error(self, error: APIError) -> bytes:
+        return b"data: " + orjson.dumps(error.to_dict()) + b"\n\n"

@@ -1,0 +1,322 @@
+"""One turn, whatever API the client speaks.
+
+The gateway speaks several wire formats (Chat Completions, Anthropic Messages,
+OpenAI Responses). Each is a :class:`Front`: a translator from its request to
+a :class:`Turn` (the internal :class:`RoundRequest` plus the front's own
+options) and from the internal answer (a :class:`Reply`, or the stream of
+parser events ending in :class:`Finish`) back to its wire shape, errors
+included. :class:`TurnRoute` does everything else once, for every front: it
+reads the body, checks the client's history for a loop, runs the turn
+(:func:`complete_turn` / :func:`stream_turn`), keeps a quiet stream alive,
+stops the backend when the client leaves, and answers every failure in the
+front's own error shape.
+
+It is a plain ASGI app: the hot path pays for no Request/Response objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import orjson
+from starlette.types import Message, Receive, Scope, Send
+
+from toolrelay.events import Event
+from toolrelay.io.backends import (
+    BackendError,
+    Finish,
+    Opened,
+    Reply,
+    RoundRequest,
+    StreamItem,
+    complete_round,
+    stream_round,
+)
+from toolrelay.rescue import RescueRequestError
+from toolrelay.server import loops
+from toolrelay.server.errors import APIError, invalid, upstream
+from toolrelay.server.gateway import Gateway
+from toolrelay.stuck import Mode
+
+log = logging.getLogger("toolrelay.server")
+
+Headers = Iterable[tuple[bytes, bytes]]
+
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+@dataclass
+class Turn:
+    """What every front reads from its request; fronts subclass it for their own options."""
+
+    round: RoundRequest
+    stream: bool
+    stuck_mode: Mode | None
+
+
+TurnT = TypeVar("TurnT", bound=Turn)
+TurnT_contra = TypeVar("TurnT_contra", bound=Turn, contravariant=True)
+
+
+class Encoder(Protocol):
+    """The bytes of one streamed answer, in the front's wire format."""
+
+    keepalive: bytes
+
+    def start(self) -> bytes:
+        """What the stream opens with, before any event."""
+
+    def event(self, event: Event) -> bytes | None:
+        """The bytes for one parser event; None when it has nothing to send."""
+
+    def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
+        """What closes the stream; ``extra`` holds toolrelay's own top-level keys."""
+
+    def error(self, error: APIError) -> bytes:
+        """A failure after the stream started."""
+
+
+class Front(Protocol[TurnT]):
+    """A wire format: pure translation, no I/O."""
+
+    def read(self, body: dict[str, Any], headers: Headers) -> TurnT:
+        """The turn for a decoded request body; raises :class:`APIError` for bad input."""
+
+    def answer(self, turn: TurnT, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
+        """The JSON body of a finished, non-streamed answer."""
+
+    def encoder(self, turn: TurnT) -> Encoder:
+        """The encoder of this turn's streamed answer."""
+
+    def error(self, error: APIError) -> tuple[int, dict[str, Any]]:
+        """Status and JSON body of an error answered before any stream started."""
+
+
+async def complete_turn(gateway: Gateway, req: RoundRequest) -> Reply:
+    """The turn's finished answer."""
+    return await complete_round(gateway.backends.for_model(req.model), req, gateway.counters)
+
+
+def stream_turn(gateway: Gateway, req: RoundRequest) -> AsyncGenerator[list[StreamItem], None]:
+    """The turn's answer as batches of items: ``[Opened()]`` first (errors before
+    it are refusals to start), the last batch ending with one :class:`Finish`."""
+    return stream_round(
+        gateway.backends.for_model(req.model),
+        req,
+        gateway.counters,
+        patience=gateway.settings.keepalive_interval or None,
+    )
+
+
+class TurnRoute(Generic[TurnT]):
+    """The ASGI app of one front's endpoint."""
+
+    def __init__(self, gateway: Gateway, front: Front[TurnT]) -> None:
+        self.gateway = gateway
+        self.front = front
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gateway = self.gateway
+        counters = gateway.counters
+        try:
+            raw = await read_body(receive, gateway.settings.max_body_bytes)
+            turn = self.front.read(decode(raw), scope["headers"])
+            extra: dict[str, Any] = {}
+            verdict = loops.check(turn.round, turn.stuck_mode, gateway.settings, counters)
+            if verdict is not None:
+                turn.round = loops.final_answer_request(turn.round, verdict)
+                extra["toolrelay_stuck"] = verdict.to_public_dict()
+            if turn.stream:
+                outcome = await self._stream(turn, extra, send, receive)
+            else:
+                reply = await complete_turn(gateway, turn.round)
+                if reply.warning:
+                    extra["toolrelay_warning"] = reply.warning
+                await send_json(send, 200, self.front.answer(turn, reply, extra))
+                outcome = "ok"
+        except Exception as exc:
+            error, outcome = self._failure(exc, "toolrelay failed to handle the request")
+            status, body = self.front.error(error)
+            await send_json(send, status, body)
+        counters.inc("requests", outcome)
+
+    def _failure(self, exc: Exception, bug: str) -> tuple[APIError, str]:
+        """The error to answer for ``exc`` and the outcome for the request counter."""
+        if isinstance(exc, APIError):
+            return exc, "invalid" if exc.status < 500 else "error"
+        if isinstance(exc, RescueRequestError):
+            # Found only when the history is rewritten for a rescued model.
+            return invalid(str(exc), exc.param), "invalid"
+        if isinstance(exc, BackendError):
+            self.gateway.counters.inc("backend_errors", str(exc.status))
+            return upstream(exc.status, exc.message), "backend_error"
+        # A bug of ours, not the client's: still an error in the front's shape.
+        log.exception(bug)
+        return APIError(500, bug, type="server_error"), "error"
+
+    async def _stream(
+        self, turn: TurnT, extra: dict[str, Any], send: Send, receive: Receive
+    ) -> str:
+        """Stream the turn; the outcome for the request counter."""
+        items = stream_turn(self.gateway, turn.round)
+        # Errors up to Opened are answered with a status; later ones in the stream.
+        await items.__anext__()  # [Opened()]
+        encoder = self.front.encoder(turn)
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        writer = _StreamWriter(send, self.gateway.settings.keepalive_interval, encoder.keepalive)
+        relay = asyncio.create_task(self._relay_stream(items, encoder, writer, extra))
+        watcher = asyncio.create_task(_watch_disconnect(receive, writer))
+        try:
+            await asyncio.wait({relay, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            outcome = relay.result() if relay.done() else "client_gone"
+        finally:
+            writer.stop()
+            watcher.cancel()
+            if not relay.done():
+                # The client left while the relay waits for the backend, which
+                # may stay silent for long: cancelling the relay closes the
+                # backend's connection now, which stops the generation there.
+                relay.cancel()
+                await asyncio.wait({relay})
+            await items.aclose()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return outcome
+
+    async def _relay_stream(
+        self,
+        items: AsyncIterator[list[StreamItem]],
+        encoder: Encoder,
+        writer: _StreamWriter,
+        extra: dict[str, Any],
+    ) -> str:
+        """Relay the stream, errors included; the outcome for the request counter."""
+        try:
+            await writer.write(encoder.start())
+            await _relay(items, encoder, writer, extra)
+        except Exception as exc:
+            error, outcome = self._failure(exc, "toolrelay failed while streaming")
+            await writer.write(encoder.error(error))
+            return outcome
+        return "client_gone" if writer.disconnected else "ok"
+
+
+async def _relay(
+    batches: AsyncIterator[list[StreamItem]],
+    encoder: Encoder,
+    writer: _StreamWriter,
+    extra: dict[str, Any],
+) -> None:
+    async for batch in batches:
+        if writer.disconnected:
+            return
+        out = []
+        for item in batch:
+            if isinstance(item, Finish):
+                if item.warning:
+                    extra["toolrelay_warning"] = item.warning
+                out.append(encoder.finish(item, extra))
+            elif not isinstance(item, Opened):
+                data = encoder.event(item)
+                if data is not None:
+                    out.append(data)
+        if out:
+            await writer.write(b"".join(out))
+
+
+class _StreamWriter:
+    """Sends SSE bytes, and ``keepalive`` whenever nothing was sent for a while."""
+
+    def __init__(self, send: Send, interval: float, keepalive: bytes) -> None:
+        self._send = send
+        self._last = time.monotonic()
+        self.disconnected = False
+        self._keepalive = (
+            asyncio.create_task(self._beat(interval, keepalive)) if interval > 0 else None
+        )
+
+    async def write(self, data: bytes) -> None:
+        # No lock against the keep-alive task: each send is one whole SSE
+        # message, so a keep-alive can only ever land between two events.
+        self._last = time.monotonic()
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def _beat(self, interval: float, keepalive: bytes) -> None:
+        while True:
+            await asyncio.sleep(interval - (time.monotonic() - self._last))
+            if time.monotonic() - self._last >= interval:
+                await self.write(keepalive)
+
+    def stop(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+
+
+async def _watch_disconnect(receive: Receive, writer: _StreamWriter) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            writer.disconnected = True
+            writer.stop()
+            return
+
+
+def decode(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise invalid(f"The request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.")
+    return body
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    chunks = []
+    size = 0
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            raise APIError(400, "The client went away before sending the body.")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def header(headers: Headers, name: bytes) -> str | None:
+    """A request header's value (``name`` in lower case, as ASGI gives it)."""
+    for key, value in headers:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def client_auth(headers: Headers) -> str | None:
+    """The client's credentials as an Authorization value: its own
+    ``Authorization`` header, else its ``x-api-key`` (Anthropic's) as a bearer token."""
+    auth = header(headers, b"authorization")
+    if auth is None:
+        key = header(headers, b"x-api-key")
+        if key:
+            auth = "Bearer " + key
+    return auth
+
+
+async def send_json(send: Send, status: int, body: Any) -> None:
+    data = orjson.dumps(body)
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
