@@ -20,6 +20,7 @@ from toolrelay.formats import (
     command_r7b,
     deepseek,
     deepseek_v32,
+    echoes,
     fenced,
     functionary,
     functiongemma,
@@ -89,7 +90,7 @@ FORMATS: tuple[Format, ...] = (
     functionary.FORMAT,
 )
 
-ALWAYS_ON: tuple[Format, ...] = (reasoning.FORMAT,)
+ALWAYS_ON: tuple[Format, ...] = (reasoning.FORMAT, echoes.FORMAT)
 
 
 def format_names() -> list[str]:
