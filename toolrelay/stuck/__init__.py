@@ -19,6 +19,11 @@ Agent loop, one round::
     elif verdict:
         messages = apply_nudge(messages, verdict)   # no-op unless enforced
 
+With ``enforce_action="rewind"``, a round whose decision blocks (level
+``block``) is not appended: ``messages = rewind(messages, decision.verdict)``
+keeps the loop's first round and a note instead. ``max_poll_calls`` caps the
+polls of a turn: past it, ``check_pending`` halts (pattern ``poll_budget``).
+
 Gateway::
 
     verdict = gateway_verdict(messages, config, tools)
@@ -33,6 +38,7 @@ from toolrelay.stuck.config import (
     DEFAULT_SIDE_EFFECT_TOOLS,
     DEFAULT_VOLATILE_ARG_KEYS,
     MODES,
+    EnforceAction,
     Ladder,
     Mode,
     StuckConfig,
@@ -47,6 +53,7 @@ from toolrelay.stuck.detector import (
     final_answer_note,
     gateway_verdict,
     name_saturation,
+    rewind,
 )
 from toolrelay.stuck.normalize import error_fingerprint, result_fingerprint, signature
 from toolrelay.stuck.verdict import CallAction, Decision, InvolvedCall, Level, Verdict
@@ -58,6 +65,7 @@ __all__ = [
     "MODES",
     "CallAction",
     "Decision",
+    "EnforceAction",
     "InvolvedCall",
     "Ladder",
     "Level",
@@ -75,5 +83,6 @@ __all__ = [
     "name_saturation",
     "parse_mode",
     "result_fingerprint",
+    "rewind",
     "signature",
 ]

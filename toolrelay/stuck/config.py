@@ -13,6 +13,9 @@ from typing import Any, Literal
 
 Mode = Literal["enforce", "observe", "off"]
 MODES: tuple[Mode, ...] = ("enforce", "observe", "off")
+# What an enforced block does to the transcript: answer the blocked call with a
+# synthetic result, or also cut the looping suffix down to its first round.
+EnforceAction = Literal["block", "rewind"]
 
 # A call is polling when its name matches one of these globs (§7.5 rule 1).
 DEFAULT_POLLING_TOOLS: tuple[str, ...] = (
@@ -140,6 +143,10 @@ class StuckConfig:
     # Only the most recent tool calls of the turn are examined (§7.8).
     window_max_calls: int = 50
     near_identical_similarity: float = 0.9
+    # Polling calls one user turn may make, progress or not (§7.5 rule 2);
+    # None: no cap. Counted over the whole turn, not only the window.
+    max_poll_calls: int | None = 100
+    enforce_action: EnforceAction = "block"
 
     def __post_init__(self) -> None:
         # Lists and sets from a config file are accepted; the config must stay
@@ -156,3 +163,9 @@ class StuckConfig:
             raise ValueError("window_max_calls must be at least 1")
         if not 0.0 < self.near_identical_similarity <= 1.0:
             raise ValueError("near_identical_similarity must be in (0, 1]")
+        if self.max_poll_calls is not None and self.max_poll_calls < 1:
+            raise ValueError("max_poll_calls must be at least 1 (or None for no cap)")
+        if self.enforce_action not in ("block", "rewind"):
+            raise ValueError(
+                f"invalid enforce_action {self.enforce_action!r}: expected 'block' or 'rewind'"
+            )

@@ -11,8 +11,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolrelay.stuck import normalize, similarity, transcript
-from toolrelay.stuck.config import StuckConfig
-from toolrelay.stuck.messages import block_text, describe_call, halt_text, nudge_text
+from toolrelay.stuck.config import Ladder, StuckConfig
+from toolrelay.stuck.messages import (
+    block_text,
+    describe_call,
+    halt_text,
+    nudge_text,
+    poll_budget_text,
+    rewind_text,
+)
 from toolrelay.stuck.patterns import (
     Finding,
     Measure,
@@ -29,6 +36,7 @@ from toolrelay.stuck.patterns import (
     unknown_tool_measure,
 )
 from toolrelay.stuck.transcript import (
+    CallReader,
     CallSpec,
     Round,
     ToolCatalog,
@@ -38,6 +46,7 @@ from toolrelay.stuck.transcript import (
     read_window,
     text_of,
     tool_calls_of,
+    window_start,
 )
 from toolrelay.stuck.verdict import CallAction, Decision, InvolvedCall, Level, Verdict
 
@@ -197,6 +206,9 @@ class StuckDetector:
         run_all: dict[str, CallAction] = {spec.call_id: "run" for spec in specs}
         if not specs:
             return Decision(per_call=run_all)
+        over_budget = _poll_budget(messages, specs, reader, config)
+        if over_budget is not None:
+            return over_budget
         window = read_window(messages, reader)
         distinct = list({spec.sig: spec for spec in reversed(specs)}.values())[::-1]
         findings: list[Finding] = []
@@ -255,6 +267,59 @@ class StuckDetector:
         else:
             message = nudge_text(chosen.measure, catalog.names)
         return _verdict(chosen, config, message)
+
+
+def _poll_budget(
+    messages: Sequence[Any], specs: Sequence[CallSpec], reader: CallReader, config: StuckConfig
+) -> Decision | None:
+    """A halt when the pending polls would take the turn past ``max_poll_calls``.
+
+    Polls that make progress are never a loop, so only this cap ends them; it
+    counts the whole turn (since the last real user message), not the window.
+    """
+    cap = config.max_poll_calls
+    polls = [spec for spec in specs if spec.polling]
+    if cap is None or not polls:
+        return None
+    start = window_start(messages, len(messages) + 1)
+    made = sum(
+        spec.polling
+        for index in range(start, len(messages))
+        if isinstance(messages[index], Mapping) and messages[index].get("role") == "assistant"
+        for spec in reader.read_all(messages[index], index)
+    )
+    if made + len(polls) <= cap:
+        return None
+    first = polls[0]
+    texts = {spec.call_id: poll_budget_text(made, cap, spec) for spec in specs}
+    ids = tuple(texts)
+    verdict = Verdict(
+        pattern="poll_budget",
+        level=_level("halt", config),
+        mode=config.mode,
+        count=made + len(polls),
+        thresholds=Ladder(halt=cap),
+        tool_names=tuple(dict.fromkeys(spec.name for spec in polls)),
+        calls=tuple(
+            {
+                spec.sig: InvolvedCall(spec.name, spec.sig, spec.canonical_args) for spec in polls
+            }.values()
+        ),
+        signature=first.sig,
+        canonical_args=first.canonical_args,
+        result_excerpt=None,
+        error_excerpt=None,
+        first_index=start,
+        last_index=max(len(messages) - 1, start),
+        loop_start_index=start,
+        blocked_call_ids=ids,
+        message_to_model=halt_text("poll_budget", made, describe_call(first.name, "")),
+        suggested_actions=_HALT_SUGGESTIONS,
+        polling=True,
+    )
+    if config.mode == "observe":
+        return Decision(per_call={spec.call_id: "run" for spec in specs}, verdict=verdict)
+    return Decision(per_call=dict.fromkeys(ids, "block"), verdict=verdict, blocked_texts=texts)
 
 
 def _findings_pending(measures: Sequence[Measure]) -> list[Finding]:
@@ -326,6 +391,26 @@ def apply_nudge(messages: Sequence[Mapping[str, Any]], verdict: Verdict) -> list
     if verdict.level != "nudge":
         return [dict(message) for message in messages]
     return append_note(messages, verdict.message_to_model)
+
+
+def rewind(messages: Sequence[Mapping[str, Any]], verdict: Verdict) -> list[dict[str, Any]]:
+    """``enforce_action="rewind"`` at a block: the looping suffix cut to its first round.
+
+    The conversation is kept up to the round that started the loop
+    (``verdict.loop_start_index``): that call and its results stay, with a
+    note saying that its repeats were taken out and what they all returned.
+    The pending, blocked assistant message is dropped rather than answered.
+    It saves a small-window model the context the loop took. The detector's
+    counts start again from that one round, so a caller rewinds once per turn
+    and blocks as usual after that.
+    """
+    start = verdict.loop_start_index
+    if not 0 <= start < len(messages) or not tool_calls_of(messages[start]):
+        return append_note(messages, verdict.message_to_model)
+    end = start + 1
+    while end < len(messages) and messages[end].get("role") == "tool":
+        end += 1
+    return append_note(messages[:end], rewind_text(verdict))
 
 
 def name_saturation(

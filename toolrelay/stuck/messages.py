@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from toolrelay.stuck.patterns import Measure
 from toolrelay.stuck.transcript import Call, CallSpec
+from toolrelay.stuck.verdict import Verdict
 
 _ARGS_CHARS = 200
 _RESULT_CHARS = 240
@@ -180,6 +181,31 @@ def block_text(measure: Measure, blocked: CallSpec) -> str:
     )
 
 
+def poll_budget_text(made: int, cap: int, blocked: CallSpec) -> str:
+    """The synthetic result of a poll past the turn's ``max_poll_calls``."""
+    what = describe_call(blocked.name, blocked.canonical_args)
+    return (
+        f"[loop-guard:blocked poll_budget] NOT EXECUTED: {what} was not run because this turn "
+        f"already made {made} status checks, the most one turn may make ({cap}). Report the "
+        "current status to the user, or give your final answer and say what you are waiting for."
+    )
+
+
+def rewind_text(verdict: Verdict) -> str:
+    """The note left on the one round a rewind keeps of a loop."""
+    limit = verdict.thresholds.block or verdict.thresholds.halt_at or verdict.count
+    calls = ", ".join(describe_call(call.name, call.canonical_args) for call in verdict.calls)
+    return (
+        f"[loop-guard:{verdict.pattern} {verdict.count}/{limit}]\n"
+        f"You requested {calls or 'the same calls'} {verdict.count} times and nothing changed "
+        "("
+        + verdict.pattern.replace("_", " ")
+        + "). The repeats were taken out of this conversation: the result above is what they "
+        "returned. Running it again will not change anything.\n"
+        f"{_WAY_OUT}\nIf you request it again, it will not be executed."
+    )
+
+
 def halt_text(pattern: str, count: int, call_description: str | None) -> str:
     """The note for the last, tools-free answer after a loop has been stopped."""
     if pattern == "monologue":
@@ -190,6 +216,8 @@ def halt_text(pattern: str, count: int, call_description: str | None) -> str:
         what = f"your last {count} tool calls all failed"
     elif pattern == "cycle":
         what = f"you went round the same cycle of calls {count} times without any change"
+    elif pattern == "poll_budget":
+        what = f"you made {count} status checks in this turn, the most one turn may make"
     elif call_description is not None:
         what = (
             f"you called {call_description} {count} times without making progress "
