@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from tests.weather import WEATHER_TOOL
 from toolrelay.io.backends import Backend, RoundRequest
 from toolrelay.io.engine import AgentEvent, LoopConfig, TurnEnd, run_turn
 from toolrelay.io.settings import BackendConfig, ToolMode
@@ -14,14 +15,9 @@ from toolrelay.io.tools import HttpTool, HttpToolClient, Toolbox, parse_definiti
 
 
 def weather_tool(service_url: str) -> dict[str, Any]:
+    """tests/weather.py's tool as an HTTP tool served by ``service_url``."""
     return {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
+        **WEATHER_TOOL["function"],
         "url": service_url + "/weather/{city}",
         "method": "GET",
     }

@@ -6,19 +6,10 @@ from typing import Any
 
 import pytest
 
+from tests.weather import WEATHER_TOOL
 from toolrelay.io.tools import ToolDefinition, ToolDefinitionError, parse_definitions
 
-WEATHER = {
-    "name": "get_weather",
-    "description": "Current weather for a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-    "url": "https://wttr.in/{city}?format=3",
-    "method": "GET",
-}
+WEATHER = {**WEATHER_TOOL["function"], "url": "https://wttr.in/{city}?format=3", "method": "GET"}
 
 
 def one(**changes: Any) -> dict[str, Any]:

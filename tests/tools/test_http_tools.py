@@ -250,6 +250,26 @@ def test_a_missing_placeholder_argument_is_an_arguments_error(service: Service) 
 # --- errors --------------------------------------------------------------------
 
 
+def test_arguments_are_validated_before_anything_is_sent(service: Service) -> None:
+    before = len(service.recorder.requests)
+    output = run_call(example_tools(service.url), "replace_item", {"id": "5", "name": ["x"]})
+    assert output == ToolOutput(
+        "Error: invalid arguments for tool 'replace_item': 'name' must be a string; got [\"x\"]",
+        is_error=True,
+    )
+    output = run_call(example_tools(service.url), "get_item", {})
+    assert output == ToolOutput(
+        "Error: invalid arguments for tool 'get_item': 'id' is required", is_error=True
+    )
+    assert len(service.recorder.requests) == before
+
+
+def test_lossless_coercions_are_applied_before_the_request_is_built(service: Service) -> None:
+    run_call(example_tools(service.url), "update_item", {"id": 5, "qty": "2"})
+    seen = service.recorder.last
+    assert (seen.method, seen.target, seen.body) == ("PATCH", "/api/items/5", b'{"qty":2}')
+
+
 def test_unknown_tool(service: Service) -> None:
     output = run_call([tool(service.url + "/x")], "nope", {})
     assert output == ToolOutput("Error: unknown tool 'nope'", is_error=True)

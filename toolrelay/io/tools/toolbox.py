@@ -21,6 +21,7 @@ from toolrelay.io.tools.definition import DEFAULT_PARAMETERS, ToolDefinition, is
 from toolrelay.io.tools.http import HttpToolClient
 from toolrelay.io.tools.request import ArgumentsError, build_request
 from toolrelay.io.tools.results import ToolOutput
+from toolrelay.validate import validate_arguments
 
 log = logging.getLogger("toolrelay.tools")
 
@@ -110,7 +111,7 @@ class Toolbox:
                 raise ValueError(f"two tools are named {tool.name!r}")
             self._tools[tool.name] = tool
         self.max_chars = max_chars
-        self._declarations = [tool.declaration() for tool in self._tools.values()]
+        self._declarations = {name: tool.declaration() for name, tool in self._tools.items()}
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -127,15 +128,23 @@ class Toolbox:
 
     def declarations(self) -> list[dict[str, Any]]:
         """The OpenAI ``tools`` array declaring every tool."""
-        return list(self._declarations)
+        return list(self._declarations.values())
 
     async def run(self, call: ToolCall) -> ToolOutput:
-        """The call's result for the model: never raises (but for cancellation)."""
+        """The call's result for the model: never raises (but for cancellation).
+
+        The arguments are checked against the tool's schema first (lossless
+        coercions applied): a call the model got wrong comes back as a
+        sentence it can act on, and the tool is not run.
+        """
         tool = self._tools.get(call.name)
         if tool is None:
             return ToolOutput(results.unknown_tool(call.name), is_error=True)
+        validation = validate_arguments(self._declarations[call.name], call.arguments)
+        if not validation.ok:
+            return ToolOutput(results.invalid_arguments(call.name, validation.reason), True)
         try:
-            output = await tool.run(dict(call.arguments), self.max_chars)
+            output = await tool.run(dict(validation.arguments), self.max_chars)
         except Exception as exc:
             log.warning("tool %s raised %s", call.name, type(exc).__name__, exc_info=True)
             detail = str(exc)
