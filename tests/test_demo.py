@@ -21,3 +21,27 @@ def test_demo_runs_the_whole_loop_offline() -> None:
     assert "assistant" in done.stdout
     assert "[TOOL_CALL]" not in done.stdout
     assert "Unclosed" not in done.stderr, "every server shut down cleanly"
+
+
+def _demo(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "toolrelay", "demo", *arguments],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_demo_takes_a_city_in_lower_case_and_names_it_once() -> None:
+    done = _demo("--question", "weather in new york please")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "get_weather({'city': 'new york'})" in done.stdout
+    assert done.stdout.count("new york") == 3, "question, call and answer; not repeated"
+
+
+def test_demo_shows_what_the_model_said_when_it_calls_no_tool() -> None:
+    done = _demo("--question", "Say hello to me.")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "You said:" in done.stdout and "no tool call" in done.stdout

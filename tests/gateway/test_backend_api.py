@@ -71,7 +71,7 @@ def test_a_stream_round_closed_right_after_it_opened_closes_the_backend_connecti
         try:
             body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
             items = stream_round(backend, RoundRequest.from_body(body), Counters())
-            assert await items.__anext__() == [Opened()]
+            assert await items.__anext__() == [Opened("native")]
             await items.aclose()
             return await asyncio.to_thread(closed.wait, 5)
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -224,6 +225,17 @@ def test_metrics_and_docs(gw: GatewayServer) -> None:
     assert "/v1/chat/completions" in spec["paths"]
     docs = httpx.get(gw.url + "/docs", timeout=10)
     assert docs.status_code == 200 and "openapi.json" in docs.text
+
+
+def test_docs_page_loads_every_asset_from_the_gateway(gw: GatewayServer) -> None:
+    """Offline, a CDN link would leave /docs a bare link: every asset is local."""
+    page = httpx.get(gw.url + "/docs", timeout=10).text
+    assets = re.findall(r'(?:href|src)="([^"]+)"', page)
+    assert assets and all(asset.startswith("/") for asset in assets), assets
+    for asset in assets:
+        if asset.startswith("/docs/assets/"):
+            fetched = httpx.get(gw.url + asset, timeout=10)
+            assert fetched.status_code == 200 and len(fetched.content) > 10_000, asset
 
 
 def test_client_leaving_mid_stream_stops_the_relay() -> None:

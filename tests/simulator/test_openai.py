@@ -130,7 +130,7 @@ def test_multi_round_native_conversation_ends_with_the_result(
         {"role": "tool", "tool_call_id": call.id, "content": "Paris: sunny, 21°C"},
     ]
     second = client.chat.completions.create(model="m", messages=messages, tools=[weather_tool])
-    assert second.choices[0].message.content == "Here is the weather for Paris: Paris: sunny, 21°C"
+    assert second.choices[0].message.content == "Here is the weather in Paris: Paris: sunny, 21°C"
     assert second.choices[0].finish_reason == "stop"
     assert not second.choices[0].message.tool_calls
 
@@ -161,7 +161,7 @@ def test_rescue_path_gets_a_text_call_then_uses_the_result(default_sim, wire):
         },
     ]
     second = client.chat.completions.create(model="m", messages=messages)
-    assert second.choices[0].message.content == "Here is the weather for Oslo: Oslo: snow, -3°C"
+    assert second.choices[0].message.content == "Here is the weather in Oslo: Oslo: snow, -3°C"
 
 
 def test_plain_answer_without_tools(default_sim, wire):

@@ -126,14 +126,21 @@ def test_gateway_declares_a_loop_at_the_third_identical_call() -> None:
     assert gateway_verdict(conversation(READ_A, READ_A)) is None
     verdict = gateway_verdict(conversation(READ_A, READ_A, READ_A))
     assert verdict is not None
-    assert verdict.to_public_dict() == {
+    public = verdict.to_public_dict()
+    explanation = public.pop("explanation")
+    assert public == {
         "pattern": "identical_call",
         "level": "halt",
         "count": 3,
         "thresholds": {"nudge": 3, "block": 4, "halt": 5},
+        "table": "gateway",
+        "triggered_at": 3,
         "tools": ["read"],
         "mode": "enforce",
     }
+    # A reader can reconcile level halt at count 3 with a ladder that halts at 5.
+    assert "counted 3, reaching 3, its first threshold" in explanation
+    assert "cannot nudge or block" in explanation
     assert verdict.message_to_model.startswith("[loop-guard:halt identical_call]")
 
 

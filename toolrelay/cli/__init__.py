@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from toolrelay import __version__
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "parse": ("toolrelay.cli.parse", "parse tool calls out of model output"),
     "demo": ("toolrelay.cli.demo", "the whole loop offline: simulator, gateway and a tool"),
@@ -29,6 +31,7 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         prog="toolrelay",
         description="Make LLM tool calling work on every model server.",
     )
+    parser.add_argument("--version", action="version", version=f"toolrelay {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)

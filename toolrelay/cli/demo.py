@@ -79,8 +79,10 @@ def _conversation(console: Console, gateway: str, weather: str, question: str) -
         message = first.json()["choices"][0]["message"]
         calls = message.get("tool_calls") or []
         if not calls:
-            console.print("[red]the model answered without calling the tool[/red]")
-            return 1
+            # A question the tool cannot help with gets a plain answer: show it.
+            console.print(f"[bold]assistant[/bold]  {message.get('content') or ''}")
+            console.print("[dim](no tool call: the model answered directly)[/dim]")
+            return 0
         messages.append(message)
         for call in calls:
             arguments = orjson.loads(call["function"]["arguments"])
@@ -105,7 +107,7 @@ def _conversation(console: Console, gateway: str, weather: str, question: str) -
 
 def _weather_service() -> Starlette:
     async def weather(request: Request) -> PlainTextResponse:
-        city = request.path_params["city"]
-        return PlainTextResponse(f"{city}: 18°C, light rain, wind 12 km/h")
+        # The weather only: the model's answer names the city already.
+        return PlainTextResponse("18°C, light rain, wind 12 km/h")
 
     return Starlette(routes=[Route("/weather/{city}", weather)])

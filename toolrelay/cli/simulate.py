@@ -29,21 +29,42 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenario", metavar="FILE", help="scenario file, YAML or JSON (default: built-in demo)"
     )
+    # The flags default to None so that a scenario's settings apply unless a flag
+    # is given; the help shows the simulator's own defaults.
     for name, help_text in _SWITCHES.items():
         flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, action="store_true", default=None, help=help_text)
+        parser.add_argument(
+            flag, action="store_true", default=None, help=help_text + " (default: off)"
+        )
     parser.add_argument(
         "--capabilities",
         metavar="LIST",
-        help="capabilities /api/show reports, comma-separated (e.g. completion,tools)",
-    )
-    parser.add_argument("--chunk", type=int, metavar="N", help="characters per streamed delta")
-    parser.add_argument("--delay-ms", type=int, metavar="N", help="pause between streamed deltas")
-    parser.add_argument(
-        "--fail-after-chunks", type=int, metavar="N", help="drop the connection after N chunks"
+        help="capabilities /api/show reports, comma-separated, e.g. completion,tools "
+        "(default: completion,tools, or completion alone with --no-tools-support)",
     )
     parser.add_argument(
-        "--status", type=int, metavar="CODE", help="fail every completion request with CODE"
+        "--chunk",
+        type=int,
+        metavar="N",
+        help=f"characters per streamed delta ({_default('chunk')})",
+    )
+    parser.add_argument(
+        "--delay-ms",
+        type=int,
+        metavar="N",
+        help=f"milliseconds between streamed deltas ({_default('delay_ms')})",
+    )
+    parser.add_argument(
+        "--fail-after-chunks",
+        type=int,
+        metavar="N",
+        help="drop the connection after N streamed chunks (default: never)",
+    )
+    parser.add_argument(
+        "--status",
+        type=int,
+        metavar="CODE",
+        help="fail every completion request with this HTTP status (default: never)",
     )
 
 
@@ -70,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _default(name: str) -> str:
+    return f"default: {SimulatorConfig.__dataclass_fields__[name].default}"
 
 
 def port_number(text: str) -> int:

@@ -27,5 +27,9 @@ class Counters:
     def inc(self, name: str, label: str = "") -> None:
         self.values[name][label] += 1
 
-    def snapshot(self) -> dict[str, dict[str, int]]:
-        return {name: dict(by_label) for name, by_label in self.values.items()}
+    def snapshot(self) -> dict[str, dict[str, int] | int]:
+        """Labelled counters as ``{label: count}``, unlabelled ones as a plain count."""
+        return {
+            name: dict(by_label) if COUNTERS[name][1] else by_label.get("", 0)
+            for name, by_label in self.values.items()
+        }

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -112,32 +119,59 @@ class Settings(BaseSettings):
         env_prefix="TOOLRELAY_", extra="forbid", env_nested_delimiter="__"
     )
 
-    backend: str = DEFAULT_BACKEND_URL
-    backend_kind: BackendKind = "auto"
-    api_key: str | None = None
-    tool_mode: ToolMode = "auto"
-    omit_tool_choice: bool = False
-    # Forces every request onto this model; without it requests use the model they name.
-    model: str | None = None
-    host: str = "127.0.0.1"
+    backend: str = Field(default=DEFAULT_BACKEND_URL, description="the default backend's base URL")
+    backend_kind: BackendKind = Field(
+        default="auto",
+        description="the default backend's kind; auto detects Ollama, llama.cpp, LM Studio",
+    )
+    api_key: str | None = Field(
+        default=None,
+        description="bearer token for the default backend (else the client's is passed on)",
+    )
+    tool_mode: ToolMode = Field(
+        default="auto", description="native or rescue tool calling, or auto"
+    )
+    omit_tool_choice: bool = Field(
+        default=False, description="never send tool_choice to the backend"
+    )
+    model: str | None = Field(
+        default=None, description="send every request to this model (else the model it names)"
+    )
+    host: str = Field(default="127.0.0.1", description="address to listen on")
     # Checked here: the socket layer would silently bind 70000 as 4464.
-    port: int = Field(default=8787, ge=0, le=65535)
-    config: str | None = None
-    format: FormatName = "auto"
-    profile: ProfileName | None = None
-    finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
-    stuck_mode: StuckMode = "enforce"
-    stuck_polling_exempt: bool = True
-    # Seconds a probe result or learned fact about a (backend, model) is trusted.
-    capability_ttl: float = 600.0
-    # Seconds to wait for a backend's answer (or its next streamed chunk).
-    timeout: float = 600.0
-    connect_timeout: float = 10.0
-    # Seconds of backend silence after which a stream gets an SSE comment.
-    keepalive_interval: float = 10.0
-    max_body_bytes: int = 32 * 1024 * 1024
-    backends: list[BackendConfig] = Field(default_factory=list)
-    models: dict[str, ModelOverride] = Field(default_factory=dict)
+    port: int = Field(default=8787, ge=0, le=65535, description="port to listen on")
+    config: str | None = Field(default=None, description="a YAML or JSON config file")
+    format: FormatName = Field(
+        default="auto", description="the tool-call text format to parse (auto tries all)"
+    )
+    profile: ProfileName | None = Field(default=None, description="default sampling profile")
+    finish_reason_named: Literal["stop", "tool_calls"] = Field(
+        default="tool_calls",
+        description="finish_reason for a named tool_choice (stop copies OpenAI)",
+    )
+    stuck_mode: StuckMode = Field(default="enforce", description="loop protection")
+    stuck_polling_exempt: bool = Field(
+        default=True, description="polling tools get the stuck detector's polling budget"
+    )
+    capability_ttl: float = Field(
+        default=600.0, description="seconds a probed or learned fact about a model is trusted"
+    )
+    timeout: float = Field(
+        default=600.0, description="seconds to wait for the backend's answer or next streamed chunk"
+    )
+    connect_timeout: float = Field(default=10.0, description="seconds to connect to the backend")
+    keepalive_interval: float = Field(
+        default=10.0, description="seconds of backend silence before an SSE keep-alive comment"
+    )
+    max_body_bytes: int = Field(
+        default=32 * 1024 * 1024, description="larger request bodies get a 413"
+    )
+    backends: list[BackendConfig] = Field(
+        default_factory=list, description="several backends (config file only)"
+    )
+    models: dict[str, ModelOverride] = Field(
+        default_factory=dict, description="per-model settings (config file only)"
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -187,7 +221,12 @@ class Settings(BaseSettings):
 
     def public_dict(self) -> dict[str, Any]:
         """The settings in force, without secrets (for ``/health``)."""
-        data = self.model_dump(mode="json", exclude={"api_key", "backends"})
+        hidden = {"api_key", "backends"}
+        if self.backends and "backend" not in self.model_fields_set:
+            # The config file's backends are in force: the flat default-backend
+            # settings describe no backend and would only mislead.
+            hidden |= {"backend", "backend_kind", "tool_mode", "omit_tool_choice"}
+        data = self.model_dump(mode="json", exclude=hidden)
         data["backends"] = [
             b.model_dump(mode="json", exclude={"api_key"}) for b in self.backend_configs()
         ]
@@ -195,3 +234,45 @@ class Settings(BaseSettings):
 
 
 _NO_OVERRIDE = ModelOverride()
+
+
+def environment_help() -> str:
+    """Every setting with its environment variable, default and meaning, for ``--help``."""
+    rows = []
+    for name, field in Settings.model_fields.items():
+        if name in ("backends", "models"):
+            continue
+        default = field.get_default(call_default_factory=True)
+        shown = (
+            "none"
+            if default is None
+            else str(default).lower()
+            if isinstance(default, bool)
+            else str(default)
+        )
+        rows.append((f"TOOLRELAY_{name.upper()}", shown, field.description or ""))
+    width = max(len(row[0]) for row in rows)
+    return "\n".join(
+        f"  {env:<{width}}  {meaning} (default: {default})" for env, default, meaning in rows
+    )
+
+
+def describe_error(error: ValidationError) -> str:
+    """A pydantic error about settings as one line per setting, naming where it can
+    be set and what it accepts, without pydantic's links."""
+    lines = []
+    for problem in error.errors(include_url=False):
+        location = ".".join(str(part) for part in problem["loc"])
+        top = str(problem["loc"][0]) if problem["loc"] else ""
+        where = (
+            f"{location} (TOOLRELAY_{top.upper()}, or {top} in the config file)"
+            if top in Settings.model_fields and len(problem["loc"]) == 1
+            else f"{location} (config file)"
+            if location
+            else "settings"
+        )
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        given = problem.get("input")
+        shown = f"; got {given!r}" if top and not isinstance(given, dict | list) else ""
+        lines.append(f"{where}: {message}{shown}")
+    return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import uuid
@@ -13,15 +14,17 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError
 from toolrelay.io.settings import Settings
 from toolrelay.server.completions import ChatFront
-from toolrelay.server.docs import DOCS_PAGE, openapi_spec
+from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
 from toolrelay.server.errors import APIError, upstream
 from toolrelay.server.gateway import Gateway
+from toolrelay.server.logs import AccessLog, note
 from toolrelay.server.metrics import Metrics
 from toolrelay.server.turn import TurnRoute
 
@@ -78,7 +81,10 @@ def create_app(settings: Settings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # In the background: a slow backend must not delay the gateway's start.
+        check = asyncio.create_task(gateway.check_backends())
         yield
+        check.cancel()
         await gateway.aclose()
 
     chat = TurnRoute(gateway, ChatFront(settings))
@@ -90,12 +96,14 @@ def create_app(settings: Settings) -> Starlette:
             Route("/metrics", prometheus, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/docs", docs, methods=["GET"]),
+            Mount("/docs/assets", StaticFiles(directory=SWAGGER_ASSETS)),
         ],
         exception_handlers={HTTPException: http_error, Exception: http_error},
         lifespan=lifespan,
     )
     app.state.gateway = gateway
     app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(AccessLog)
     return app
 
 
@@ -117,6 +125,7 @@ class RequestIdMiddleware:
                 break
         if request_id is None:
             request_id = b"req_" + uuid.uuid4().hex.encode()
+        note(scope, request_id=request_id.decode())
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":

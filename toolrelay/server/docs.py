@@ -6,7 +6,11 @@ the hot path has none (see :mod:`toolrelay.server.request`).
 
 from __future__ import annotations
 
+from importlib.resources import files
 from typing import Any
+
+# Swagger UI's own files, served by the gateway itself: /docs works offline.
+SWAGGER_ASSETS = str(files("swagger_ui") / "static")
 
 _ERROR = {
     "description": "An OpenAI error object",
@@ -124,11 +128,11 @@ DOCS_PAGE = """<!doctype html>
 <head>
 <meta charset="utf-8">
 <title>toolrelay gateway</title>
-<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css">
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css">
 </head>
 <body>
 <div id="ui"><p>The OpenAPI document is at <a href="/openapi.json">/openapi.json</a>.</p></div>
-<script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"></script>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
 <script>
 if (window.SwaggerUIBundle) { SwaggerUIBundle({url: "/openapi.json", dom_id: "#ui"}); }
 </script>

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
 from toolrelay.io.backends import Backend, BackendError, Backends
 from toolrelay.io.counters import Counters
 from toolrelay.io.settings import Settings
+
+log = logging.getLogger("toolrelay.gateway")
 
 # /health must answer quickly even when a backend hangs.
 _HEALTH_PROBE_TIMEOUT = 2.0
@@ -30,6 +33,10 @@ class Gateway:
             "settings": self.settings.public_dict(),
             "counters": self.counters.snapshot(),
         }
+
+    async def check_backends(self) -> None:
+        """At startup: say what each backend is, or warn that it does not answer."""
+        await asyncio.gather(*(_check_backend(b) for b in self.backends))
 
     async def aclose(self) -> None:
         await self.backends.aclose()
@@ -54,3 +61,19 @@ async def _backend_health(backend: Backend) -> dict[str, Any]:
     except asyncio.TimeoutError:
         out["error"] = f"no answer within {_HEALTH_PROBE_TIMEOUT} s"
     return out
+
+
+async def _check_backend(backend: Backend) -> None:
+    try:
+        kind = await asyncio.wait_for(backend.kind(), _HEALTH_PROBE_TIMEOUT)
+        await asyncio.wait_for(backend.list_models(), _HEALTH_PROBE_TIMEOUT)
+    except (BackendError, asyncio.TimeoutError) as exc:
+        reason = exc.message if isinstance(exc, BackendError) else "no answer in time"
+        log.warning(
+            "backend %s at %s does not answer (%s): requests to it fail with 502 until it does",
+            backend.name,
+            backend.base_url,
+            reason,
+        )
+        return
+    log.info("backend %s at %s answers: %s server", backend.name, backend.base_url, kind)

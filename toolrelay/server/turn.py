@@ -41,6 +41,7 @@ from toolrelay.rescue import RescueRequestError
 from toolrelay.server import loops
 from toolrelay.server.errors import APIError, invalid, upstream
 from toolrelay.server.gateway import Gateway
+from toolrelay.server.logs import note
 from toolrelay.stuck import Mode
 
 log = logging.getLogger("toolrelay.server")
@@ -131,15 +132,17 @@ class TurnRoute(Generic[TurnT]):
         try:
             raw = await read_body(receive, gateway.settings.max_body_bytes)
             turn = self.front.read(decode(raw), scope["headers"])
+            note(scope, model=turn.round.model)
             extra: dict[str, Any] = {}
             verdict = loops.check(turn.round, turn.stuck_mode, gateway.settings, counters)
             if verdict is not None:
                 turn.round = loops.final_answer_request(turn.round, verdict)
                 extra["toolrelay_stuck"] = verdict.to_public_dict()
             if turn.stream:
-                outcome = await self._stream(turn, extra, send, receive)
+                outcome = await self._stream(turn, extra, scope, send, receive)
             else:
                 reply = await complete_turn(gateway, turn.round)
+                note(scope, mode=reply.mode)
                 if reply.warning:
                     extra["toolrelay_warning"] = reply.warning
                 await send_json(send, 200, self.front.answer(turn, reply, extra))
@@ -158,6 +161,7 @@ class TurnRoute(Generic[TurnT]):
             # Found only when the history is rewritten for a rescued model.
             return invalid(str(exc), exc.param), "invalid"
         if isinstance(exc, BackendError):
+            log.warning("backend error (%s): %s", exc.status, exc.message)
             self.gateway.counters.inc("backend_errors", str(exc.status))
             return upstream(exc.status, exc.message), "backend_error"
         # A bug of ours, not the client's: still an error in the front's shape.
@@ -165,12 +169,14 @@ class TurnRoute(Generic[TurnT]):
         return APIError(500, bug, type="server_error"), "error"
 
     async def _stream(
-        self, turn: TurnT, extra: dict[str, Any], send: Send, receive: Receive
+        self, turn: TurnT, extra: dict[str, Any], scope: Scope, send: Send, receive: Receive
     ) -> str:
         """Stream the turn; the outcome for the request counter."""
         items = stream_turn(self.gateway, turn.round)
         # Errors up to Opened are answered with a status; later ones in the stream.
-        await items.__anext__()  # [Opened()]
+        (opened,) = await items.__anext__()
+        if isinstance(opened, Opened) and opened.mode is not None:
+            note(scope, mode=opened.mode)
         encoder = self.front.encoder(turn)
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         writer = _StreamWriter(send, self.gateway.settings.keepalive_interval, encoder.keepalive)

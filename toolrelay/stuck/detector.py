@@ -8,6 +8,7 @@ a pure function of ``(messages, pending, config, tools)``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from toolrelay.stuck import normalize, similarity, transcript
@@ -356,7 +357,7 @@ def gateway_verdict(
     chosen = best(findings)
     if chosen is None:
         return None
-    return _verdict(chosen, config, _halt_note(chosen.measure))
+    return replace(_verdict(chosen, config, _halt_note(chosen.measure)), table="gateway")
 
 
 def final_answer_note(verdict: Verdict) -> str:

@@ -9,6 +9,9 @@ from typing import Any, Literal
 from toolrelay.stuck.config import Ladder, Mode
 
 Level = Literal["nudge", "block", "halt", "would_nudge", "would_block", "would_halt"]
+# Which ladder decided the level: the agent loop's (nudge, block, halt), or the
+# gateway's, which can only end a loop and does so at the first threshold.
+Table = Literal["agent_loop", "gateway"]
 CallAction = Literal["run", "block"]
 OBSERVED_PREFIX = "would_"
 
@@ -55,6 +58,7 @@ class Verdict:
     period: int | None = None
     # The polling budget applied (polling_no_progress, or a cycle with a poll in it).
     polling: bool = False
+    table: Table = "agent_loop"
 
     @property
     def enforced(self) -> bool:
@@ -68,6 +72,25 @@ class Verdict:
             return "nudge"
         return "block" if base == "block" else "halt"
 
+    @property
+    def triggered_at(self) -> int | None:
+        """The threshold the count reached to give this level."""
+        ladder = self.thresholds
+        if self.table == "gateway":
+            return ladder.nudge or ladder.block or ladder.halt_at
+        return {"nudge": ladder.nudge, "block": ladder.block, "halt": ladder.halt_at}[self.rung]
+
+    def explanation(self) -> str:
+        """Why this level, in a sentence a reader of the response can check."""
+        reached = f"{self.pattern} counted {self.count}, reaching {self.triggered_at}"
+        if self.table == "gateway":
+            return (
+                f"{reached}, its first threshold. The client runs the tools, so the gateway "
+                "cannot nudge or block a call: it ends the loop at the first threshold with a "
+                "tools-free answer (level halt). The thresholds are the agent loop's ladder."
+            )
+        return f"{reached}, its {self.rung} threshold on the agent loop's ladder."
+
     def to_public_dict(self) -> dict[str, Any]:
         """The ``toolrelay_stuck`` object a response carries (plain JSON data)."""
         public: dict[str, Any] = {
@@ -75,6 +98,9 @@ class Verdict:
             "level": self.level,
             "count": self.count,
             "thresholds": self.thresholds.as_dict(),
+            "table": self.table,
+            "triggered_at": self.triggered_at,
+            "explanation": self.explanation(),
             "tools": list(self.tool_names),
             "mode": self.mode,
         }

@@ -8,6 +8,7 @@ that asked.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -19,11 +20,27 @@ from toolrelay.io.settings import BackendConfig, ToolMode
 
 RoundMode = Literal["native", "rescue"]
 
+log = logging.getLogger("toolrelay.backends")
+
+# What each learned fact means for the model's requests, for the log.
+_LESSONS: dict[Fact, str] = {
+    "native_tools": "takes tools natively",
+    "refuses_tools": "refuses tools: its requests with tools now take the rescue path",
+    "emits_text_calls": "writes its tool calls as text: they are parsed into tool_calls",
+    "swallows_streamed_calls": (
+        "loses tool calls in streamed answers: its streamed requests with tools now go "
+        "non-streaming"
+    ),
+}
+
 # Kinds whose native endpoints say whether a model takes tools.
 _PROBED_KINDS = frozenset({"ollama", "llamacpp", "lmstudio"})
 
 
 class Backend:
+    # Native rounds with tools and never a call, after which a hint is logged.
+    UNCALLED_ROUNDS_HINT = 3
+
     def __init__(
         self,
         config: BackendConfig,
@@ -42,6 +59,8 @@ class Backend:
         self.facts = CapabilityCache(ttl=capability_ttl)
         self._kind: str | None = None if config.kind == "auto" else config.kind
         self._kind_lock = asyncio.Lock()
+        # Per model: native rounds with tools since its last call (None: hint given).
+        self._uncalled: dict[str, int | None] = {}
 
     async def kind(self) -> str:
         """The server's kind, detected once when configured as ``auto``."""
@@ -129,10 +148,34 @@ class Backend:
             # An inconclusive probe means "native first", cached so as not to ask again.
             native = probed is not False
             self.facts.set(model, "native_tools", native)
+            log.info(
+                "backend %s, model %s: %s (%s probe)",
+                self.name,
+                model,
+                "native tool calling" if native else "no native tools: the rescue path",
+                "inconclusive" if probed is None else kind,
+            )
         return "native" if native else "rescue"
 
     def learn(self, model: str, fact: Fact, value: bool = True) -> None:
+        if self.facts.get(model, fact) != value:
+            lesson = _LESSONS[fact] if value else f"does not hold: {fact}"
+            log.info("backend %s, model %s: learned that it %s", self.name, model, lesson)
         self.facts.set(model, fact, value)
+
+    def count_uncalled_round(self, model: str, called: bool) -> bool:
+        """Count a native round with tools; True once per model, when
+        ``UNCALLED_ROUNDS_HINT`` such rounds in a row brought no call at all."""
+        count = self._uncalled.get(model, 0)
+        if count is None:
+            return False
+        if called:
+            # A model that calls sees the tools: nothing to hint at, ever.
+            self._uncalled[model] = None
+            return False
+        count += 1
+        self._uncalled[model] = None if count >= self.UNCALLED_ROUNDS_HINT else count
+        return count >= self.UNCALLED_ROUNDS_HINT
 
     def knows(self, model: str, fact: Fact) -> bool:
         return bool(self.facts.get(model, fact))

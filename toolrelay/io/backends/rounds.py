@@ -12,6 +12,7 @@ streamed call, parses calls written as text, and enforces ``tool_choice`` and
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -34,6 +35,8 @@ from toolrelay.io.settings import ToolMode
 from toolrelay.names import ToolSet
 from toolrelay.profiles import apply_profile
 from toolrelay.rescue import ToolChoicePlan, build_rescue_request, resolve_tool_choice
+
+log = logging.getLogger("toolrelay.rounds")
 
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter"})
 REQUIRED_UNMET = (
@@ -109,7 +112,12 @@ class Reply:
 
 @dataclass(frozen=True)
 class Opened:
-    """The backend accepted the streamed round: the caller may commit to a 200."""
+    """The backend accepted the streamed round: the caller may commit to a 200.
+
+    ``mode`` is the round's path as first chosen (None while a non-streamed
+    round answering a stream is still running)."""
+
+    mode: RoundMode | None = None
 
 
 @dataclass(frozen=True)
@@ -277,6 +285,7 @@ async def _attempt(
         calls = calls[:limit]
     if req.has_tools:
         counters.inc("rounds", mode)
+        _watch_silence(backend, req, mode, bool(calls))
     return Reply(
         content=content if content or not calls else None,
         reasoning=reasoning,
@@ -302,10 +311,16 @@ async def complete_round(backend: Backend, req: RoundRequest, counters: Counters
         # The backend ignored the requirement: ask once more, as plainly as we
         # can, and with guided decoding where the backend has it.
         counters.inc("fallbacks", "required_reask")
+        log.info(
+            "model %s answered a required tool_choice without a call: asking once more, "
+            "more strictly",
+            req.model,
+        )
         again = await _reask(backend, req, counters)
         if again.calls:
             return again
         counters.inc("required_unmet")
+        log.warning("model %s: %s", req.model, REQUIRED_UNMET)
         best = again if again.content else reply
         return replace(best, warning=REQUIRED_UNMET)
     return reply
@@ -326,6 +341,25 @@ def _may_rescue(backend: Backend, req: RoundRequest, mode: RoundMode, exc: Backe
     """A refusal of tools flips a model to rescue, unless native was asked for."""
     configured = req.tool_mode or backend.config.tool_mode
     return mode == "native" and configured == "auto" and exc.refuses_tools
+
+
+def _watch_silence(backend: Backend, req: RoundRequest, mode: RoundMode, called: bool) -> None:
+    """Hint, once per model, at a proxy that strips ``tools`` (or a model without
+    tool support): native rounds with tools that never once bring a call."""
+    if mode != "native" or req.plan.mode == "none":
+        return
+    if backend.count_uncalled_round(req.model, called):
+        log.warning(
+            "model %s on backend %s has answered %d requests with tools without one tool "
+            "call. If a proxy in front of the server strips `tools`, or the model has no "
+            "tool support, use the rescue path: `toolrelay serve --tool-mode rescue` (or "
+            "tool_mode: rescue for this model in the config file). `toolrelay doctor "
+            "--backend URL --model %s` tells which.",
+            req.model,
+            backend.name,
+            backend.UNCALLED_ROUNDS_HINT,
+            req.model,
+        )
 
 
 def _learn_refusal(backend: Backend, req: RoundRequest, counters: Counters) -> None:
@@ -380,7 +414,7 @@ async def stream_round(
         finally:
             task.cancel()
         if done:
-            yield [Opened()]
+            yield [Opened(reply.mode)]
         yield [*reply_events(reply), Finish(reply.finish_reason, reply.usage, reply.warning)]
         return
     try:
@@ -393,7 +427,7 @@ async def stream_round(
         chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
     async with chunks:
         # Inside: a caller that stops right after Opened closes the backend's stream.
-        yield [Opened()]
+        yield [Opened(mode)]
         if req.has_tools:
             counters.inc("rounds", mode)
         tools = _parse_tools(req)
@@ -445,11 +479,14 @@ async def stream_round(
         # round the token limit cut short, in its reasoning, lost nothing.)
         backend.learn(req.model, "swallows_streamed_calls")
         counters.inc("fallbacks", "swallowed_stream")
+        log.info("model %s: a streamed round came back empty; asking without streaming", req.model)
         reply = await complete_round(backend, req, counters)
         last.extend(reply_events(reply))
         last.append(Finish(reply.finish_reason, reply.usage or usage, reply.warning))
         yield last
         return
+    if req.has_tools:
+        _watch_silence(backend, req, mode, state.calls > 0)
     last.append(Finish(_finish_reason(req, state.calls > 0, finish), usage))
     yield last
 
