@@ -192,3 +192,15 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def test_every_gateway_setting_is_documented() -> None:
+    from toolrelay.io.settings import Settings
+
+    documented = set(re.findall(r"`(TOOLRELAY_[A-Z_]+)`", (ROOT / "docs/gateway.md").read_text()))
+    settings = {f"TOOLRELAY_{name.upper()}" for name in Settings.model_fields} - {
+        "TOOLRELAY_BACKENDS",
+        "TOOLRELAY_MODELS",
+    }
+    assert not settings - documented, "settings missing from docs/gateway.md"
+    assert not documented - settings, "docs/gateway.md names settings that do not exist"

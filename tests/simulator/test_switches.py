@@ -69,6 +69,22 @@ def test_stop_at_tool_call_tag_truncates(start_simulator, wire):
     assert ollama["message"]["content"] == "Let me check."
 
 
+def test_stop_at_tag_leaves_a_constrained_choice_its_call(start_simulator, wire, weather_tool):
+    """vLLM decodes a required or named choice as guided JSON, not through the tag."""
+    sim = start_simulator(TAGGED, stop_at_tool_call_tag=True)
+    client = wire.openai(sim)
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        reply = client.chat.completions.create(
+            model="m", messages=HELLO, tools=[weather_tool], tool_choice=choice
+        )
+        message = reply.choices[0].message
+        assert message.content == "Let me check."
+        assert [call.function.name for call in message.tool_calls or []] == ["get_weather"]
+    plain = client.chat.completions.create(model="m", messages=HELLO, tools=[weather_tool])
+    assert plain.choices[0].message.tool_calls is None
+    assert plain.choices[0].finish_reason == "stop"
+
+
 def test_without_stop_at_tag_the_markup_comes_through(start_simulator, wire):
     sim = start_simulator(TAGGED)
     reply = wire.openai(sim).chat.completions.create(model="m", messages=HELLO)

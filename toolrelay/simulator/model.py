@@ -137,6 +137,13 @@ def _render(
     reasoning = _fill(answer.reasoning or "", values)
     calls = [(spec.id, *_fill_call(spec, values)) for spec in answer.tool_calls]
     finish_reason = answer.finish_reason
+    if config.stop_at_tool_call_tag and TOOL_CALL_TAG in content:
+        # vLLM's stop-token interception ends generation at the tag, and the
+        # text path never fills tool_calls. A constrained tool_choice (required,
+        # named) decodes its call as guided JSON instead: that still comes below.
+        content = content.split(TOOL_CALL_TAG, 1)[0]
+        calls = []
+        finish_reason = None
     choice = turn.tool_choice
     # A server that honours tool_choice constrains what the model may emit;
     # only native tools can be constrained.
@@ -154,10 +161,6 @@ def _render(
             ]
             # OpenAI answers a named tool_choice with finish_reason "stop".
             finish_reason = finish_reason or "stop"
-    if config.stop_at_tool_call_tag and TOOL_CALL_TAG in content:
-        content = content.split(TOOL_CALL_TAG, 1)[0]
-        calls = []
-        finish_reason = "stop"
     finish_reason = finish_reason or ("tool_calls" if calls else "stop")
     return Reply(
         content=content,
