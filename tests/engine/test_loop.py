@@ -78,7 +78,7 @@ def test_two_rounds_call_then_answer(service: Service, stream: bool) -> None:
     )
     assert service.recorder.last.target == "/weather/Paris"
     end = turn_end(events)
-    assert end.content == "Here is the weather for Paris: ok GET /weather/Paris"
+    assert end.content == "Here is the weather in Paris: ok GET /weather/Paris"
     assert "".join(e.text for e in of_type(events, AssistantDelta)) == end.content
     assert (end.finish_reason, end.rounds, end.client_calls, end.stuck) == ("stop", 2, (), None)
     call_id = requested.call.id
@@ -206,7 +206,7 @@ def test_a_swallowed_streamed_call_is_asked_again_without_streaming(service: Ser
     streamed = [body["stream"] for body in completions(sim)]
     assert streamed[:2] == [True, False]
     assert [e.call.name for e in of_type(events, ToolCallRequested)] == ["get_weather"]
-    assert turn_end(events).content == "Here is the weather for Paris: ok GET /weather/Paris"
+    assert turn_end(events).content == "Here is the weather in Paris: ok GET /weather/Paris"
 
 
 def test_rescued_calls_never_leak_markup_into_deltas(service: Service) -> None:
@@ -215,9 +215,9 @@ def test_rescued_calls_never_leak_markup_into_deltas(service: Service) -> None:
     deltas = [event.text for event in of_type(events, AssistantDelta)]
     assert all("[" not in text and "TOOL" not in text for text in deltas)
     assert "".join(deltas) == (
-        "I'll check the weather in Paris.\nHere is the weather for Paris: ok GET /weather/Paris"
+        "I'll check the weather in Paris.\nHere is the weather in Paris: ok GET /weather/Paris"
     )
-    assert turn_end(events).content == "Here is the weather for Paris: ok GET /weather/Paris"
+    assert turn_end(events).content == "Here is the weather in Paris: ok GET /weather/Paris"
 
 
 def test_a_call_written_in_the_last_round_is_dropped_with_its_markup(service: Service) -> None:
@@ -345,7 +345,7 @@ def test_function_tools_run_in_the_same_loop() -> None:
     with simulator() as sim:
         events, direct = asyncio.run(main(sim.openai_url))
     assert calls == ["Paris"]
-    assert turn_end(events).content == "Here is the weather for Paris: Paris: sunny"
+    assert turn_end(events).content == "Here is the weather in Paris: Paris: sunny"
     assert (direct.text, direct.is_error) == ("Error: RuntimeError: disk on fire", True)
 
 
