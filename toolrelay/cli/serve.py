@@ -34,6 +34,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend-kind", choices=_KINDS, help="default: auto (detected)")
     parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
     parser.add_argument("--model", help="force every request onto this model")
+    parser.add_argument(
+        "--validation",
+        choices=("repair", "warn", "off"),
+        help="tool calls that do not fit their schema: re-ask the model once (repair, the "
+        "default), pass them on with a warning (warn), or leave them alone (off)",
+    )
     parser.add_argument("--host", help="default: 127.0.0.1")
     parser.add_argument("--port", type=int, help="default: 8787")
     parser.add_argument("--config", help="a YAML or JSON config file")
@@ -67,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
             "backend_kind": args.backend_kind,
             "tool_mode": args.tool_mode,
             "model": args.model,
+            "validation": args.validation,
             "host": args.host,
             "port": args.port,
             "config": args.config,

@@ -17,6 +17,11 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "required_unmet": ("required or named tool_choice still unmet after the re-ask", ""),
     "backend_errors": ("backend failures, by HTTP status returned to the client", "status"),
     "stuck": ("stuck detector signals, by mode/pattern/level", "signal"),
+    "validation": (
+        "tool calls checked against their tool's schema, by outcome "
+        "(valid, coerced, repaired, dropped, invalid: passed on under validate=warn)",
+        "outcome",
+    ),
 }
 
 
@@ -26,6 +31,9 @@ class Counters:
 
     def inc(self, name: str, label: str = "") -> None:
         self.values[name][label] += 1
+
+    def add(self, name: str, label: str, amount: int) -> None:
+        self.values[name][label] += amount
 
     def snapshot(self) -> dict[str, dict[str, int] | int]:
         """Labelled counters as ``{label: count}``, unlabelled ones as a plain count."""

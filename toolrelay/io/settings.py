@@ -32,6 +32,9 @@ from toolrelay.profiles import get_profile
 BackendKind = Literal["auto", "openai", "vllm", "sglang", "ollama", "lmstudio", "llamacpp"]
 ToolMode = Literal["auto", "native", "rescue"]
 StuckMode = Literal["enforce", "observe", "off"]
+# What the gateway does with a tool call that does not fit its tool's schema:
+# ask the model once to correct it, pass it on with a warning, or nothing.
+ValidateMode = Literal["repair", "warn", "off"]
 
 DEFAULT_BACKEND_URL = "http://127.0.0.1:8000/v1"
 
@@ -67,6 +70,7 @@ class ModelOverride(BaseModel):
     stuck: StuckMode | None = None
     stuck_polling_exempt: bool | None = None
     finish_reason_named: Literal["stop", "tool_calls"] | None = None
+    validation: ValidateMode | None = None
 
 
 class BackendConfig(BaseModel):
@@ -152,6 +156,10 @@ class Settings(BaseSettings):
     stuck_mode: StuckMode = Field(default="enforce", description="loop protection")
     stuck_polling_exempt: bool = Field(
         default=True, description="polling tools get the stuck detector's polling budget"
+    )
+    validation: ValidateMode = Field(
+        default="repair",
+        description="tool calls that do not fit their schema: repair (re-ask once), warn, off",
     )
     capability_ttl: float = Field(
         default=600.0, description="seconds a probed or learned fact about a model is trusted"

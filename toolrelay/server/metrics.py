@@ -27,6 +27,7 @@ class _CountersCollector(Collector):
                 "backend_kind": self._settings.backend_kind,
                 "stuck_mode": self._settings.stuck_mode,
                 "stuck_polling_exempt": str(self._settings.stuck_polling_exempt).lower(),
+                "validation": self._settings.validation,
             },
         )
         yield config

@@ -10,10 +10,10 @@ answers for itself, and its 4xx reaches the client as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 from toolrelay.io.backends import RoundRequest
-from toolrelay.io.settings import Settings
+from toolrelay.io.settings import Settings, ValidateMode
 from toolrelay.profiles import get_profile
 from toolrelay.rescue import RescueRequestError
 from toolrelay.server.errors import invalid
@@ -24,7 +24,8 @@ _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "functio
 _NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 _INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
 # toolrelay's own request fields: read here, never sent to a backend.
-_OWN_FIELDS = ("toolrelay_profile", "toolrelay_stuck_mode")
+_OWN_FIELDS = ("toolrelay_profile", "toolrelay_stuck_mode", "toolrelay_validate")
+_VALIDATE_MODES = get_args(ValidateMode)
 
 
 @dataclass
@@ -75,6 +76,14 @@ def read_request(
             stuck_mode = parse_mode(requested_mode)
         except ValueError as exc:
             raise invalid(str(exc), "toolrelay_stuck_mode") from None
+    validate = (
+        _optional(body, "toolrelay_validate", str) or override.validation or settings.validation
+    )
+    if validate not in _VALIDATE_MODES:
+        raise invalid(
+            f"'toolrelay_validate' must be one of {', '.join(_VALIDATE_MODES)}.",
+            "toolrelay_validate",
+        )
     backend_body = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
     backend_body["model"] = model
     try:
@@ -85,6 +94,7 @@ def read_request(
             omit_tool_choice=override.omit_tool_choice,
             profile=profile,
             finish_reason_named=override.finish_reason_named or settings.finish_reason_named,
+            validate=validate,
             auth=auth,
         )
     except RescueRequestError as exc:

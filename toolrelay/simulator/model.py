@@ -104,11 +104,19 @@ def _match(match: Match, turn: Turn) -> dict[str, str] | None:
     """The placeholder values when the rule applies, else None."""
     if match.tools is not None and turn.tools_mode not in _as_list(match.tools):
         return None
-    if match.tool_result is not None and match.tool_result != turn.is_tool_result:
+    if isinstance(match.tool_result, bool) and match.tool_result != turn.is_tool_result:
+        return None
+    if isinstance(match.tool_result, re.Pattern) and not (
+        turn.is_tool_result and match.tool_result.search(turn.last_tool_result)
+    ):
         return None
     if match.tool_choice is not None and turn.tool_choice not in _as_list(match.tool_choice):
         return None
     if match.model is not None and not match.model.search(turn.model):
+        return None
+    if isinstance(match.repair, bool) and match.repair != bool(turn.repair_directive):
+        return None
+    if isinstance(match.repair, re.Pattern) and not match.repair.search(turn.repair_directive):
         return None
     values = {
         "last_user": turn.last_user,

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from toolrelay.correction import CORRECTION_MARKER
 from toolrelay.simulator.config import SimulatorConfig
 from toolrelay.simulator.scenario import ToolsMode
 
@@ -55,6 +56,9 @@ class Turn:
     stream: bool
     include_usage: bool
     last_user: str
+    # The gateway's directive when it asks again to correct invalid tool calls
+    # (the last message), else "".
+    repair_directive: str
     is_tool_result: bool
     last_tool_result: str
     # The tool the last result came from, else the first tool offered, else "".
@@ -135,6 +139,7 @@ def _turn(
         stream=stream,
         include_usage=include_usage,
         last_user=_last_user(messages),
+        repair_directive=_repair_directive(messages),
         is_tool_result=bool(results),
         last_tool_result="\n".join(results),
         tool_name=result_tool or (offered[0] if offered else ""),
@@ -223,9 +228,22 @@ def _is_rescue_result(message: Mapping[str, Any]) -> bool:
 def _last_user(messages: Sequence[Mapping[str, Any]]) -> str:
     for message in reversed(messages):
         if message["role"] == "user" and not _is_rescue_result(message):
-            text = message_text(message.get("content"))
-            return text.split(LATE_DIRECTIVE_MARKER, 1)[0].strip()
+            text = _user_text(message)
+            if not text.startswith(CORRECTION_MARKER):
+                return text
     return ""
+
+
+def _repair_directive(messages: Sequence[Mapping[str, Any]]) -> str:
+    last = messages[-1]
+    text = _user_text(last) if last["role"] == "user" else ""
+    return text if text.startswith(CORRECTION_MARKER) else ""
+
+
+def _user_text(message: Mapping[str, Any]) -> str:
+    """What the user wrote, without a late ``[SYSTEM DIRECTIVE]`` from the rescue path."""
+    text = message_text(message.get("content"))
+    return text.split(LATE_DIRECTIVE_MARKER, 1)[0].strip()
 
 
 def _trailing_results(messages: Sequence[Mapping[str, Any]]) -> tuple[list[str], str]:

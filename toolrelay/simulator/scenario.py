@@ -44,9 +44,14 @@ class Match(_Strict):
 
     last_user: re.Pattern[str] | None = None
     tools: ToolsMode | list[ToolsMode] | None = None
-    tool_result: bool | None = None
+    # true/false: whether the conversation ends with tool results; a pattern:
+    # ... and their text says this.
+    tool_result: bool | re.Pattern[str] | None = None
     tool_choice: str | list[str] | None = None
     model: re.Pattern[str] | None = None
+    # true: the gateway is asking again to correct invalid tool calls; a
+    # pattern: ... and its directive says this (``'city' is required``).
+    repair: bool | re.Pattern[str] | None = None
 
     @field_validator("last_user")
     @classmethod

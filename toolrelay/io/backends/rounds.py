@@ -6,22 +6,39 @@ engine) builds a :class:`RoundRequest`; :func:`complete_round` returns a
 events plus :class:`Opened` and :class:`Finish`. Between the two ends this module decides
 native or rescue, falls back when a backend refuses tools or swallows a
 streamed call, parses calls written as text, and enforces ``tool_choice`` and
-``parallel_tool_calls`` whatever the backend did with them.
+``parallel_tool_calls`` whatever the backend did with them. Last, each call
+is checked against its tool's schema (the ``validate`` setting): an invalid
+or rejected call makes the round ask the model once more to correct it
+(toolrelay.correction), and streamed calls are held until they are complete
+and valid.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from toolrelay import StreamParser, parse_tool_calls
+from toolrelay.correction import (
+    CallHold,
+    CheckedCalls,
+    Problem,
+    check_calls,
+    correction_messages,
+    nothing_usable,
+    settle,
+    warning,
+    written_call,
+)
 from toolrelay.events import (
+    CallRejected,
     ContentDelta,
     Event,
     ReasoningDelta,
+    RejectedCall,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallEnd,
@@ -31,7 +48,7 @@ from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.native import NativeCalls, message_calls
 from toolrelay.io.counters import Counters
-from toolrelay.io.settings import ToolMode
+from toolrelay.io.settings import ToolMode, ValidateMode
 from toolrelay.names import ToolSet
 from toolrelay.profiles import apply_profile
 from toolrelay.rescue import ToolChoicePlan, build_rescue_request, resolve_tool_choice
@@ -48,6 +65,8 @@ REQUIRED_UNMET = (
 GUIDED_KINDS = frozenset({"vllm", "sglang", "llamacpp", "lmstudio"})
 # Request fields a tool-less (rescued) backend must not receive.
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
+# One line per re-ask after invalid calls, on a logger of its own.
+repair_log = logging.getLogger("toolrelay.repair")
 
 
 @dataclass
@@ -70,6 +89,7 @@ class RoundRequest:
     omit_tool_choice: bool | None = None
     profile: str | None = None
     finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
+    validate: ValidateMode = "repair"
     # The client's Authorization header, for backends without a key of their own.
     auth: str | None = None
     plan: ToolChoicePlan = field(init=False)
@@ -108,6 +128,8 @@ class Reply:
     usage: dict[str, Any] | None
     mode: RoundMode
     warning: str | None = None
+    # Calls the parser recognised but could not use (unknown name, ...).
+    rejected: list[RejectedCall] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -269,6 +291,7 @@ async def _attempt(
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else None
     tools = _parse_tools(req)
     calls = []
+    rejected: list[RejectedCall] = []
     if mode == "native" and req.has_tools:
         calls = message_calls(message, ToolSet(tools))
     if req.has_tools and content and (mode == "rescue" or not calls or req.plan.mode == "none"):
@@ -280,6 +303,7 @@ async def _attempt(
             content = parsed.content
             reasoning = _join(reasoning, parsed.reasoning)
             calls = calls + parsed.calls
+            rejected = parsed.rejected
     limit = _call_limit(req)
     if limit is not None:
         calls = calls[:limit]
@@ -293,11 +317,20 @@ async def _attempt(
         finish_reason=_finish_reason(req, bool(calls), choice.get("finish_reason")),
         usage=usage,
         mode=mode,
+        rejected=rejected,
     )
 
 
 async def complete_round(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
-    """One non-streamed round, with every fallback and ``tool_choice`` enforced."""
+    """One non-streamed round, with every fallback, ``tool_choice`` enforced and
+    the calls checked (``req.validate``)."""
+    reply = await _complete_unchecked(backend, req, counters)
+    if not _checks_calls(req):
+        return reply
+    return await _checked_reply(backend, req, counters, reply)
+
+
+async def _complete_unchecked(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
     mode = await round_mode(backend, req)
     try:
         reply = await _attempt(backend, req, mode, counters)
@@ -378,12 +411,14 @@ def reply_events(reply: Reply, first_index: int = 0) -> Iterator[Event]:
         yield ToolCallStart(index, call.id, call.name)
         yield ToolCallArgumentsDelta(index, call.arguments_json)
         yield ToolCallEnd(index, call)
+    for rejected in reply.rejected:
+        yield CallRejected(rejected)
 
 
 # --- streamed rounds -----------------------------------------------------------
 
 
-async def stream_round(
+def stream_round(
     backend: Backend,
     req: RoundRequest,
     counters: Counters,
@@ -398,14 +433,29 @@ async def stream_round(
     start; after it they are failures mid-stream. A round answered without
     streaming opens after ``patience`` seconds at the latest (None: once
     answered), so that the caller can keep the client's connection alive.
+    Content streams as it comes; each call is held until it is complete and
+    checked (``req.validate``), then goes out at once.
     """
+    items = _stream_unchecked(backend, req, counters, patience=patience)
+    if not _checks_calls(req):
+        return items
+    return _checked_stream(backend, req, counters, items)
+
+
+async def _stream_unchecked(
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    *,
+    patience: float | None,
+) -> AsyncGenerator[list[StreamItem], None]:
     mode = await round_mode(backend, req)
     if req.has_tools and (
         req.plan.mode == "required" or backend.knows(req.model, "swallows_streamed_calls")
     ):
         # A required call may need a re-ask, and a backend known to swallow
         # streamed calls is asked without streaming: stream the finished reply.
-        task = asyncio.ensure_future(complete_round(backend, req, counters))
+        task = asyncio.ensure_future(_complete_unchecked(backend, req, counters))
         try:
             done, _ = await asyncio.wait({task}, timeout=patience)
             if not done:
@@ -480,7 +530,7 @@ async def stream_round(
         backend.learn(req.model, "swallows_streamed_calls")
         counters.inc("fallbacks", "swallowed_stream")
         log.info("model %s: a streamed round came back empty; asking without streaming", req.model)
-        reply = await complete_round(backend, req, counters)
+        reply = await _complete_unchecked(backend, req, counters)
         last.extend(reply_events(reply))
         last.append(Finish(reply.finish_reason, reply.usage or usage, reply.warning))
         yield last
@@ -523,3 +573,167 @@ class _StreamState:
                 if isinstance(event, ToolCallStart):
                     self.calls += 1
             out.append(event)
+
+
+# --- checking calls (the validate setting) ---------------------------------------
+
+
+def _checks_calls(req: RoundRequest) -> bool:
+    # Under tool_choice "none" calls are not answers: their markup is only removed.
+    return req.validate != "off" and req.has_tools and req.plan.mode != "none"
+
+
+async def _checked_reply(
+    backend: Backend, req: RoundRequest, counters: Counters, reply: Reply
+) -> Reply:
+    """The reply with its calls checked: coerced, passed on with a warning
+    (``warn``), or corrected by one re-ask (``repair``)."""
+    tools = ToolSet(req.tools)
+    first = check_calls(reply.calls, reply.rejected, tools)
+    _count_checked(counters, first.accepted, first.coerced)
+    if not first.problems:
+        return replace(reply, calls=list(first.accepted), rejected=[])
+    if req.validate == "warn":
+        _count_warned(counters, first.problems)
+        joined = _joined(reply.warning, warning(first.problems, passed=True))
+        return replace(reply, calls=list(first.passed), rejected=[], warning=joined)
+    retry = _correction_request(req, reply.content, first.accepted, first.problems)
+    again = await _complete_unchecked(backend, retry, counters)
+    settled = settle(first, check_calls(again.calls, again.rejected, tools))
+    calls = [*first.accepted, *settled.added][: _call_limit(req)]
+    _count_repair(counters, req, first.problems, settled.added, settled.dropped)
+    content = reply.content
+    if not calls and not (content or "").strip():
+        content = again.content or nothing_usable(settled.dropped)
+    return replace(
+        reply,
+        content=content if content or not calls else None,
+        calls=calls,
+        rejected=[],
+        finish_reason=_finish_reason(req, bool(calls), reply.finish_reason),
+        usage=_usage_sum(reply.usage, again.usage),
+        warning=_joined(reply.warning, warning(settled.dropped)),
+    )
+
+
+async def _checked_stream(
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    items: AsyncGenerator[list[StreamItem], None],
+) -> AsyncGenerator[list[StreamItem], None]:
+    hold = CallHold(ToolSet(req.tools), pass_invalid=req.validate == "warn")
+    try:
+        async for batch in items:
+            out: list[StreamItem] = []
+            for item in batch:
+                if isinstance(item, Finish):
+                    out.extend(await _settle_stream(backend, req, counters, hold, item))
+                elif isinstance(item, Opened):
+                    out.append(item)
+                else:
+                    out.extend(hold.feed(item))
+            if out:
+                yield out
+    finally:
+        # A caller that stops early closes the backend's stream with it.
+        await items.aclose()
+
+
+async def _settle_stream(
+    backend: Backend, req: RoundRequest, counters: Counters, hold: CallHold, finish: Finish
+) -> list[StreamItem]:
+    """What ends a held stream: the re-ask's corrections, the prose when nothing
+    is left, and the :class:`Finish` with the warning."""
+    _count_checked(counters, hold.accepted, hold.coerced)
+    if not hold.problems:
+        return [finish]
+    if req.validate == "warn":
+        _count_warned(counters, hold.problems)
+        return [
+            replace(finish, warning=_joined(finish.warning, warning(hold.problems, passed=True)))
+        ]
+    content = "".join(hold.content)
+    first = CheckedCalls(tuple(hold.accepted), hold.coerced, tuple(hold.problems))
+    retry = _correction_request(req, content, hold.accepted, hold.problems)
+    again = await _complete_unchecked(backend, retry, counters)
+    settled = settle(first, check_calls(again.calls, again.rejected, ToolSet(req.tools)))
+    limit = _call_limit(req)
+    added = settled.added if limit is None else settled.added[: max(limit - hold.released, 0)]
+    _count_repair(counters, req, hold.problems, added, settled.dropped)
+    out: list[StreamItem] = [*hold.release(added)]
+    if not hold.released and not content.strip():
+        out.append(ContentDelta(again.content or nothing_usable(settled.dropped)))
+    out.append(
+        Finish(
+            _finish_reason(req, hold.released > 0, finish.reason),
+            _usage_sum(finish.usage, again.usage),
+            _joined(finish.warning, warning(settled.dropped)),
+        )
+    )
+    return out
+
+
+def _correction_request(
+    req: RoundRequest,
+    content: str | None,
+    accepted: Sequence[ToolCall],
+    problems: Sequence[Problem],
+) -> RoundRequest:
+    attempt = [written_call(call) for call in accepted] + [problem.written for problem in problems]
+    messages = correction_messages(req.messages, content, attempt, problems, accepted)
+    return replace(req, body={**req.body, "messages": messages}, messages=messages)
+
+
+def _count_checked(counters: Counters, accepted: Sequence[ToolCall], coerced: int) -> None:
+    if len(accepted) > coerced:
+        counters.add("validation", "valid", len(accepted) - coerced)
+    if coerced:
+        counters.add("validation", "coerced", coerced)
+
+
+def _count_warned(counters: Counters, problems: Sequence[Problem]) -> None:
+    passed = sum(problem.call is not None for problem in problems)
+    if passed:
+        counters.add("validation", "invalid", passed)
+    if len(problems) > passed:
+        counters.add("validation", "dropped", len(problems) - passed)
+
+
+def _count_repair(
+    counters: Counters,
+    req: RoundRequest,
+    problems: Sequence[Problem],
+    added: Sequence[ToolCall],
+    dropped: Sequence[Problem],
+) -> None:
+    if added:
+        counters.add("validation", "repaired", len(added))
+    if dropped:
+        counters.add("validation", "dropped", len(dropped))
+    repair_log.info(
+        "re-asked %s to correct %d tool call(s) (%s): %d corrected, %d dropped%s",
+        req.model,
+        len(problems),
+        "; ".join(map(str, problems)),
+        len(added),
+        len(dropped),
+        f" ({'; '.join(map(str, dropped))})" if dropped else "",
+    )
+
+
+def _joined(first: str | None, second: str | None) -> str | None:
+    return "; ".join(part for part in (first, second) if part) or None
+
+
+def _usage_sum(
+    first: dict[str, Any] | None, second: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Both rounds' token counts: the client is served (and billed) for both."""
+    if not first or not second:
+        return first or second
+    total = dict(first)
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        if isinstance(first.get(key), int) and isinstance(second.get(key), int):
+            total[key] = first[key] + second[key]
+    return total

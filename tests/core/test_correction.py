@@ -1,0 +1,189 @@
+"""Self-repair bookkeeping: which calls stand, what the model is told, held streams."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolrelay.correction import (
+    CORRECTION_MARKER,
+    CallHold,
+    CheckedCalls,
+    Problem,
+    check_calls,
+    correction_messages,
+    new_calls,
+    settle,
+    warning,
+)
+from toolrelay.events import (
+    CallRejected,
+    ContentDelta,
+    Event,
+    RejectedCall,
+    ToolCall,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from toolrelay.names import ToolSet
+
+TOOLS = ToolSet(
+    [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                    "required": ["city"],
+                },
+            },
+        },
+        {"type": "function", "function": {"name": "get_time"}},
+    ]
+)
+
+
+def call(arguments: dict[str, Any], name: str = "get_weather", call_id: str = "c1") -> ToolCall:
+    return ToolCall(call_id, name, arguments, orjson.dumps(arguments).decode())
+
+
+def test_calls_are_sorted_into_accepted_and_problems() -> None:
+    checked = check_calls(
+        [call({"city": "Oslo", "days": "2"}), call({}, call_id="c2"), call({}, "get_time", "c3")],
+        [
+            RejectedCall(
+                "get_wether", '{"name": "get_wether"}', "there is no tool named 'get_wether'"
+            )
+        ],
+        TOOLS,
+    )
+    assert [c.arguments for c in checked.accepted] == [{"city": "Oslo", "days": 2}, {}]
+    assert checked.coerced == 1
+    assert [str(p) for p in checked.problems] == [
+        "get_weather: 'city' is required",
+        "get_wether: there is no tool named 'get_wether'",
+    ]
+    assert [c.id for c in checked.passed] == ["c1", "c2", "c3"]
+
+
+def test_the_re_ask_shows_the_attempt_and_names_each_problem() -> None:
+    problem = Problem("get_weather", '{"name":"get_weather","arguments":{}}', "'city' is required")
+    question = [{"role": "user", "content": "weather in Oslo?"}]
+    messages = correction_messages(
+        question, "Let me look.", [problem.written], [problem], [call({}, "get_time")]
+    )
+    assert messages[0] == question[0] and messages[0] is not question[0]
+    assert messages[1] == {
+        "role": "assistant",
+        "content": 'Let me look.\n{"name":"get_weather","arguments":{}}',
+    }
+    directive = messages[2]["content"]
+    assert messages[2]["role"] == "user" and directive.startswith(CORRECTION_MARKER)
+    assert "- get_weather: 'city' is required" in directive
+    assert "(get_time) were accepted: do not repeat them" in directive
+
+
+def test_a_re_ask_adds_only_new_calls_and_drops_what_is_still_wrong() -> None:
+    stood = call({"city": "Oslo"})
+    first = CheckedCalls((stood,), 0, (Problem("x", "x", "wrong"),))
+    fixed = call({"city": "Rome"}, call_id="c1")  # a server that reuses ids
+    again = CheckedCalls((stood, fixed), 0, ())
+    settled = settle(first, again)
+    assert [c.arguments for c in settled.added] == [{"city": "Rome"}]
+    assert settled.added[0].id != "c1"
+    assert settled.dropped == ()
+    # Nothing corrected: the first attempt's problems are what was dropped.
+    assert settle(first, CheckedCalls((stood,), 0, ())).dropped == first.problems
+    still = Problem("x", "x", "still wrong")
+    assert settle(first, CheckedCalls((), 0, (still,))).dropped == (still,)
+    assert new_calls([stood, stood], []) == [stood]
+
+
+def test_warnings_say_what_was_dropped_and_what_was_passed_on() -> None:
+    invalid = Problem("get_weather", "{}", "'city' is required", call({}))
+    rejected = Problem(None, "{}", "the call names no tool")
+    assert warning([]) is None
+    assert warning([invalid, rejected]) == (
+        "dropped 2 invalid tool calls: get_weather: 'city' is required; "
+        "a call without a tool name: the call names no tool"
+    )
+    assert warning([invalid, rejected], passed=True) == (
+        "dropped 1 invalid tool call: a call without a tool name: the call names no tool"
+        " | passed on 1 invalid tool call: get_weather: 'city' is required"
+    )
+
+
+def _streamed(index: int, the_call: ToolCall, pieces: list[str]) -> list[Event]:
+    return [
+        ToolCallStart(index, the_call.id, the_call.name),
+        *(ToolCallArgumentsDelta(index, piece) for piece in pieces),
+        ToolCallEnd(index, the_call),
+    ]
+
+
+def _feed(hold: CallHold, events: list[Event]) -> list[Event]:
+    out: list[Event] = []
+    for event in events:
+        out.extend(hold.feed(event))
+    return out
+
+
+def test_a_held_call_goes_out_whole_renumbered_and_content_passes_at_once() -> None:
+    hold = CallHold(TOOLS)
+    bad = call({}, call_id="bad")
+    good = call({"city": "Oslo"}, call_id="good")
+    assert hold.feed(ContentDelta("Hi")) == [ContentDelta("Hi")]
+    assert _feed(hold, _streamed(0, bad, ["{", "}"])) == []
+    out = _feed(
+        hold,
+        [
+            *_streamed(1, good, ['{"city":', '"Oslo"}']),
+            CallRejected(RejectedCall(None, "?", "no name")),
+        ],
+    )
+    assert out == _streamed(0, good, ['{"city":', '"Oslo"}'])
+    assert [str(p) for p in hold.problems] == [
+        "get_weather: 'city' is required",
+        "a call without a tool name: no name",
+    ]
+    assert hold.content == ["Hi"] and hold.released == 1
+
+
+def test_warn_releases_an_invalid_call_as_it_came() -> None:
+    hold = CallHold(TOOLS, pass_invalid=True)
+    bad = call({}, call_id="bad")
+    assert _feed(hold, _streamed(3, bad, ["{", "}"])) == _streamed(0, bad, ["{", "}"])
+    assert len(hold.problems) == 1 and hold.accepted == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    days=st.integers(min_value=-(10**6), max_value=10**6),
+    city=st.text(max_size=12),
+    cuts=st.lists(st.integers(min_value=1, max_value=40), max_size=6),
+)
+def test_a_coerced_call_goes_out_in_as_many_deltas_as_it_came(
+    days: int, city: str, cuts: list[int]
+) -> None:
+    sent = {"city": city, "days": str(days)}
+    text = orjson.dumps(sent).decode()
+    pieces, start = [], 0
+    for cut in sorted(set(cuts)):
+        if start < cut < len(text):
+            pieces.append(text[start:cut])
+            start = cut
+    pieces.append(text[start:])
+    out = _feed(CallHold(TOOLS), _streamed(0, call(sent), pieces))
+    deltas = [e.text for e in out if isinstance(e, ToolCallArgumentsDelta)]
+    end = out[-1]
+    assert isinstance(end, ToolCallEnd)
+    assert end.call.arguments == {"city": city, "days": days}
+    assert len(deltas) == len(pieces)
+    assert "".join(deltas) == end.call.arguments_json
+    assert orjson.loads(end.call.arguments_json) == {"city": city, "days": days}

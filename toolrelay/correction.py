@@ -1,0 +1,288 @@
+"""Self-repair of a round's tool calls: which calls stand, and what the model is told.
+
+A round's calls are checked against the declared tools' schemas
+(:mod:`toolrelay.validate`); together with the calls the parser rejected
+(an unknown or ambiguous name, arguments that are not an object) the invalid
+ones are the round's *problems*. The gateway then asks the model once more
+with :func:`correction_messages`: the conversation, the model's own attempt as
+an assistant message, and a short directive naming each problem. The calls
+that were valid stand; the re-ask is asked for the corrected calls only, and
+a repeat of a call that already stands is not taken twice
+(:func:`new_calls`).
+
+Pure: the gateway's round code does the asking (toolrelay.io.backends).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolrelay.events import (
+    CallRejected,
+    ContentDelta,
+    Event,
+    RejectedCall,
+    ToolCall,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from toolrelay.names import ToolSet
+from toolrelay.repair import json_text
+from toolrelay.validate import validate_call
+
+# Starts the directive of a re-ask, so that a model double (toolrelay
+# simulate) and a log reader can tell it from what the user wrote.
+CORRECTION_MARKER = "[TOOL CALL ERRORS]"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A call that cannot be handed out as it is, and why."""
+
+    # The tool's name as the model wrote it; None when it wrote none.
+    name: str | None
+    # The call as the model wrote it.
+    written: str
+    # What is wrong, in words a model can act on: "'city' is required".
+    reason: str
+    # The call as parsed, when its arguments are what is wrong; None for a
+    # call the parser rejected (it has no usable name or arguments).
+    call: ToolCall | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name or 'a call without a tool name'}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class CheckedCalls:
+    """A round's calls sorted into those that stand and those that do not."""
+
+    # Valid calls, with lossless coercions applied.
+    accepted: tuple[ToolCall, ...]
+    # How many of the accepted calls needed a coercion.
+    coerced: int
+    problems: tuple[Problem, ...]
+    # Every call in order, the valid ones coerced, the invalid ones as they
+    # came: what the ``warn`` setting passes on.
+    passed: tuple[ToolCall, ...] = ()
+
+
+def check_calls(
+    calls: Iterable[ToolCall], rejected: Iterable[RejectedCall], tools: ToolSet
+) -> CheckedCalls:
+    """Check each call against its tool's schema; rejected calls are problems as they are."""
+    accepted: list[ToolCall] = []
+    passed: list[ToolCall] = []
+    coerced = 0
+    problems: list[Problem] = []
+    for call in calls:
+        checked, result = validate_call(call, tools.parameters(call.name))
+        if result.ok:
+            accepted.append(checked)
+            passed.append(checked)
+            coerced += bool(result.coercions)
+        else:
+            passed.append(call)
+            problems.append(Problem(call.name, written_call(call), result.reason, call))
+    problems.extend(Problem(r.name, r.raw, r.reason) for r in rejected)
+    return CheckedCalls(tuple(accepted), coerced, tuple(problems), tuple(passed))
+
+
+def written_call(call: ToolCall) -> str:
+    """A call as one line of JSON, the way the gateway shows a model its attempt."""
+    return json_text({"name": call.name, "arguments": call.arguments})
+
+
+def correction_directive(problems: Sequence[Problem], accepted: Sequence[ToolCall]) -> str:
+    """What the model is told: each problem on a line, then what to write."""
+    lines = [
+        f"{CORRECTION_MARKER} Some tool calls in your last reply cannot be run:",
+        *(f"- {problem}" for problem in problems),
+    ]
+    if accepted:
+        names = ", ".join(dict.fromkeys(call.name for call in accepted))
+        lines.append(f"The other calls ({names}) were accepted: do not repeat them.")
+    lines.append(
+        "Write the corrected calls now, with the declared tool names and parameters "
+        "exactly as specified, and nothing else."
+    )
+    return "\n".join(lines)
+
+
+def correction_messages(
+    messages: Sequence[Mapping[str, Any]],
+    content: str | None,
+    attempt: Sequence[str],
+    problems: Sequence[Problem],
+    accepted: Sequence[ToolCall],
+) -> list[dict[str, Any]]:
+    """The conversation for the re-ask: the model's attempt (its prose and each
+    call as written, in ``attempt``) and the directive after it."""
+    shown = "\n".join(part for part in (content, *attempt) if part)
+    return [
+        *(dict(message) for message in messages),
+        {"role": "assistant", "content": shown},
+        {"role": "user", "content": correction_directive(problems, accepted)},
+    ]
+
+
+def new_calls(calls: Iterable[ToolCall], standing: Iterable[ToolCall]) -> list[ToolCall]:
+    """``calls`` without the ones that repeat a standing call (same name and arguments)."""
+    seen = {(call.name, call.arguments_json) for call in standing}
+    ids = {call.id for call in standing}
+    out = []
+    for call in calls:
+        if (call.name, call.arguments_json) in seen:
+            continue
+        seen.add((call.name, call.arguments_json))
+        if call.id in ids:
+            # A server that numbers ids per reply: tool results are matched by id.
+            call = ToolCall(
+                "call_" + secrets.token_hex(12), call.name, call.arguments, call.arguments_json
+            )
+        ids.add(call.id)
+        out.append(call)
+    return out
+
+
+def warning(problems: Sequence[Problem], *, passed: bool = False) -> str | None:
+    """The ``toolrelay_warning`` for a round's problems: invalid calls dropped, or
+    (``passed``, the ``warn`` setting) passed on as the model wrote them; a
+    rejected call is always dropped, it has nothing to pass on."""
+    kept = [problem for problem in problems if passed and problem.call is not None]
+    dropped = [problem for problem in problems if problem not in kept]
+    parts = []
+    if dropped:
+        parts.append(f"dropped {_calls(dropped)}: " + "; ".join(map(str, dropped)))
+    if kept:
+        parts.append(f"passed on {_calls(kept)}: " + "; ".join(map(str, kept)))
+    return " | ".join(parts) or None
+
+
+def _calls(problems: Sequence[Problem]) -> str:
+    return f"{len(problems)} invalid tool call{'s' if len(problems) != 1 else ''}"
+
+
+def nothing_usable(problems: Sequence[Problem]) -> str:
+    """The answer when the model's calls were all dropped and it wrote no prose."""
+    listed = "; ".join(str(problem) for problem in problems)
+    return f"(The model's tool calls could not be used: {listed}.)"
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What a re-ask leaves: the calls it adds, and the problems that remain."""
+
+    # The re-ask's valid calls that do not repeat a call that already stood.
+    added: tuple[ToolCall, ...]
+    # Problems dropped: the re-ask's own, or the first attempt's when it fixed none.
+    dropped: tuple[Problem, ...]
+
+
+def settle(first: CheckedCalls, again: CheckedCalls) -> Settled:
+    added = tuple(new_calls(again.accepted, first.accepted))
+    if again.problems:
+        return Settled(added, again.problems)
+    return Settled(added, () if added else first.problems)
+
+
+class CallHold:
+    """Holds each streamed call until it is complete and valid, then releases it whole.
+
+    Content and reasoning pass at once. A valid call goes out as the same
+    number of argument deltas it came in (with its coercions applied, cut at
+    the same relative places), renumbered so that the calls that go out are
+    numbered 0, 1, ... in the order they are released. An invalid or rejected
+    call becomes a problem and does not go out (with ``pass_invalid``, the
+    ``warn`` setting, an invalid call goes out as it came).
+    """
+
+    __slots__ = (
+        "_held",
+        "accepted",
+        "coerced",
+        "content",
+        "pass_invalid",
+        "problems",
+        "released",
+        "tools",
+    )
+
+    def __init__(self, tools: ToolSet, *, pass_invalid: bool = False) -> None:
+        self.tools = tools
+        self.pass_invalid = pass_invalid
+        self._held: dict[int, list[ToolCallArgumentsDelta]] = {}
+        # Valid calls released, coercions applied; ``released`` counts every call out.
+        self.accepted: list[ToolCall] = []
+        self.released = 0
+        self.coerced = 0
+        self.problems: list[Problem] = []
+        self.content: list[str] = []
+
+    def feed(self, event: Event) -> list[Event]:
+        if isinstance(event, ToolCallStart):
+            self._held[event.index] = []
+        elif isinstance(event, ToolCallArgumentsDelta):
+            self._held.setdefault(event.index, []).append(event)
+        elif isinstance(event, ToolCallEnd):
+            return self._end(event.call, self._held.pop(event.index, []))
+        elif isinstance(event, CallRejected):
+            rejected = event.call
+            self.problems.append(Problem(rejected.name, rejected.raw, rejected.reason))
+        else:
+            if isinstance(event, ContentDelta):
+                self.content.append(event.text)
+            return [event]
+        return []
+
+    def release(self, calls: Iterable[ToolCall]) -> list[Event]:
+        """Events for valid calls checked elsewhere (a re-ask's), one delta each."""
+        out: list[Event] = []
+        for call in calls:
+            self.accepted.append(call)
+            out.extend(self._release(call, [call.arguments_json]))
+        return out
+
+    @property
+    def unfinished(self) -> bool:
+        """Calls that started and never ended (a stream cut short)."""
+        return bool(self._held)
+
+    def _end(self, call: ToolCall, deltas: list[ToolCallArgumentsDelta]) -> list[Event]:
+        texts = [delta.text for delta in deltas] or [call.arguments_json]
+        checked = check_calls([call], (), self.tools)
+        if checked.problems:
+            self.problems.extend(checked.problems)
+            return self._release(call, texts) if self.pass_invalid else []
+        final = checked.accepted[0]
+        self.accepted.append(final)
+        self.coerced += checked.coerced
+        if final is not call:
+            texts = _cut_like(final.arguments_json, [len(text) for text in texts])
+        return self._release(final, texts)
+
+    def _release(self, call: ToolCall, texts: list[str]) -> list[Event]:
+        index = self.released
+        self.released += 1
+        return [
+            ToolCallStart(index, call.id, call.name),
+            *(ToolCallArgumentsDelta(index, text) for text in texts),
+            ToolCallEnd(index, call),
+        ]
+
+
+def _cut_like(text: str, sizes: list[int]) -> list[str]:
+    """``text`` in ``len(sizes)`` pieces, cut where ``sizes`` cut the original."""
+    total = sum(sizes) or 1
+    cuts = [0]
+    running = 0
+    for size in sizes[:-1]:
+        running += size
+        cuts.append(max(cuts[-1], min(len(text), round(running * len(text) / total))))
+    cuts.append(len(text))
+    return [text[start:end] for start, end in itertools.pairwise(cuts)]
