@@ -14,7 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.gateway.support import gateway
+from tests.gateway.support import GatewayServer, gateway
 from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.cli import main as cli_main
 from toolrelay.io.settings import Settings
@@ -196,3 +196,16 @@ def test_unknown_profile_is_rejected_at_startup() -> None:
         Settings(profile="fast")
     with pytest.raises(ValueError, match="unknown sampling profile"):
         Settings(models={"m": {"profile": "fast"}})
+
+
+def test_health_shows_only_the_backends_in_force(tmp_path: Path) -> None:
+    with Simulator(SimulatorConfig()) as sim:
+        url = sim.openai_url
+        path = _config(tmp_path, {"backends": [{"name": "only", "url": url}]})
+        with GatewayServer(Settings(config=path)) as gw:
+            health = httpx.get(gw.url + "/health", timeout=10).json()
+    shown = health["settings"]
+    assert "backend" not in shown and "backend_kind" not in shown, "no unused default URL"
+    assert [b["url"] for b in shown["backends"]] == [url]
+    assert isinstance(health["counters"]["text_calls"], int)
+    assert isinstance(health["counters"]["requests"], dict)
