@@ -15,17 +15,36 @@ read (the buffer discipline of h11):
   it emitted is always one valid JSON document once it has started.
 
 ``repair_json`` runs both over a finished string.
+
+Hostile text is bounded, never an exception: values nest at most
+``MAX_DEPTH`` deep (a deeper container ends the value as it stands), a number
+is text until it must be a number (integers keep every digit, however many),
+and every pattern here matches in time linear in the text (no pattern can
+backtrack over a run of characters more than once).
 """
 
 from __future__ import annotations
 
+import decimal
 import enum
 import json
-import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
+
+# How deep JSON values nest (objects and arrays) at most: a container deeper than
+# this ends the value as it stands. Far beyond real arguments, and well inside what
+# orjson (255) and json (the recursion limit) encode and decode.
+MAX_DEPTH = 128
+# Python refuses to turn longer digit strings into an int (the conversion is
+# quadratic); such integers are read as an exact ``decimal.Decimal`` instead.
+INT_DIGITS = 4300
+# A bare word or number this long that is still growing is taken into the lexer
+# instead of being waited for in the buffer: it is never read twice, and never
+# handed back to the caller (a word this long is no markup the caller could want).
+ATOM_HOLD = 64
 
 
 class Tok(enum.Enum):
@@ -52,11 +71,17 @@ _STRUCTURAL = {
     ",": Tok.COMMA,
 }
 _ATOM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+-.")
-_WHITESPACE = frozenset(" \t\r\n")
 _ATOM_RUN = re.compile(r"[A-Za-z0-9_+\-.]*")
 _SPACE_RUN = re.compile(r"[ \t\r\n]*")
 _DOUBLE_QUOTED_SPECIAL = re.compile(r'["\\\x00-\x1f]')
 _SINGLE_QUOTED_SPECIAL = re.compile(r"['\\\x00-\x1f]")
+# A stretch of a double-quoted string that strict JSON decodes: plain text and
+# well-formed escapes. Unrolled (plain run, then escape + plain run, repeated) so
+# that each character is matched once.
+_JSON_STRING_RUN = re.compile(
+    r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _SIMPLE_ESCAPES = {
     '"': '"',
     "\\": "\\",
@@ -69,21 +94,25 @@ _SIMPLE_ESCAPES = {
     "'": "'",
 }
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+# The C decoder of a string's contents, given the position after its opening quote.
+scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 class JsonLexer:
     """Pull tokens out of a growing buffer: ``next(buf, pos, final)``.
 
     Returns ``(token, text, new_pos)``. ``NEED_MORE`` means the buffer ends in
-    the middle of something (an escape, a bare word) and ``final`` is false.
-    String contents come back decoded, in chunks, so a long string streams.
+    the middle of something (an escape, a bare word) and ``final`` is false;
+    callers resume at ``new_pos``. String contents come back decoded, in
+    chunks as long as the buffer allows, so a long string streams.
     """
 
-    __slots__ = ("_special", "quote")
+    __slots__ = ("_atom", "_special", "quote")
 
     def __init__(self) -> None:
         self.quote = ""  # the open string's quote character, "" outside strings
         self._special = _DOUBLE_QUOTED_SPECIAL
+        self._atom: list[str] = []  # a long bare word read so far (see ATOM_HOLD)
 
     @property
     def in_string(self) -> bool:
@@ -93,6 +122,8 @@ class JsonLexer:
         if self.quote:
             return self._string_part(buf, pos, final)
         end = len(buf)
+        if self._atom:
+            return self._atom_part(buf, pos, pos, final)
         pos = _SPACE_RUN.match(buf, pos).end()  # type: ignore[union-attr]
         if pos >= end:
             return Tok.NEED_MORE, "", pos
@@ -105,22 +136,61 @@ class JsonLexer:
             self._special = _DOUBLE_QUOTED_SPECIAL if char == '"' else _SINGLE_QUOTED_SPECIAL
             return Tok.STRING_START, char, pos + 1
         if char in _ATOM_CHARS:
-            stop = _ATOM_RUN.match(buf, pos).end()  # type: ignore[union-attr]
-            if stop >= end and not final:
-                return Tok.NEED_MORE, "", pos
-            return Tok.ATOM, buf[pos:stop], stop
+            return self._atom_part(buf, pos, pos, final)
         return Tok.OTHER, char, pos
+
+    def _atom_part(self, buf: str, start: int, pos: int, final: bool) -> tuple[Tok, str, int]:
+        stop = _ATOM_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if stop < len(buf) or final:
+            if self._atom:
+                self._atom.append(buf[pos:stop])
+                text = "".join(self._atom)
+                self._atom = []
+                return Tok.ATOM, text, stop
+            return Tok.ATOM, buf[start:stop], stop
+        if self._atom or stop - start >= ATOM_HOLD:
+            self._atom.append(buf[pos:stop])
+            return Tok.NEED_MORE, "", stop
+        return Tok.NEED_MORE, "", start
+
+    def string_run(self, buf: str, pos: int) -> tuple[str, int]:
+        """Decode the longest stretch of a double-quoted string at ``pos`` that strict JSON reads.
+
+        Plain text and well-formed escapes come out in one piece, decoded by
+        the C decoder; ``("", pos)`` when what is at ``pos`` needs a closer
+        look (the quote, a raw control character, an odd or cut escape).
+        """
+        stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if stop == pos:
+            return "", pos
+        if buf.find("\\", pos, stop) < 0:
+            return buf[pos:stop], stop
+        if stop < len(buf) and buf[stop] == '"':
+            text = scanstring(buf, pos)[0]  # decodes up to the quote, which follows
+        else:
+            text = scanstring(buf[pos:stop] + '"', 0)[0]
+        if _SURROGATE.search(text) is None:
+            return text, stop
+        # A lone or cut surrogate escape: the plain text before the first escape
+        # goes now, the escapes one at a time.
+        first = buf.find("\\", pos, stop)
+        return buf[pos:first], first
 
     def _string_part(self, buf: str, pos: int, final: bool) -> tuple[Tok, str, int]:
         end = len(buf)
         if pos >= end:
             return Tok.NEED_MORE, "", pos
-        found = self._special.search(buf, pos)
-        if found is None:
-            return Tok.STRING_CHUNK, buf[pos:], end
-        stop = found.start()
-        if stop > pos:
-            return Tok.STRING_CHUNK, buf[pos:stop], stop
+        if self.quote == '"':
+            text, stop = self.string_run(buf, pos)
+            if stop > pos:
+                return Tok.STRING_CHUNK, text, stop
+        else:
+            found = self._special.search(buf, pos)
+            if found is None:
+                return Tok.STRING_CHUNK, buf[pos:], end
+            stop = found.start()
+            if stop > pos:
+                return Tok.STRING_CHUNK, buf[pos:stop], stop
         char = buf[pos]
         if char == self.quote:
             self.quote = ""
@@ -161,8 +231,9 @@ class JsonLexer:
         return Tok.STRING_CHUNK, chr(code), pos + 6
 
 
-_STRICT_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
-_LOOSE_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+# Unambiguous: digits before and after the point can be split only one way.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _LITERALS = {
     "true": "true",
     "false": "false",
@@ -174,17 +245,42 @@ _LITERALS = {
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
 
+def _exact_number(value: Any) -> orjson.Fragment:
+    if isinstance(value, decimal.Decimal):
+        return orjson.Fragment(str(value))
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 def json_text(value: Any) -> str:
     """Compact strict JSON for ``value``.
 
     orjson refuses integers beyond 64 bits and strings with a lone surrogate
     (which a backend's ``"\\ud800"`` decodes to): json writes those, escaping
-    exactly as orjson does otherwise.
+    exactly as orjson does otherwise. An integer too long for ``int`` (read as a
+    ``Decimal`` by ``load_json``) is written with all its digits.
     """
     try:
-        return orjson.dumps(value).decode()
+        return orjson.dumps(value, default=_exact_number).decode()
     except TypeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _exact_int(text: str) -> int | decimal.Decimal:
+    try:
+        return int(text)
+    except ValueError:  # beyond Python's int-string limit
+        return decimal.Decimal(text)
+
+
+def load_json(text: str | bytes) -> Any:
+    """``json.loads``, except that integers too long for ``int`` become exact ``Decimal``s.
+
+    Not orjson, which turns integers beyond 64 bits into floats.
+    """
+    try:
+        return json.loads(text)
+    except ValueError:
+        return json.loads(text, parse_int=_exact_int)
 
 
 def escape_json_text(text: str) -> str:
@@ -194,26 +290,27 @@ def escape_json_text(text: str) -> str:
     return json_text(text)[1:-1]
 
 
+def number_text(number: float) -> str:
+    """A float as JSON: its shortest exact form (orjson's), ``null`` when not finite."""
+    return orjson.dumps(number).decode()
+
+
 def canonical_atom(text: str) -> str:
     """Strict JSON for a bare word: a number or a literal.
 
-    Any other word is an error rather than a string: quoting it would invent
-    a value the model did not write.
+    An integer keeps every digit (without a sign ``+``, leading zeros or
+    ``-0``); any other number is written as the float it denotes, in the same
+    form a JSON decoder and orjson give it. Any other word is an error rather
+    than a string: quoting it would invent a value the model did not write.
     """
     literal = _LITERALS.get(text)
     if literal is not None:
         return literal
-    if _STRICT_NUMBER.fullmatch(text):
-        if "e" in text or "E" in text:
-            return text if math.isfinite(float(text)) else "null"
-        return text
-    if _LOOSE_NUMBER.fullmatch(text):
-        number = float(text)
-        if not math.isfinite(number):
-            return "null"
-        if number.is_integer() and "." not in text and "e" not in text.lower():
-            return str(int(text))
-        return repr(number)
+    if _INTEGER.fullmatch(text):
+        digits = text.lstrip("+-").lstrip("0") or "0"
+        return "-" + digits if text[0] == "-" and digits != "0" else digits
+    if _NUMBER.fullmatch(text):
+        return number_text(float(text))
     if text.lstrip("+-") in ("NaN", "Infinity", "inf", "nan"):
         return "null"
     raise ValueError(f"bare word {text!r} is not a JSON value")
@@ -235,6 +332,9 @@ class JsonWriter:
     what may be emitted now; ``finish()`` repairs a truncated value. A token
     that cannot belong to the value raises ``ValueError`` before anything of
     it is emitted, so what was emitted stays a valid prefix.
+
+    ``depth`` is how deep the value already sits (1 for a parameter value
+    written into an arguments object): together they nest at most MAX_DEPTH.
     """
 
     __slots__ = (
@@ -242,6 +342,7 @@ class JsonWriter:
         "_held",
         "_key",
         "_out",
+        "_room",
         "_stack",
         "done",
         "in_key",
@@ -249,8 +350,9 @@ class JsonWriter:
         "started",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, depth: int = 0) -> None:
         self._out: list[str] = []
+        self._room = MAX_DEPTH - depth  # how many containers may be open at once
         self._stack: list[_Frame] = []
         self._filled: list[bool] = []  # per open container: has a member been emitted?
         self._held = ""  # a ',' and/or '"key":' waiting for the next value
@@ -355,6 +457,8 @@ class JsonWriter:
                 self._stack[-1] = _Frame.OBJECT_COLON
                 return
             raise ValueError(f"unexpected {text!r} where a key belongs")
+        if (tok is Tok.BEGIN_OBJECT or tok is Tok.BEGIN_ARRAY) and len(self._stack) >= self._room:
+            raise ValueError(f"nested deeper than {MAX_DEPTH}")
         if tok is Tok.BEGIN_OBJECT:
             self._begin_value("{")
             self._stack.append(_Frame.OBJECT_KEY)
@@ -429,21 +533,24 @@ def lex_value(
         except ValueError:
             lexer.quote = ""
             writer.finish()
+            if tok is Tok.ATOM and len(text) >= ATOM_HOLD:
+                return new_pos, None  # a long word is not handed back (see ATOM_HOLD)
             # Whitespace before the token is consumed, as it is when input runs out there.
             return new_pos - len(text), text[:1]
         pos = new_pos
     return pos, None
 
 
-def repair_json(text: str) -> Any:
+def repair_json(text: str, depth: int = 0) -> Any:
     """Parse sloppy JSON text leniently; None when it holds no JSON value.
 
     Sloppiness is repaired (quotes, commas, literals, truncation); text that is
-    not JSON at all (``{not json}``) is not turned into a value. Trailing text
-    after the first complete value is ignored.
+    not JSON at all (``{not json}``), or nests deeper than MAX_DEPTH (less
+    ``depth``, where the value will sit), is not turned into a value. Trailing
+    text after the first complete value is ignored.
     """
     lexer = JsonLexer()
-    writer = JsonWriter()
+    writer = JsonWriter(depth)
     _, stopped_at = lex_value(lexer, writer, text, 0, True)
     if stopped_at is not None:
         return None  # something that is not JSON stood inside the value
@@ -451,4 +558,4 @@ def repair_json(text: str) -> Any:
     out = writer.take()
     if not out:
         return None
-    return json.loads(out)  # not orjson, which turns integers beyond 64 bits into floats
+    return load_json(out)

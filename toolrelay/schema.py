@@ -76,7 +76,7 @@ def _as_type(text: str, kind: str) -> Any:
         expected = dict if kind == "object" else list
         value = _escaped_json(stripped)
         if not isinstance(value, expected):
-            value = repair_json(stripped)
+            value = repair_json(stripped, depth=1)
         return value if isinstance(value, expected) else _MISSING
     return _MISSING
 
@@ -98,14 +98,16 @@ def _escaped_json(text: str) -> Any:
     """JSON that the model escaped as if writing it inside a string: ``[{\\"id\\": 1}]``.
 
     Lenient repair would read such text as a truncated ``[{}]``, so it is
-    decoded first; None when the text is not of that kind.
+    decoded first; None when the text is not of that kind. Parameter values
+    sit inside the arguments object: one level of MAX_DEPTH is theirs.
     """
     if '\\"' not in text:
         return None
     try:
-        return orjson.loads(orjson.loads('"' + text + '"'))
+        unescaped = orjson.loads('"' + text + '"')
     except orjson.JSONDecodeError:
         return None
+    return repair_json(unescaped, depth=1) if isinstance(unescaped, str) else None
 
 
 def coerce_text(text: str, schema: Mapping[str, Any] | None) -> Any:
@@ -118,7 +120,7 @@ def coerce_text(text: str, schema: Mapping[str, Any] | None) -> Any:
     if not types:
         value = _escaped_json(text.strip())
         if not isinstance(value, (dict, list)):
-            value = repair_json(text.strip()) if _looks_like_json(text) else _MISSING
+            value = repair_json(text.strip(), depth=1) if _looks_like_json(text) else _MISSING
         return text if value is _MISSING or (value is None and text.strip() != "null") else value
     for kind in types:
         value = _as_type(text, kind)

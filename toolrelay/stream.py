@@ -40,7 +40,17 @@ class StreamParser:
     calls when the output ends (a model that forgot ``</think>``).
     """
 
-    __slots__ = ("_buf", "_closed", "_ctx", "_opener", "_pos", "_region", "_table")
+    __slots__ = (
+        "_barrier",
+        "_buf",
+        "_closed",
+        "_ctx",
+        "_opener",
+        "_pos",
+        "_region",
+        "_replay",
+        "_table",
+    )
 
     def __init__(
         self,
@@ -52,10 +62,17 @@ class StreamParser:
         self._table: OpenerTable = opener_table(format)
         self._ctx = _context if _context is not None else Context(ToolSet(tools), format)
         self._ctx.openers = self._table
-        self._buf = ""  # text not yet decided on; starts at the opener while a region may fall back
+        self._buf = ""  # text not yet decided on
         self._pos = 0  # how far the buffer has been read
         self._region: Region | None = None
         self._opener = ""  # the marker that opened the current region
+        # What a region that may still fall back has read, from its opener on: kept
+        # aside rather than in the buffer, so that a long region costs no copying.
+        self._replay: list[str] = []
+        # A bare bracket that turned out not to open a call makes the text its region
+        # read content, brackets in it included (they are inside the same non-call):
+        # single-character markers before this buffer position are not tried again.
+        self._barrier = 0
         self._closed = False
 
     def feed(self, delta: str) -> list[Event]:
@@ -82,29 +99,45 @@ class StreamParser:
     def _run(self, final: bool) -> None:
         buf = self._buf
         pos = self._pos
-        keep_from = 0  # text before this is decided and may be dropped from the buffer
+        keep_from = 0  # text before this is decided (or kept aside) and leaves the buffer
         ctx = self._ctx
         while True:
             region = self._region
             if region is not None:
                 pos, status = region.feed(buf, pos, final)
                 if status is Status.CONTINUE:
-                    if not getattr(region, "may_fallback", False):
-                        keep_from = pos
+                    if getattr(region, "may_fallback", False):
+                        if pos > keep_from:
+                            self._replay.append(buf[keep_from:pos])
+                    elif self._replay:
+                        self._replay = []
+                    keep_from = pos
                     if type(region) is Dispatch and region.chosen is not None:
                         # The dispatcher has chosen its format: it leaves the hot path.
                         self._region = region.chosen
                     break
                 self._region = None
-                if status is Status.FALLBACK:
-                    ctx.content(self._opener)
-                    ctx.at_start = False
+                if status is Status.FALLBACK or status is Status.DROP_OPENER:
+                    if self._replay:
+                        # Read again what the region read: its text is back in the buffer.
+                        replayed = "".join(self._replay)
+                        self._replay = []
+                        buf = replayed + buf[keep_from:]
+                        pos += len(replayed) - keep_from
+                        keep_from = 0
+                    if len(self._opener) == 1:
+                        self._barrier = max(self._barrier, pos)
+                    if status is Status.FALLBACK:
+                        ctx.content(self._opener)
+                        ctx.at_start = False
                     pos = keep_from + len(self._opener)
-                elif status is Status.DROP_OPENER:
-                    pos = keep_from + len(self._opener)
+                elif self._replay:
+                    self._replay = []
                 keep_from = pos
                 continue
             found = self._table.search(buf, pos, final)
+            while found is not None and found[0] < self._barrier and len(found[1]) == 1:
+                found = self._table.search(buf, found[0] + 1, final)
             if found is None:
                 safe = len(buf) if final else self._table.safe_end(buf, pos)
                 self._emit_content(buf[pos:safe])
@@ -123,6 +156,7 @@ class StreamParser:
             pos = start + len(marker)
         self._buf = buf[keep_from:] if keep_from else buf
         self._pos = pos - keep_from
+        self._barrier -= keep_from
 
     def _emit_content(self, text: str) -> None:
         if text:

@@ -15,7 +15,6 @@ anything.
 from __future__ import annotations
 
 import enum
-import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from toolrelay.events import (
     ToolCallStart,
 )
 from toolrelay.names import ToolSet
-from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value
+from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value, load_json
 
 
 class Status(enum.Enum):
@@ -53,6 +52,7 @@ class Context:
         "next_index",
         "openers",
         "tools",
+        "unclosed",
     )
 
     def __init__(self, tools: ToolSet, format_name: str = "auto") -> None:
@@ -62,6 +62,7 @@ class Context:
         self.events: list[Event] = []
         self.next_index = 0
         self.at_start = True  # nothing but whitespace has been seen so far
+        self.unclosed: set[str] = set()  # closers of reasoning blocks that never close
         self._id_prefix = "call_" + secrets.token_hex(8)
         self._ids: set[str] = set()
 
@@ -155,8 +156,7 @@ class Call:
         if not self._args:
             self.arguments("{}")
         arguments_json = "".join(self._args)
-        # json, not orjson: orjson turns integers beyond 64 bits into floats.
-        arguments = json.loads(arguments_json)
+        arguments = load_json(arguments_json)
         call = ToolCall(self.id, self.name, arguments, arguments_json)
         self._ctx.events.append(ToolCallEnd(self.index, call))
         self.dropped = True  # ended: nothing more may be added
@@ -263,18 +263,22 @@ def starts_or_partial(buf: str, pos: int, marker: str) -> bool | None:
     """True if ``marker`` is at ``pos``, None if the buffer ends inside it, else False."""
     if buf.startswith(marker, pos):
         return True
-    rest = buf[pos:]
-    if len(rest) < len(marker) and marker.startswith(rest):
+    if len(buf) - pos < len(marker) and marker.startswith(buf[pos:]):
         return None
     return False
 
 
-def find_marker(buf: str, pos: int, marker: str) -> tuple[int, int]:
+def find_marker(buf: str, pos: int, marker: str, end: int | None = None) -> tuple[int, int]:
     """Where ``marker`` starts at or after ``pos`` (or -1), and how far it is safe to release.
 
     The second value is the position up to which the text certainly holds no
     part of the marker: a possible partial marker at the end is held back.
+    ``end`` bounds the search (a marker must end by then) for callers that
+    give up after so many characters, so that giving up costs no more.
     """
+    if end is not None and end < len(buf):
+        found = buf.find(marker, pos, end)
+        return (found, found) if found >= 0 else (-1, max(pos, end - len(marker) + 1))
     found = buf.find(marker, pos)
     if found >= 0:
         return found, found

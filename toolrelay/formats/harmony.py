@@ -25,6 +25,7 @@ from toolrelay.formats.base import (
 
 _MESSAGE = "<|message|>"
 _ENDS = ("<|end|>", "<|call|>", "<|return|>")
+_END = re.compile("|".join(re.escape(marker) for marker in _ENDS))
 _RECIPIENT = re.compile(r"to=(?:functions\.)?([\w\-.]+)")
 _MAX_HEADER = 256
 
@@ -52,7 +53,8 @@ class HarmonyRegion:
         if self._kind == "stopped":
             return len(buf), (Status.DONE if final else Status.CONTINUE)
         if not self._kind:
-            found, safe = find_marker(buf, pos, _MESSAGE)
+            limit = pos + _MAX_HEADER - self._header_length + len(_MESSAGE)
+            found, safe = find_marker(buf, pos, _MESSAGE, limit)
             stop = found if found >= 0 else safe
             read = self._header_length + stop - pos
             if read > _MAX_HEADER or (found < 0 and final):
@@ -112,13 +114,8 @@ class HarmonyRegion:
 
 def _body_end(buf: str, pos: int, final: bool) -> tuple[int, int]:
     """The first message-ending marker at or after ``pos``, and its length."""
-    best = -1
-    best_len = 0
-    for marker in _ENDS:
-        found = buf.find(marker, pos)
-        if found >= 0 and (best < 0 or found < best):
-            best, best_len = found, len(marker)
-    return best, best_len
+    found = _END.search(buf, pos)
+    return (-1, 0) if found is None else (found.start(), found.end() - found.start())
 
 
 def _safe_body_end(buf: str, pos: int) -> int:

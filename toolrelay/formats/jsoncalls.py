@@ -34,7 +34,7 @@ from toolrelay.formats.base import (
     skip_whitespace,
     starts_or_partial,
 )
-from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value
+from toolrelay.repair import MAX_DEPTH, JsonLexer, JsonWriter, Tok, lex_value
 
 _DOUBLE_QUOTED_SPECIAL = re.compile(r'["\\\x00-\x1f]')
 
@@ -69,13 +69,14 @@ class _Args(enum.Enum):
 class _CallRecord:
     """One call object being read: its name, id and arguments so far."""
 
-    __slots__ = ("args", "args_text", "call", "wrapper")
+    __slots__ = ("args", "args_text", "call", "levels", "wrapper")
 
     def __init__(self, ctx: Context) -> None:
         self.call = Call(ctx)
         self.args = _Args.NONE
         self.args_text: list[str] = []  # a stringified arguments value, decoded
         self.wrapper = False  # {"tool_calls": [...]}: not a call itself
+        self.levels = 0  # open objects of this call: {"function": {...}} is two
 
 
 class _Key(enum.Enum):
@@ -91,6 +92,7 @@ class _Object:
 
     def __init__(self, record: _CallRecord) -> None:
         self.record = record
+        record.levels += 1
         self.state = _Key.EXPECT
         self.quoted = False
         self.key = ""
@@ -171,7 +173,7 @@ class JsonCallsRegion:
             if tok is Tok.NEED_MORE:
                 if final:
                     return self._finish(new_pos)
-                return pos, Status.CONTINUE
+                return new_pos, Status.CONTINUE
             if tok is Tok.OTHER:
                 pos, status = self._other_inside(buf, new_pos, final)
                 if status is not None:
@@ -313,7 +315,7 @@ class JsonCallsRegion:
             self._object_token(top, tok, text)
 
     def _list_token(self, tok: Tok, text: str) -> None:
-        if tok is Tok.BEGIN_OBJECT:
+        if tok is Tok.BEGIN_OBJECT and len(self._frames) < MAX_DEPTH:
             self._frames.append(_Object(_CallRecord(self._ctx)))
         elif tok is Tok.END_ARRAY or tok is Tok.END_OBJECT:
             self._frames.pop()
@@ -399,6 +401,8 @@ class JsonCallsRegion:
                 return
             self._frames.append(_Value("id", record))
             return
+        elif len(self._frames) >= MAX_DEPTH:
+            pass  # nested too deep for markup: whatever it is, it is skipped as a value
         elif key in WRAPPER_OBJECT_KEYS and tok is Tok.BEGIN_OBJECT:
             self._frames.append(_Object(record))  # same call, one level down
             return
@@ -482,7 +486,8 @@ class JsonCallsRegion:
 
     def _end_object(self, record: _CallRecord) -> None:
         """A call object closed (or the text ended inside it): emit or drop the call."""
-        if any(isinstance(f, _Object) and f.record is record for f in self._frames):
+        record.levels -= 1
+        if record.levels:
             return  # a wrapper level closed; the call goes on
         call = record.call
         if call.dropped and self._eager and record.args is _Args.OBJECT:

@@ -39,7 +39,15 @@ from toolrelay.formats.base import (
     Status,
     starts_or_partial,
 )
-from toolrelay.repair import JsonLexer, JsonWriter, Tok, canonical_atom, escape_json_text
+from toolrelay.repair import (
+    ATOM_HOLD,
+    JsonLexer,
+    JsonWriter,
+    Tok,
+    canonical_atom,
+    escape_json_text,
+    number_text,
+)
 
 COMMIT_AFTER = 64  # argument characters after which a call streams instead of being held
 SKIP_LIMIT = 4 * COMMIT_AFTER  # how far a broken call is skipped while the list may be prose
@@ -49,9 +57,10 @@ _NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _NAME_CHARS = _NAME_START | frozenset("0123456789.-")
 _NAME = re.compile(r"[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*")
 _KEYWORD = re.compile(r"[A-Za-z_]\w*")
+# Unambiguous (digits before and after the point split only one way), so linear.
 _PY_NUMBER = re.compile(
     r"[+-]?(?:0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+"
-    r"|(?:[0-9][0-9_]*)?\.?[0-9_]*(?:[eE][+-]?[0-9_]+)?)"
+    r"|(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)(?:[eE][+-]?[0-9_]+)?)"
 )
 # u'' is a plain string. r'' is read with escapes decoded; the lexer keeps the
 # backslash of escapes it does not know, so the patterns models write (r'\d+')
@@ -89,7 +98,7 @@ def _python_number(text: str) -> str:
         raise Unreadable(f"{text!r} is not a literal") from None
     if not math.isfinite(number):
         raise Unreadable(f"{text!r} is not a finite number")
-    return repr(number)
+    return number_text(number)
 
 
 class _Part(enum.Enum):
@@ -121,7 +130,7 @@ class PyLiteral:
     __slots__ = ("_closing", "_prefix", "_stack", "_string", "_writer", "complete")
 
     def __init__(self) -> None:
-        self._writer = JsonWriter()
+        self._writer = JsonWriter(depth=1)  # a value inside the arguments object
         self._stack: list[_Container] = []
         self._prefix = False  # a u'' / r'' prefix was read: a string must follow
         self._string = False  # inside a string (a value or a key)
@@ -379,8 +388,8 @@ class PyCallsRegion:
                 continue
             # The token is not the region's: it ends here, before the token.
             assert isinstance(verdict, Status)
-            if tok is not Tok.OTHER:
-                new_pos -= len(text)
+            if tok is not Tok.OTHER and not (tok is Tok.ATOM and len(text) >= ATOM_HOLD):
+                new_pos -= len(text)  # a long word is not handed back (see ATOM_HOLD)
             return new_pos, verdict
 
     # -- between calls -----------------------------------------------------------

@@ -7,6 +7,9 @@ block in the prompt) is dropped from content.
 
 Calls inside a closed think block are drafts and stay reasoning. When the
 block never closes, the calls in it are parsed at the end of the output.
+There an opener of the same kind is text: its block could never close
+either (its closer appears nowhere after it), so unclosed blocks nest at most
+one deep per kind, however many openers the model repeats.
 """
 
 from __future__ import annotations
@@ -81,14 +84,25 @@ class ThinkRegion:
         ctx = self._ctx
         earlier = ctx.events
         ctx.events = []
+        ctx.unclosed.add(self._closer)
         nested = StreamParser(_context=ctx, format=ctx.format_name)
         produced = nested.feed("".join(self._held)) + nested.close()
+        ctx.unclosed.discard(self._closer)
         ctx.events = earlier
         for event in produced:
             if isinstance(event, ContentDelta):
                 ctx.reasoning(event.text)
             else:
                 ctx.events.append(event)
+
+
+class _AsText:
+    """An opener inside an unclosed block of its own kind: text, not markup."""
+
+    __slots__ = ()
+
+    def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        return pos, Status.FALLBACK
 
 
 class _StrayCloser:
@@ -102,6 +116,8 @@ class _StrayCloser:
 
 def _opener(opening: str, closing: str) -> tuple[Opener, Opener]:
     def think(ctx: Context, _marker: str) -> Region:
+        if closing in ctx.unclosed:
+            return _AsText()
         return ThinkRegion(ctx, closing)
 
     def stray(_ctx: Context, _marker: str) -> Region:

@@ -132,8 +132,8 @@ class SectionRegion:
         # A header is short: only so much text is searched for its end, wherever the
         # deltas happen to be cut.
         limit = pos + _MAX_HEADER - self._header_length
-        found, safe = find_marker(buf, pos, markers.separator)
-        ended, end_safe = find_marker(buf, pos, markers.call_end)
+        found, safe = find_marker(buf, pos, markers.separator, limit + len(markers.separator))
+        ended, end_safe = find_marker(buf, pos, markers.call_end, limit + len(markers.call_end))
         found = found if found < limit else -1
         ended = ended if ended < limit else -1
         if ended >= 0 and (found < 0 or ended < found):
