@@ -2,10 +2,11 @@
 
 Upstream servers get the details wrong in known ways: a missing ``index``, the
 name repeated on every delta, two calls merged under one index, arguments as
-an object or as sloppy JSON, empty ids, short names for namespaced tools. The
-collector takes the deltas in any of those shapes and gives back clean
-:class:`~toolrelay.events.ToolCall` values once the round is over, so that the
-gateway can emit them under the streaming rules (no interleaving, name once).
+an object or as sloppy JSON, empty ids, short names for namespaced tools.
+:class:`NativeStream` takes streamed deltas in any of those shapes and turns
+them into the parsing core's call events as they arrive, under the streaming
+rules (no interleaving, id and name once, strict JSON arguments);
+:func:`message_calls` does the same for a finished message.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 import orjson
 
-from toolrelay.events import ToolCall
+from toolrelay.events import Event, ToolCall
+from toolrelay.formats.base import ArgumentStream, Call, Context
 from toolrelay.names import ToolSet
 from toolrelay.repair import json_text, repair_json
 
@@ -61,19 +63,42 @@ def _arguments(raw: Any) -> dict[str, Any]:
 
 
 class _Slot:
-    __slots__ = ("arguments", "id", "name")
+    """One upstream call: how later deltas find it, and its call as it streams."""
 
-    def __init__(self, call_id: str | None, name: str | None) -> None:
+    __slots__ = ("call", "ended", "id", "name", "pending", "queued", "raw", "received", "stream")
+
+    def __init__(self, ctx: Context, call_id: str | None, name: str | None) -> None:
         self.id = call_id
-        self.name = name
-        self.arguments: list[str] = []
+        self.name = name  # as upstream wrote it, for matching later deltas
+        self.call = Call(ctx)
+        self.call.native_id = call_id
+        self.stream = ArgumentStream(self.call)
+        self.received = False
+        self.ended = False
+        # Argument fragments (or a whole object) waiting for this call's turn.
+        self.queued: list[str | dict[str, Any]] = []
+        self.pending = ""  # the start of a token a fragment ended in
+        # Arguments that are not a JSON object (a double-encoded string, ...):
+        # kept whole and read once the stream is over.
+        self.raw: list[str] | None = None
 
 
-class NativeCalls:
-    """Accumulates ``delta.tool_calls`` entries across a stream."""
+class NativeStream:
+    """``delta.tool_calls`` entries in, strict call events out as they arrive.
 
-    def __init__(self) -> None:
+    One call streams at a time, in the order upstream opened them, so that the
+    client never sees interleaved indices; deltas for a later call wait until
+    the one before it is complete (its arguments object closed) or the stream
+    ends. Each argument fragment is relayed as soon as it is read, made strict
+    JSON on the way (a fragment holding only an object key goes out with its
+    value's first fragment); arguments that are not an object at all are read
+    whole when the stream ends.
+    """
+
+    def __init__(self, tools: ToolSet) -> None:
+        self._ctx = Context(tools)
         self._slots: list[_Slot] = []
+        self._active = 0  # the first slot not yet ended
         # Upstream index -> our slot: a new id under a used index gets a new slot.
         self._by_index: dict[int, int] = {}
         self._by_id: dict[str, int] = {}
@@ -81,12 +106,23 @@ class NativeCalls:
     def __bool__(self) -> bool:
         return bool(self._slots)
 
-    def feed(self, entries: Any) -> None:
-        if not isinstance(entries, list):
-            return
-        for entry in entries:
-            if isinstance(entry, dict):
-                self._feed_one(entry)
+    def feed(self, entries: Any) -> list[Event]:
+        if isinstance(entries, list):
+            for entry in entries:
+                if isinstance(entry, dict):
+                    self._feed_one(entry)
+            self._advance(final=False)
+        return self._drain()
+
+    def close(self) -> list[Event]:
+        """The calls still open, completed as they stand."""
+        self._advance(final=True)
+        return self._drain()
+
+    def _drain(self) -> list[Event]:
+        events = self._ctx.events
+        self._ctx.events = []
+        return events
 
     def _feed_one(self, entry: dict[str, Any]) -> None:
         function = entry.get("function")
@@ -101,10 +137,9 @@ class NativeCalls:
             slot = self._open(index, call_id, name)
         elif name and not slot.name:
             slot.name = name  # later repeats of the name are ignored, never appended
-        if isinstance(arguments, dict):
-            slot.arguments = [orjson.dumps(arguments).decode()]
-        elif isinstance(arguments, str):
-            slot.arguments.append(arguments)
+        if isinstance(arguments, dict) or (isinstance(arguments, str) and arguments):
+            slot.received = True
+            slot.queued.append(arguments)
 
     def _slot_for(
         self, index: int | None, call_id: str | None, name: str | None, whole: bool
@@ -131,15 +166,16 @@ class NativeCalls:
             return None  # a second call merged under an index already in use
         if name and slot.name and name != slot.name:
             return None  # another call's name: a new call, whatever the index says
-        if whole and slot.arguments:
+        if whole and slot.received:
             return None  # complete arguments again: a new call
         if call_id is not None and slot.id is None:
             slot.id = call_id
+            slot.call.native_id = call_id
             self._by_id[call_id] = position
         return slot
 
     def _open(self, index: int | None, call_id: str | None, name: str | None) -> _Slot:
-        slot = _Slot(call_id, name)
+        slot = _Slot(self._ctx, call_id, name)
         position = len(self._slots)
         self._slots.append(slot)
         if index is not None:
@@ -148,9 +184,66 @@ class NativeCalls:
             self._by_id[call_id] = position
         return slot
 
-    def calls(self, tools: ToolSet) -> list[ToolCall]:
-        calls = (make_call(s.id, s.name, "".join(s.arguments), tools) for s in self._slots)
-        return _distinct_ids([call for call in calls if call is not None])
+    def _advance(self, *, final: bool) -> None:
+        """Stream the active call's queued fragments; move on as calls complete."""
+        while self._active < len(self._slots):
+            slot = self._slots[self._active]
+            call = slot.call
+            if slot.name is None and not final:
+                return  # its name has not come yet
+            if call.name is None and not call.dropped and slot.name is not None:
+                call.set_name(slot.name)
+            if call.dropped or call.name is None:
+                slot.ended = True  # not a declared tool, or never named: no call
+            else:
+                call.start()
+                queued, slot.queued = slot.queued, []
+                for fragment in queued:
+                    if slot.ended:
+                        break  # what follows a complete object is not this call's
+                    self._take(slot, fragment)
+                if final and not slot.ended:
+                    self._finish(slot)
+            if not slot.ended:
+                return
+            self._active += 1
+
+    def _take(self, slot: _Slot, fragment: str | dict[str, Any]) -> None:
+        if isinstance(fragment, dict):
+            if not slot.stream.started and slot.raw is None:
+                slot.call.arguments(json_text(fragment))
+                self._end(slot)
+            return
+        if slot.raw is not None:
+            slot.raw.append(fragment)
+            return
+        buf = slot.pending + fragment
+        pos, other = slot.stream.feed(buf, 0, False)
+        if other is not None and not slot.stream.started:
+            slot.raw = [buf]  # not an object: read whole at the end
+            return
+        slot.pending = buf[pos:]
+        if slot.stream.done:
+            self._end(slot)
+        elif other is not None:
+            # Something that is not JSON inside the object: it ends here.
+            slot.stream.finish()
+            self._end(slot)
+
+    def _finish(self, slot: _Slot) -> None:
+        if slot.raw is None and slot.pending:
+            _, other = slot.stream.feed(slot.pending, 0, True)
+            if other is not None and not slot.stream.started:
+                slot.raw = [slot.pending]
+        if slot.raw is not None:
+            slot.call.arguments(json_text(_arguments("".join(slot.raw))))
+        else:
+            slot.stream.finish()
+        self._end(slot)
+
+    def _end(self, slot: _Slot) -> None:
+        slot.call.end()
+        slot.ended = True
 
 
 def message_calls(message: dict[str, Any], tools: ToolSet) -> list[ToolCall]:

@@ -46,7 +46,7 @@ from toolrelay.events import (
 )
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
-from toolrelay.io.backends.native import NativeCalls, message_calls
+from toolrelay.io.backends.native import NativeStream, message_calls
 from toolrelay.io.counters import Counters
 from toolrelay.io.settings import ToolMode, ValidateMode
 from toolrelay.names import ToolSet
@@ -483,9 +483,9 @@ async def _stream_unchecked(
         tools = _parse_tools(req)
         state = _StreamState(
             StreamParser(tools=tools, format=_format(req, mode)) if req.has_tools else None,
+            NativeStream(ToolSet(tools)) if req.has_tools and mode == "native" else None,
             _call_limit(req),
         )
-        native = NativeCalls()
         finish: Any = None
         usage: dict[str, Any] | None = None
         async for batch in chunks:
@@ -505,23 +505,17 @@ async def _stream_unchecked(
                     content = delta.get("content")
                     if content and isinstance(content, str):
                         state.feed(content, out)
-                    if delta.get("tool_calls") and mode == "native":
-                        native.feed(delta["tool_calls"])
+                    if delta.get("tool_calls"):
+                        state.feed_native(delta["tool_calls"], out)
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
             if out:
                 yield out
     last: list[StreamItem] = []
     state.close(last)
-    if state.calls and mode == "native":
+    if state.text_calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
-    if native and req.has_tools:
-        kept = native.calls(ToolSet(tools))
-        if state.limit is not None:
-            kept = kept[: max(state.limit - state.calls, 0)]
-        last.extend(reply_events(Reply(None, None, kept, "tool_calls", None, mode), state.calls))
-        state.calls += len(kept)
     swallowed = not state.saw_text and not state.calls and finish != "length"
     if req.has_tools and swallowed and req.plan.mode != "none":
         # The stream came back empty although tools were sent: the backend's
@@ -542,37 +536,84 @@ async def _stream_unchecked(
 
 
 class _StreamState:
-    """Content deltas through the streaming parser, with the call limit applied."""
+    """Content through the streaming parser and native call deltas through
+    :class:`NativeStream`, merged into one sequence of calls: indices in the
+    order calls start, one call open at a time, the call limit applied."""
 
-    __slots__ = ("calls", "limit", "parser", "saw_text")
+    __slots__ = ("_index", "_open", "_waiting", "calls", "limit", "native", "parser", "saw_text")
 
-    def __init__(self, parser: StreamParser | None, limit: int | None) -> None:
+    def __init__(
+        self, parser: StreamParser | None, native: NativeStream | None, limit: int | None
+    ) -> None:
         self.parser = parser
+        self.native = native
         self.limit = limit
         self.calls = 0
         self.saw_text = False
+        # (from native?, the source's index) -> the client's index; None: over the limit.
+        self._index: dict[tuple[bool, int], int | None] = {}
+        self._open: bool | None = None  # the source of the call being streamed
+        # Call events of the other source, held while a call is open.
+        self._waiting: list[tuple[bool, Event]] = []
+
+    @property
+    def text_calls(self) -> int:
+        return sum(
+            1 for (native, _), index in self._index.items() if not native and index is not None
+        )
 
     def feed(self, text: str, out: list[StreamItem]) -> None:
         if self.parser is None:
             self.saw_text = True
             out.append(ContentDelta(text))
         else:
-            self._admit(self.parser.feed(text), out)
+            self._admit(self.parser.feed(text), False, out)
+
+    def feed_native(self, entries: Any, out: list[StreamItem]) -> None:
+        if self.native is not None:
+            self._admit(self.native.feed(entries), True, out)
 
     def close(self, out: list[StreamItem]) -> None:
         if self.parser is not None:
-            self._admit(self.parser.close(), out)
+            self._admit(self.parser.close(), False, out)
+        if self.native is not None:
+            self._admit(self.native.close(), True, out)
 
-    def _admit(self, events: list[Event], out: list[StreamItem]) -> None:
+    def _admit(self, events: list[Event], native: bool, out: list[StreamItem]) -> None:
         for event in events:
             if isinstance(event, ContentDelta):
                 self.saw_text = self.saw_text or not event.text.isspace()
+                out.append(event)
             elif isinstance(event, (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)):
-                if self.limit is not None and event.index >= self.limit:
-                    continue
-                if isinstance(event, ToolCallStart):
-                    self.calls += 1
-            out.append(event)
+                if self._open is not None and self._open is not native:
+                    self._waiting.append((native, event))
+                else:
+                    self._call_event(event, native, out)
+            else:
+                out.append(event)
+
+    def _call_event(
+        self,
+        event: ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd,
+        native: bool,
+        out: list[StreamItem],
+    ) -> None:
+        key = (native, event.index)
+        if isinstance(event, ToolCallStart):
+            within = self.limit is None or self.calls < self.limit
+            self._index[key] = self.calls if within else None
+            if within:
+                self.calls += 1
+            self._open = native
+        index = self._index.get(key)
+        if isinstance(event, ToolCallEnd):
+            self._open = None
+        if index is not None:
+            out.append(event if index == event.index else replace(event, index=index))
+        if self._open is None and self._waiting:
+            waiting, self._waiting = self._waiting, []
+            for source, held in waiting:
+                self._admit([held], source, out)
 
 
 # --- checking calls (the validate setting) ---------------------------------------
