@@ -98,8 +98,14 @@ class ChunkEncoder:
         if isinstance(event, ToolCallArgumentsDelta):
             if not event.text:
                 return None
-            call: dict[str, Any] = {"index": event.index, "function": {"arguments": event.text}}
-            return self.delta({"tool_calls": [call]})
+            # The most frequent chunk of a call, written without building its dict.
+            return (
+                self._head
+                + b'{"tool_calls":[{"index":%d,"function":{"arguments":' % event.index
+                + orjson.dumps(event.text)
+                + b"}}]}"
+                + self._tail
+            )
         if isinstance(event, ToolCallStart):
             start = {
                 "index": event.index,

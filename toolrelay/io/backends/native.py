@@ -111,6 +111,8 @@ class NativeStream:
             for entry in entries:
                 if isinstance(entry, dict):
                     self._feed_one(entry)
+            if self._active < len(self._slots) and self._slots[self._active].ended:
+                self._active += 1
             self._advance(final=False)
         return self._drain()
 
@@ -139,7 +141,10 @@ class NativeStream:
             slot.name = name  # later repeats of the name are ignored, never appended
         if isinstance(arguments, dict) or (isinstance(arguments, str) and arguments):
             slot.received = True
-            slot.queued.append(arguments)
+            if slot.call.started and not slot.queued:
+                self._take(slot, arguments)  # the call streaming now: no queue
+            else:
+                slot.queued.append(arguments)
 
     def _slot_for(
         self, index: int | None, call_id: str | None, name: str | None, whole: bool

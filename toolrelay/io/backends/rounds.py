@@ -550,17 +550,15 @@ class _StreamState:
         self.limit = limit
         self.calls = 0
         self.saw_text = False
-        # (from native?, the source's index) -> the client's index; None: over the limit.
-        self._index: dict[tuple[bool, int], int | None] = {}
+        # Per source (text, native): its index -> the client's; None: over the limit.
+        self._index: tuple[dict[int, int | None], dict[int, int | None]] = ({}, {})
         self._open: bool | None = None  # the source of the call being streamed
         # Call events of the other source, held while a call is open.
         self._waiting: list[tuple[bool, Event]] = []
 
     @property
     def text_calls(self) -> int:
-        return sum(
-            1 for (native, _), index in self._index.items() if not native and index is not None
-        )
+        return sum(1 for index in self._index[False].values() if index is not None)
 
     def feed(self, text: str, out: list[StreamItem]) -> None:
         if self.parser is None:
@@ -598,14 +596,14 @@ class _StreamState:
         native: bool,
         out: list[StreamItem],
     ) -> None:
-        key = (native, event.index)
+        indices = self._index[native]
         if isinstance(event, ToolCallStart):
             within = self.limit is None or self.calls < self.limit
-            self._index[key] = self.calls if within else None
+            indices[event.index] = self.calls if within else None
             if within:
                 self.calls += 1
             self._open = native
-        index = self._index.get(key)
+        index = indices.get(event.index)
         if isinstance(event, ToolCallEnd):
             self._open = None
         if index is not None:
