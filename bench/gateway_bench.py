@@ -433,8 +433,9 @@ def report(results: dict[str, Any]) -> str:
         f"chunk): **{results['pipeline']['plain']:.1f} µs** without tools, "
         f"**{results['pipeline']['tools']:.1f} µs** with tools (the streaming parser on every "
         f"delta), **{results['pipeline']['native']:.1f} µs** per argument fragment of a native "
-        "call relayed as it arrives (made strict JSON on the way). What a lone chunk costs beyond that is the operating system's: one more "
-        "process to wake, one more socket to read and write.",
+        "call relayed as it arrives (made strict JSON on the way). What a lone chunk costs "
+        "beyond that is the operating system's: one more process to wake, one more socket to "
+        "read and write.",
         "",
         "HTTP client to the backend (same simulator, same request, p50 / p99):",
         "",
