@@ -305,8 +305,7 @@ def pipeline_cost() -> dict[str, float]:
     start_call = {"index": 0, "id": "call_1", "type": "function"}
     start_call["function"] = {"name": "get_weather", "arguments": ""}
     native_lines = [
-        b"data: "
-        + orjson.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [entry]}}]})
+        b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [entry]}}]})
         for entry in [
             start_call,
             *({"index": 0, "function": {"arguments": f}} for f in fragments[:STREAM_CHUNKS]),
