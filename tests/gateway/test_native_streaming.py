@@ -80,6 +80,10 @@ def _paused_backend(release: threading.Event, fragments: list[str], held: list[b
         if scope["type"] != "http":
             return
         await receive()
+        if not scope["path"].endswith("/chat/completions"):
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
         headers = [(b"content-type", b"text/event-stream")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         start = {"index": 0, "id": "call_1", "type": "function"}
