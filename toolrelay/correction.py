@@ -248,11 +248,6 @@ class CallHold:
             out.extend(self._release(call, [call.arguments_json]))
         return out
 
-    @property
-    def unfinished(self) -> bool:
-        """Calls that started and never ended (a stream cut short)."""
-        return bool(self._held)
-
     def _end(self, call: ToolCall, deltas: list[ToolCallArgumentsDelta]) -> list[Event]:
         texts = [delta.text for delta in deltas] or [call.arguments_json]
         checked = check_calls([call], (), self.tools)

@@ -247,3 +247,39 @@ def test_stringified_scalars_come_back_as_they_were(city: str, days: int, metric
     sent = {"city": city, "days": str(days), "metric": str(metric).lower()}
     result = validate_arguments(WEATHER, sent)
     assert result.ok and result.arguments == original
+
+
+SCHEMA_KEYWORDS = st.sampled_from(
+    [
+        "type",
+        "properties",
+        "required",
+        "enum",
+        "items",
+        "anyOf",
+        "oneOf",
+        "minimum",
+        "pattern",
+        "additionalProperties",
+        "$ref",
+        "const",
+        "format",
+        "maxLength",
+        "not",
+        "$defs",
+    ]
+)
+SCHEMAS = st.recursive(
+    st.dictionaries(SCHEMA_KEYWORDS, JSON, max_size=4),
+    lambda inner: st.dictionaries(
+        SCHEMA_KEYWORDS, inner | st.lists(inner, max_size=3) | JSON, max_size=4
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(schema=SCHEMAS, arguments=JSON)
+def test_no_schema_a_client_sends_makes_validation_raise(schema: Any, arguments: Any) -> None:
+    result = validate_arguments(schema, arguments)
+    assert result.ok or all(isinstance(error, str) and error for error in result.errors)

@@ -239,3 +239,34 @@ def test_the_simulator_docs_example_is_repaired_through_the_gateway() -> None:
     [call] = reply.choices[0].message.tool_calls or []
     assert json.loads(call.function.arguments) == {"city": "Oslo"}
     assert json.loads(wrong.choices[0].message.tool_calls[0].function.arguments) == {"town": "Oslo"}  # type: ignore[index]
+
+
+@pytest.mark.parametrize("question", ["coercible weather in Paris", "enum weather in Paris, fix"])
+def test_held_calls_go_out_in_as_many_deltas_as_they_came(sim: Simulator, question: str) -> None:
+    """Rescued calls stream in many argument deltas; holding them keeps the count."""
+    with gateway(sim.openai_url, tool_mode="rescue") as gw:
+        counts = {}
+        for mode in ("off", "repair"):
+            chunks = list(
+                gw.client().chat.completions.create(
+                    model="sim",
+                    messages=[{"role": "user", "content": question}],
+                    tools=TOOLS,  # type: ignore[arg-type]
+                    stream=True,
+                    extra_body={"toolrelay_validate": mode},
+                )
+            )
+            deltas = [
+                call.function.arguments
+                for chunk in chunks
+                for call in (chunk.choices[0].delta.tool_calls if chunk.choices else None) or []
+                if call.function and call.function.arguments
+            ]
+            counts[mode] = deltas
+    if question.startswith("coercible"):
+        assert len(counts["repair"]) == len(counts["off"]) > 1
+        assert "".join(counts["repair"]) == '{"city":"Paris","days":3}'
+    else:
+        # The invalid first call never reached the client; the correction came whole.
+        assert "celcius" in "".join(counts["off"])
+        assert "".join(counts["repair"]) == json.dumps(RIGHT, separators=(",", ":"))
