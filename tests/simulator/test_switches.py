@@ -287,3 +287,66 @@ def test_an_abandoned_slow_stream_stops_with_its_client(start_simulator, wire):
     sim.stop()
     # A stream still running would hold shutdown for its 1 s grace period.
     assert time.monotonic() - started < 0.8
+
+
+TWO_CALLS = {
+    "rules": [
+        {
+            "answer": {
+                "tool_calls": [
+                    {"name": "get_weather", "arguments": {"city": "Paris"}},
+                    {"name": "get_weather", "arguments": {"city": "Tokyo"}},
+                ]
+            }
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize("honour", [True, False])
+def test_honour_parallel_tool_calls(start_simulator, wire, weather_tool, honour):
+    sim = start_simulator(TWO_CALLS, honour_parallel_tool_calls=honour)
+    client = wire.openai(sim)
+    request = {"model": "m", "messages": HELLO, "tools": [weather_tool]}
+    allowed = client.chat.completions.create(**request)
+    assert len(allowed.choices[0].message.tool_calls or []) == 2
+    single = client.chat.completions.create(**request, parallel_tool_calls=False)
+    cities = [c.function.arguments for c in single.choices[0].message.tool_calls or []]
+    assert cities == (['{"city":"Paris"}'] if honour else ['{"city":"Paris"}', '{"city":"Tokyo"}'])
+
+
+def test_reasoning_open_starts_the_answer_inside_the_reasoning(start_simulator, wire):
+    sim = start_simulator(TAGGED, reasoning_open=True)
+    http = wire.http(sim)
+    request = {"model": "m", "messages": HELLO}
+    message = http.post("/v1/chat/completions", json=request).json()["choices"][0]["message"]
+    # No reasoning field and no opening tag: the template wrote <think> into the prompt.
+    assert message == {
+        "role": "assistant",
+        "content": 'I should call the tool.</think>\n\nLet me check.<tool_call>\n'
+        '{"name": "get_weather"}\n</tool_call>',
+    }
+    plain = start_simulator({"rules": [{"answer": {"content": "Hi."}}]}, reasoning_open=True)
+    ollama = wire.http(plain).post("/api/chat", json=request | {"stream": False}).json()
+    assert ollama["message"]["content"] == "Let me think about this.</think>\n\nHi."
+    assert "thinking" not in ollama["message"]
+
+
+def test_cut_streamed_arguments_loses_the_end_of_streamed_calls_only(
+    start_simulator, wire, weather_tool, weather_question
+):
+    sim = start_simulator(cut_streamed_arguments=2)
+    http = wire.http(sim)
+    request = {"model": "m", "messages": weather_question, "tools": [weather_tool]}
+    payloads = wire.sse(http.post("/v1/chat/completions", json=request | {"stream": True}).text)
+    streamed = "".join(
+        call["function"].get("arguments", "")
+        for p in payloads[:-1]
+        for call in p["choices"][0]["delta"].get("tool_calls", [])
+    )
+    assert streamed == '{"city":"Paris'
+    assert payloads[-2]["choices"][0]["finish_reason"] == "tool_calls"
+    whole = http.post("/v1/chat/completions", json=request).json()
+    assert whole["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == (
+        '{"city":"Paris"}'
+    )

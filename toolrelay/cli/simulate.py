@@ -16,6 +16,8 @@ _SWITCHES = {
     "swallow_streamed_calls": "streamed rounds that would hold a call end empty, without error",
     "no_tools_support": "requests with tools get '400 <model> does not support tools'",
     "ignore_tool_choice": "ignore tool_choice (the model decides alone)",
+    "honour_parallel_tool_calls": "keep only the first call when parallel_tool_calls is false",
+    "reasoning_open": "the chat template opens <think>: answers start inside the reasoning",
 }
 
 
@@ -61,6 +63,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="drop the connection after N streamed chunks (default: never)",
     )
     parser.add_argument(
+        "--cut-streamed-arguments",
+        type=int,
+        metavar="N",
+        help="streamed tool-call arguments lose their last N characters (default: never)",
+    )
+    parser.add_argument(
         "--status",
         type=int,
         metavar="CODE",
@@ -71,7 +79,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     switches: dict[str, Any] = {
         name: getattr(args, name)
-        for name in [*_SWITCHES, "chunk", "delay_ms", "fail_after_chunks", "status"]
+        for name in [
+            *_SWITCHES,
+            "chunk",
+            "delay_ms",
+            "fail_after_chunks",
+            "cut_streamed_arguments",
+            "status",
+        ]
         if getattr(args, name) is not None
     }
     if args.capabilities is not None:

@@ -31,6 +31,12 @@ class SimulatorConfig:
     # What /api/show (and /props, /api/v1/models) report; None: derived from tool support.
     capabilities: tuple[str, ...] | None = None
     ignore_tool_choice: bool = False
+    # Keep only the first native call when a request says parallel_tool_calls: false.
+    honour_parallel_tool_calls: bool = False
+    # The chat template opens the reasoning block: answers start inside it.
+    reasoning_open: bool = False
+    # Streamed native call arguments lose their last N characters; None: never.
+    cut_streamed_arguments: int | None = None
     chunk: int = 4
     delay_ms: int = 0
     # Drop the connection after this many streamed chunks; None: never.
@@ -48,6 +54,8 @@ class SimulatorConfig:
             raise ValueError("delay_ms must not be negative")
         if self.fail_after_chunks is not None and self.fail_after_chunks < 0:
             raise ValueError("fail_after_chunks must not be negative")
+        if self.cut_streamed_arguments is not None and self.cut_streamed_arguments < 1:
+            raise ValueError("cut_streamed_arguments must be at least 1")
         if self.status is not None and not 400 <= self.status <= 599:
             raise ValueError("status must be an HTTP error status (400-599)")
 

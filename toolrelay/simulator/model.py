@@ -18,6 +18,8 @@ from toolrelay.simulator.request import Turn, token_count
 from toolrelay.simulator.scenario import Answer, Match, ToolCallSpec
 
 NO_RULE_TEXT = "[toolrelay simulator] no scenario rule matched this request."
+# The reasoning of an answer that has none, under --reasoning-open.
+OPEN_REASONING_TEXT = "Let me think about this."
 # Where vLLM's qwen3_xml/hermes parsers stop generation (seed 000).
 TOOL_CALL_TAG = "<tool_call>"
 # Start markers of text-format tool calls (formats.md); a streamed round holding
@@ -145,6 +147,8 @@ def _render(
     reasoning = _fill(answer.reasoning or "", values)
     calls = [(spec.id, *_fill_call(spec, values)) for spec in answer.tool_calls]
     finish_reason = answer.finish_reason
+    if config.reasoning_open:
+        content, reasoning = _inside_reasoning(content, reasoning)
     if config.stop_at_tool_call_tag and TOOL_CALL_TAG in content:
         # vLLM's stop-token interception ends generation at the tag, and the
         # text path never fills tool_calls. A constrained tool_choice (required,
@@ -169,6 +173,8 @@ def _render(
             ]
             # OpenAI answers a named tool_choice with finish_reason "stop".
             finish_reason = finish_reason or "stop"
+    if turn.single_call:
+        calls = calls[:1]
     finish_reason = finish_reason or ("tool_calls" if calls else "stop")
     return Reply(
         content=content,
@@ -181,6 +187,12 @@ def _render(
         finish_reason=finish_reason,
         prompt_tokens=turn.prompt_tokens,
     )
+
+
+def _inside_reasoning(content: str, reasoning: str) -> tuple[str, str]:
+    """What a server without a reasoning parser sends when the chat template
+    opened ``<think>``: the reasoning, its closing tag, then the answer."""
+    return f"{reasoning or OPEN_REASONING_TEXT}</think>\n\n{content}", ""
 
 
 def _fill(template: str, values: Mapping[str, str]) -> str:

@@ -50,6 +50,13 @@ async def chat_completions(request: Request) -> Response:
     return json_response(completion.whole(reply))
 
 
+def _streamed_arguments(arguments: str, config: SimulatorConfig) -> str:
+    # --cut-streamed-arguments: a server's streamed tool parser that holds back
+    # the end of the arguments and never sends it (the non-streamed answer is whole).
+    cut = config.cut_streamed_arguments
+    return arguments[: max(len(arguments) - cut, 0)] if cut else arguments
+
+
 def _usage(reply: Reply) -> dict[str, int]:
     return {
         "prompt_tokens": reply.prompt_tokens,
@@ -114,7 +121,7 @@ class _Completion:
                     "function": {"name": call.name, "arguments": ""},
                 }
                 yield self._chunk({"tool_calls": [start]}, turn)
-                for piece in pieces(call.arguments, size):
+                for piece in pieces(_streamed_arguments(call.arguments, config), size):
                     fragment = {"index": index, "function": {"arguments": piece}}
                     yield self._chunk({"tool_calls": [fragment]}, turn)
         yield self._chunk({}, turn, "stop" if swallowed else reply.finish_reason)

@@ -53,6 +53,8 @@ class Turn:
     tools_mode: ToolsMode
     # "auto" | "none" | "required" | "function:NAME", the default filled in.
     tool_choice: str
+    # parallel_tool_calls: false, honoured (--honour-parallel-tool-calls): one call at most.
+    single_call: bool
     stream: bool
     include_usage: bool
     last_user: str
@@ -77,7 +79,16 @@ def openai_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
     include_usage = bool(options and options.get("include_usage"))
     tools = () if config.strip_tools else _tools(body.get("tools"))
     choice = None if config.strip_tools or config.ignore_tool_choice else body.get("tool_choice")
-    return _turn(body, tools, _tool_choice(choice, bool(tools)), stream, include_usage, digest)
+    single_call = config.honour_parallel_tool_calls and body.get("parallel_tool_calls") is False
+    return _turn(
+        body,
+        tools,
+        _tool_choice(choice, bool(tools)),
+        stream,
+        include_usage,
+        digest,
+        single_call=single_call,
+    )
 
 
 def ollama_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
@@ -113,6 +124,8 @@ def _turn(
     stream: bool,
     include_usage: bool,
     digest: str,
+    *,
+    single_call: bool = False,
 ) -> Turn:
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -136,6 +149,7 @@ def _turn(
         tools=tools,
         tools_mode=mode,
         tool_choice=tool_choice,
+        single_call=single_call,
         stream=stream,
         include_usage=include_usage,
         last_user=_last_user(messages),

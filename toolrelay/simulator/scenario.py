@@ -112,6 +112,9 @@ class Settings(_Strict):
     no_tools_support: bool | None = None
     capabilities: list[str] | None = None
     ignore_tool_choice: bool | None = None
+    honour_parallel_tool_calls: bool | None = None
+    reasoning_open: bool | None = None
+    cut_streamed_arguments: int | None = Field(default=None, ge=1)
     chunk: int | None = Field(default=None, ge=1)
     delay_ms: int | None = Field(default=None, ge=0)
     fail_after_chunks: int | None = Field(default=None, ge=0)
