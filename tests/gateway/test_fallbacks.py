@@ -112,6 +112,23 @@ def test_swallowed_streamed_call_is_re_asked_without_streaming() -> None:
         assert _completion_requests(sim)[-1].body["stream"] is True
 
 
+def test_stream_tools_false_asks_without_streaming_from_the_first_round() -> None:
+    models = {"toolrelay-sim": {"stream_tools": False}}
+    with stack(
+        swallow_streamed_calls=True,
+        gateway_settings={"backend_kind": "openai", "models": models},
+    ) as (sim, gw):
+        with gw.client().chat.completions.stream(
+            model="toolrelay-sim", messages=ASK_WEATHER, tools=[WEATHER_TOOL]
+        ) as helper:
+            final = helper.get_final_completion()
+        (call,) = final.choices[0].message.tool_calls or []
+        assert json.loads(call.function.arguments) == {"city": "Paris"}
+        # No streamed round was wasted, and no fallback was needed.
+        assert [bool(r.body.get("stream")) for r in _completion_requests(sim)] == [False]
+        assert "swallowed_stream" not in _health(gw)["counters"]["fallbacks"]
+
+
 @pytest.mark.parametrize("kind", ["ollama", "llamacpp", "lmstudio"])
 @pytest.mark.parametrize("supports", [True, False])
 def test_probes_decide_native_or_rescue(kind: str, supports: bool) -> None:

@@ -22,6 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the OpenAI-compatible gateway in front of a model server",
     ),
     "simulate": ("toolrelay.cli.simulate", "serve a model-server simulator (a test double)"),
+    "doctor": (
+        "toolrelay.cli.doctor",
+        "probe a model server's tool calling and say what to set",
+    ),
 }
 
 

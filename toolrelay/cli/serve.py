@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 log = logging.getLogger("toolrelay.serve")
 
-_KINDS = ("auto", "openai", "vllm", "sglang", "ollama", "lmstudio", "llamacpp")
+KINDS = ("auto", "openai", "vllm", "sglang", "ollama", "lmstudio", "llamacpp")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend", help="the model server's base URL, e.g. http://127.0.0.1:8000/v1"
     )
-    parser.add_argument("--backend-kind", choices=_KINDS, help="default: auto (detected)")
+    parser.add_argument("--backend-kind", choices=KINDS, help="default: auto (detected)")
     parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
     parser.add_argument("--model", help="force every request onto this model")
     parser.add_argument(

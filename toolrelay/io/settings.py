@@ -71,6 +71,9 @@ class ModelOverride(BaseModel):
     stuck_polling_exempt: bool | None = None
     finish_reason_named: Literal["stop", "tool_calls"] | None = None
     validation: ValidateMode | None = None
+    # False: rounds with tools are asked without streaming (the client still gets
+    # a stream), for a server whose streamed tool parsing loses or cuts calls.
+    stream_tools: bool | None = None
 
 
 class BackendConfig(BaseModel):

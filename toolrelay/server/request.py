@@ -95,6 +95,7 @@ def read_request(
             profile=profile,
             finish_reason_named=override.finish_reason_named or settings.finish_reason_named,
             validate=validate,
+            stream_tools=override.stream_tools is not False,
             auth=auth,
         )
     except RescueRequestError as exc:

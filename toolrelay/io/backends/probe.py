@@ -57,12 +57,12 @@ async def probe_native_tools(client: HttpClient, root: str, kind: str, model: st
     try:
         if kind == "ollama":
             show = await client.request_json("POST", root + "/api/show", {"model": model})
-            return _ollama_supports(show)
+            return ollama_supports_tools(show)
         if kind == "llamacpp":
-            return _llamacpp_supports(await client.request_json("GET", root + "/props"))
+            return llamacpp_supports_tools(await client.request_json("GET", root + "/props"))
         if kind == "lmstudio":
             listing = await client.request_json("GET", root + "/api/v1/models")
-            return _lmstudio_supports(listing, model)
+            return lmstudio_supports_tools(listing, model)
     except BackendError as exc:
         if exc.upstream_status is None:
             raise  # down or silent: nothing learned, ask again next time
@@ -70,7 +70,7 @@ async def probe_native_tools(client: HttpClient, root: str, kind: str, model: st
     return None
 
 
-def _ollama_supports(show: Any) -> bool | None:
+def ollama_supports_tools(show: Any) -> bool | None:
     if not isinstance(show, dict):
         return None
     capabilities = show.get("capabilities")
@@ -84,7 +84,7 @@ def _ollama_supports(show: Any) -> bool | None:
     return None
 
 
-def _llamacpp_supports(props: Any) -> bool | None:
+def llamacpp_supports_tools(props: Any) -> bool | None:
     if not isinstance(props, dict):
         return None
     caps = props.get("chat_template_caps")
@@ -95,7 +95,7 @@ def _llamacpp_supports(props: Any) -> bool | None:
     return None
 
 
-def _lmstudio_supports(listing: Any, model: str) -> bool | None:
+def lmstudio_supports_tools(listing: Any, model: str) -> bool | None:
     if not isinstance(listing, dict):
         return None
     entries = listing.get("models", listing.get("data"))

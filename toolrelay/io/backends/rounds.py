@@ -90,6 +90,8 @@ class RoundRequest:
     profile: str | None = None
     finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
     validate: ValidateMode = "repair"
+    # False: a streamed round with tools is asked without streaming.
+    stream_tools: bool = True
     # The client's Authorization header, for backends without a key of their own.
     auth: str | None = None
     plan: ToolChoicePlan = field(init=False)
@@ -451,10 +453,12 @@ async def _stream_unchecked(
 ) -> AsyncGenerator[list[StreamItem], None]:
     mode = await round_mode(backend, req)
     if req.has_tools and (
-        req.plan.mode == "required" or backend.knows(req.model, "swallows_streamed_calls")
+        req.plan.mode == "required"
+        or not req.stream_tools
+        or backend.knows(req.model, "swallows_streamed_calls")
     ):
-        # A required call may need a re-ask, and a backend known to swallow
-        # streamed calls is asked without streaming: stream the finished reply.
+        # A required call may need a re-ask, and a backend known (or configured)
+        # to lose streamed calls is asked without streaming: stream the finished reply.
         task = asyncio.ensure_future(_complete_unchecked(backend, req, counters))
         try:
             done, _ = await asyncio.wait({task}, timeout=patience)
