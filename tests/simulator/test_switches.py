@@ -323,7 +323,7 @@ def test_reasoning_open_starts_the_answer_inside_the_reasoning(start_simulator, 
     # No reasoning field and no opening tag: the template wrote <think> into the prompt.
     assert message == {
         "role": "assistant",
-        "content": 'I should call the tool.</think>\n\nLet me check.<tool_call>\n'
+        "content": "I should call the tool.</think>\n\nLet me check.<tool_call>\n"
         '{"name": "get_weather"}\n</tool_call>',
     }
     plain = start_simulator({"rules": [{"answer": {"content": "Hi."}}]}, reasoning_open=True)

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from toolrelay.cli.serve import KINDS
+from toolrelay.cli.flags import BACKEND_KINDS, given
 
 _MARKS = {"ok": ("✔", "green"), "warn": ("!", "yellow"), "fail": ("✘", "red"), "info": ("·", "")}
 
@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--backend", help="the model server's base URL, e.g. http://127.0.0.1:8000/v1"
     )
     parser.add_argument("--model", help="the model to probe (default: the first one listed)")
-    parser.add_argument("--backend-kind", choices=KINDS, help="default: auto (detected)")
+    parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
     parser.add_argument("--config", help="a YAML or JSON config file (backend, api_key)")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument(
@@ -49,22 +49,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from toolrelay.io.backends import Backend, BackendError
     from toolrelay.io.doctor import ModelUnknown, examine, save
-    from toolrelay.io.settings import Settings, load_config_file
+    from toolrelay.io.settings import Settings, describe_error, load_config_file
 
-    explicit = {
-        key: value
-        for key, value in {
-            "backend": args.backend,
-            "backend_kind": args.backend_kind,
-            "config": args.config,
-        }.items()
-        if value is not None
-    }
+    explicit = given(args, "backend", "backend_kind", "config")
     try:
         settings = Settings(**explicit)
         if args.save and Path(args.save).exists():
             load_config_file(args.save)  # fail before probing, not after
-    except (ValidationError, OSError, ValueError) as exc:
+    except ValidationError as exc:
+        return _fail(args, f"invalid settings:\n{describe_error(exc)}", 2)
+    except (OSError, ValueError) as exc:
         return _fail(args, f"invalid settings: {exc}", 2)
     config = settings.backend_configs()[0]
     err = Console(stderr=True)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
 
 from pydantic import ValidationError
 
-log = logging.getLogger("toolrelay.serve")
+from toolrelay.cli.flags import BACKEND_KINDS, given
 
-KINDS = ("auto", "openai", "vllm", "sglang", "ollama", "lmstudio", "llamacpp")
+log = logging.getLogger("toolrelay.serve")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +30,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend", help="the model server's base URL, e.g. http://127.0.0.1:8000/v1"
     )
-    parser.add_argument("--backend-kind", choices=KINDS, help="default: auto (detected)")
+    parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
     parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
     parser.add_argument("--model", help="force every request onto this model")
     parser.add_argument(
@@ -65,21 +64,17 @@ def run(args: argparse.Namespace) -> int:
     from toolrelay.server import create_app
     from toolrelay.server.logs import configure_logging
 
-    # Only the flags given on the command line override the environment and the file.
-    explicit: dict[str, Any] = {
-        key: value
-        for key, value in {
-            "backend": args.backend,
-            "backend_kind": args.backend_kind,
-            "tool_mode": args.tool_mode,
-            "model": args.model,
-            "validation": args.validation,
-            "host": args.host,
-            "port": args.port,
-            "config": args.config,
-        }.items()
-        if value is not None
-    }
+    explicit = given(
+        args,
+        "backend",
+        "backend_kind",
+        "tool_mode",
+        "model",
+        "validation",
+        "host",
+        "port",
+        "config",
+    )
     try:
         settings = Settings(**explicit)
     except ValidationError as exc:
