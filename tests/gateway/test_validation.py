@@ -70,6 +70,10 @@ def _text_call(name: str, arguments: Any) -> str:
 def _rules() -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = [
         {
+            "match": {"repair": True, "last_user": "broken"},
+            "answer": {"error": {"status": 503, "message": "overloaded"}},
+        },
+        {
             "match": {"repair": True, "last_user": "fix", "tools": "native"},
             "answer": {"tool_calls": [{"name": "get_weather", "arguments": RIGHT}]},
         },
@@ -88,6 +92,16 @@ def _rules() -> list[dict[str, Any]]:
             "answer": {"content": _text_call("get_weather", {"city": "Paris", "days": "3"})},
         },
     ]
+    silent = {"name": "get_weather", "arguments": {"days": 2}}
+    rules.append(
+        {"match": {"last_user": "^silent", "tools": "native"}, "answer": {"tool_calls": [silent]}}
+    )
+    rules.append(
+        {
+            "match": {"last_user": "^silent", "tools": "prompt"},
+            "answer": {"content": _text_call(silent["name"], silent["arguments"])},
+        }
+    )
     for case, (name, arguments, _) in CASES.items():
         rules.append(
             {
@@ -188,6 +202,26 @@ def test_a_model_that_does_not_is_dropped_with_a_warning(
     assert reply["finish_reason"] == "stop"
     assert reply["warning"] == f"dropped 1 invalid tool call: {CASES[case][2]}"
     assert len(_chat_requests(sim)[before:]) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_re_ask_the_backend_fails_leaves_the_first_answer_less_its_invalid_calls(
+    gw: GatewayServer, stream: bool
+) -> None:
+    reply = ask(gw, "enum weather in Paris, broken", stream=stream)
+    assert reply["calls"] == [] and reply["content"].strip() == "Let me check."
+    assert reply["warning"] == f"dropped 1 invalid tool call: {CASES['enum'][2]}"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_without_prose_or_a_call_left_the_answer_says_what_went_wrong(
+    gw: GatewayServer, stream: bool
+) -> None:
+    reply = ask(gw, "silent weather in Paris", stream=stream)
+    assert reply["calls"] == [] and reply["finish_reason"] == "stop"
+    assert reply["content"] == (
+        "(The model's tool calls could not be used: get_weather: 'city' is required.)"
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])

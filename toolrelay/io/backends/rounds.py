@@ -631,8 +631,7 @@ async def _checked_reply(
 ) -> Reply:
     """The reply with its calls checked: coerced, passed on with a warning
     (``warn``), or corrected by one re-ask (``repair``)."""
-    tools = ToolSet(req.tools)
-    first = check_calls(reply.calls, reply.rejected, tools)
+    first = check_calls(reply.calls, reply.rejected, ToolSet(req.tools))
     _count_checked(counters, first.accepted, first.coerced)
     if not first.problems:
         return replace(reply, calls=list(first.accepted), rejected=[])
@@ -640,22 +639,19 @@ async def _checked_reply(
         _count_warned(counters, first.problems)
         joined = _joined(reply.warning, warning(first.problems, passed=True))
         return replace(reply, calls=list(first.passed), rejected=[], warning=joined)
-    retry = _correction_request(req, reply.content, first.accepted, first.problems)
-    again = await _complete_unchecked(backend, retry, counters)
-    settled = settle(first, check_calls(again.calls, again.rejected, tools))
-    calls = [*first.accepted, *settled.added][: _call_limit(req)]
-    _count_repair(counters, req, first.problems, settled.added, settled.dropped)
+    again, added, dropped = await _reask_for_calls(backend, req, counters, reply.content, first)
+    calls = [*first.accepted, *added]
     content = reply.content
     if not calls and not (content or "").strip():
-        content = again.content or nothing_usable(settled.dropped)
+        content = _prose(again, dropped)
     return replace(
         reply,
         content=content if content or not calls else None,
         calls=calls,
         rejected=[],
         finish_reason=_finish_reason(req, bool(calls), reply.finish_reason),
-        usage=_usage_sum(reply.usage, again.usage),
-        warning=_joined(reply.warning, warning(settled.dropped)),
+        usage=_usage_sum(reply.usage, again.usage if again else None),
+        warning=_joined(reply.warning, warning(dropped)),
     )
 
 
@@ -698,23 +694,49 @@ async def _settle_stream(
         ]
     content = "".join(hold.content)
     first = CheckedCalls(tuple(hold.accepted), hold.coerced, tuple(hold.problems))
-    retry = _correction_request(req, content, hold.accepted, hold.problems)
-    again = await _complete_unchecked(backend, retry, counters)
-    settled = settle(first, check_calls(again.calls, again.rejected, ToolSet(req.tools)))
-    limit = _call_limit(req)
-    added = settled.added if limit is None else settled.added[: max(limit - hold.released, 0)]
-    _count_repair(counters, req, hold.problems, added, settled.dropped)
+    again, added, dropped = await _reask_for_calls(
+        backend, req, counters, content, first, hold.released
+    )
     out: list[StreamItem] = [*hold.release(added)]
     if not hold.released and not content.strip():
-        out.append(ContentDelta(again.content or nothing_usable(settled.dropped)))
-    out.append(
-        Finish(
-            _finish_reason(req, hold.released > 0, finish.reason),
-            _usage_sum(finish.usage, again.usage),
-            _joined(finish.warning, warning(settled.dropped)),
-        )
-    )
+        out.append(ContentDelta(_prose(again, dropped)))
+    usage = _usage_sum(finish.usage, again.usage if again else None)
+    reason = _finish_reason(req, hold.released > 0, finish.reason)
+    out.append(Finish(reason, usage, _joined(finish.warning, warning(dropped))))
     return out
+
+
+async def _reask_for_calls(
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    content: str | None,
+    first: CheckedCalls,
+    released: int | None = None,
+) -> tuple[Reply | None, list[ToolCall], tuple[Problem, ...]]:
+    """Ask once more for the problems of ``first``: the re-ask's reply (None when
+    the backend failed it), the calls it adds and the problems dropped."""
+    retry = _correction_request(req, content, first.accepted, first.problems)
+    try:
+        again = await _complete_unchecked(backend, retry, counters)
+    except BackendError as exc:
+        # The first answer still stands, less its invalid calls.
+        repair_log.warning("re-asking %s failed (%s): invalid calls dropped", req.model, exc)
+        counters.add("validation", "dropped", len(first.problems))
+        return None, [], first.problems
+    settled = settle(first, check_calls(again.calls, again.rejected, ToolSet(req.tools)))
+    limit = _call_limit(req)
+    standing = len(first.accepted) if released is None else released
+    added = list(settled.added if limit is None else settled.added[: max(limit - standing, 0)])
+    _count_repair(counters, req, first.problems, added, settled.dropped)
+    return again, added, settled.dropped
+
+
+def _prose(again: Reply | None, dropped: Sequence[Problem]) -> str:
+    """The answer when no call is left and the first attempt wrote no prose."""
+    if again is not None and again.content and again.content.strip():
+        return again.content
+    return nothing_usable(dropped)
 
 
 def _correction_request(
