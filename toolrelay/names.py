@@ -56,11 +56,7 @@ class ToolSet:
     def _match(self, name: str) -> str | None:
         if name in self._by_name:
             return name
-        by_suffix = [
-            declared
-            for declared in self._by_name
-            if any(declared.endswith(sep + name) for sep in NAMESPACE_SEPARATORS)
-        ]
+        by_suffix = self._suffix_matches(name)
         if len(by_suffix) == 1:
             return by_suffix[0]
         if by_suffix:
@@ -73,8 +69,29 @@ class ToolSet:
                     return tail
         return None
 
+    def unresolved(self, name: str) -> str:
+        """Why ``resolve`` found no declared tool for ``name``: a sentence for the model."""
+        name = name.strip()
+        if not name:
+            return "the call names no tool"
+        matching = self._suffix_matches(name)
+        if len(matching) > 1:
+            return f"the tool name {name!r} is ambiguous: it could be {_listed(matching)}"
+        return f"there is no tool named {name!r}; the tools are {_listed(list(self._by_name))}"
+
+    def _suffix_matches(self, name: str) -> list[str]:
+        return [
+            declared
+            for declared in self._by_name
+            if any(declared.endswith(sep + name) for sep in NAMESPACE_SEPARATORS)
+        ]
+
     def parameters(self, name: str) -> dict[str, Any] | None:
         return self._by_name.get(name)
+
+    def required(self, name: str) -> str:
+        """The required parameters of a declared tool, listed ("" when it needs none)."""
+        return _listed(sorted(_required(self._by_name.get(name) or {})))
 
     def parameter_schema(self, name: str, parameter: str) -> dict[str, Any] | None:
         schema = self._by_name.get(name)
@@ -87,22 +104,61 @@ class ToolSet:
         return dict(found) if isinstance(found, Mapping) else None
 
     def infer_name(self, argument_keys: Iterable[str]) -> str | None:
-        """The one declared tool whose parameters fit these keys, for calls that lost their name.
+        """The declared tool a call that lost its name was meant for, if it can only be one.
 
-        A single declared tool is the answer; otherwise exactly one tool must
-        accept every key and have all its required parameters present.
+        A single declared tool is the answer. Otherwise exactly one tool must
+        declare every key and have its required parameters present, and no
+        other tool may be able to take the keys at all (one that requires
+        none of the missing parameters and does not forbid unknown ones):
+        a call is never given to one of several tools that could take it.
         """
         if not self.declared:
             return None
-        keys = set(argument_keys)
         if len(self._by_name) == 1:
             return next(iter(self._by_name))
-        fitting = []
-        for name, schema in self._by_name.items():
-            properties = schema.get("properties")
-            known = set(properties) if isinstance(properties, Mapping) else set()
-            required = schema.get("required")
-            needed = set(required) if isinstance(required, list) else set()
-            if keys <= known and needed <= keys and keys:
-                fitting.append(name)
-        return fitting[0] if len(fitting) == 1 else None
+        keys = set(argument_keys)
+        if not keys:
+            return None
+        fitting = [name for name, schema in self._by_name.items() if _declares(schema, keys)]
+        if len(fitting) != 1:
+            return None
+        others = [
+            name
+            for name, schema in self._by_name.items()
+            if name != fitting[0] and _accepts(schema, keys)
+        ]
+        return None if others else fitting[0]
+
+    def unfitting(self, argument_keys: Iterable[str]) -> str:
+        """Why ``infer_name`` gave no tool for a call without a name."""
+        keys = set(argument_keys)
+        could = [name for name, schema in self._by_name.items() if _accepts(schema, keys)]
+        if len(could) > 1:
+            return f"the call names no tool and its arguments fit more than one: {_listed(could)}"
+        return "the call names no tool"
+
+
+def _properties(schema: Mapping[str, Any]) -> set[str]:
+    properties = schema.get("properties")
+    return set(properties) if isinstance(properties, Mapping) else set()
+
+
+def _required(schema: Mapping[str, Any]) -> set[str]:
+    required = schema.get("required")
+    return {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
+
+
+def _declares(schema: Mapping[str, Any], keys: set[str]) -> bool:
+    return keys <= _properties(schema) and _required(schema) <= keys
+
+
+def _accepts(schema: Mapping[str, Any], keys: set[str]) -> bool:
+    """Whether arguments with these keys are valid for the schema as far as keys go."""
+    if not _required(schema) <= keys:
+        return False
+    return schema.get("additionalProperties") is not False or keys <= _properties(schema)
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:12])
+    return shown + (f" and {len(names) - 12} more" if len(names) > 12 else "")

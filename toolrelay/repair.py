@@ -345,6 +345,7 @@ class JsonWriter:
         "_room",
         "_stack",
         "done",
+        "dropped_key",
         "in_key",
         "in_string_value",
         "started",
@@ -361,6 +362,7 @@ class JsonWriter:
         self.in_string_value = False
         self.started = False
         self.done = False
+        self.dropped_key = False  # a key without a value was left out: the text lost something
 
     def take(self) -> str:
         if not self._out:
@@ -484,6 +486,7 @@ class JsonWriter:
 
     def _drop_key(self) -> None:
         self._key.clear()
+        self.dropped_key = True
 
     def _close_container(self) -> None:
         frame = self._stack.pop()

@@ -22,6 +22,7 @@ from typing import Any
 from toolrelay.events import ContentDelta, Event, ReasoningDelta
 from toolrelay.formats import Dispatch, OpenerTable, opener_table
 from toolrelay.formats.base import Context, Region, Status
+from toolrelay.formats.reasoning import open_reasoning
 from toolrelay.names import ToolSet
 
 
@@ -34,10 +35,28 @@ class StreamParser:
     chunking, and the argument deltas of a call concatenate to its final
     ``arguments_json``.
 
-    Reasoning policy: text in ``<think>…</think>`` (and the other reasoning
-    wrappers) is reasoning, calls written inside a closed think block
-    included. If the think block never closes, calls in it are parsed as
-    calls when the output ends (a model that forgot ``</think>``).
+    Reasoning policy:
+
+    - Text in ``<think>…</think>`` (and the other reasoning wrappers:
+      ``<seed:think>``, ``<|START_THINKING|>``, ``[THINK]``, Gemma 4's
+      ``<|channel>thought…<channel|>``, …) is reasoning, calls written
+      inside a closed think block included: they are drafts, not calls.
+    - ``reasoning_open=True`` says the chat template opened the reasoning
+      in the prompt (Qwen3-Thinking, QwQ, DeepSeek-R1, MiniMax-M2, …): the
+      output starts inside it, and everything up to the first closing tag
+      (any family's) is reasoning, call markers included.
+    - Without the flag, a closing tag met before any opening one is an
+      orphan: it is dropped, and ``orphan_close`` becomes True, so that a
+      caller can learn the flag for the model's next outputs. (The text
+      before it has gone out as content by then; ``parse_tool_calls``,
+      which sees the whole text, reads it again with the flag.)
+    - If a think block (or the reasoning the flag opened) never closes, the
+      calls in it are parsed as calls when the output ends (a model that
+      forgot ``</think>``), and its prose stays reasoning.
+
+    Calls that are recognised but cannot be used (an undeclared or
+    ambiguous name, arguments that are not an object) come out as
+    ``CallRejected`` events, never as calls and never silently.
     """
 
     __slots__ = (
@@ -57,6 +76,7 @@ class StreamParser:
         tools: Iterable[Any] | None = None,
         format: str = "auto",
         *,
+        reasoning_open: bool = False,
         _context: Context | None = None,
     ) -> None:
         self._table: OpenerTable = opener_table(format)
@@ -64,7 +84,7 @@ class StreamParser:
         self._ctx.openers = self._table
         self._buf = ""  # text not yet decided on
         self._pos = 0  # how far the buffer has been read
-        self._region: Region | None = None
+        self._region: Region | None = open_reasoning(self._ctx) if reasoning_open else None
         self._opener = ""  # the marker that opened the current region
         # What a region that may still fall back has read, from its opener on: kept
         # aside rather than in the buffer, so that a long region costs no copying.
@@ -74,6 +94,11 @@ class StreamParser:
         # single-character markers before this buffer position are not tried again.
         self._barrier = 0
         self._closed = False
+
+    @property
+    def orphan_close(self) -> bool:
+        """A closing reasoning tag came before any opening one: the template opened it."""
+        return self._ctx.orphan_close
 
     def feed(self, delta: str) -> list[Event]:
         if self._closed:
@@ -101,6 +126,7 @@ class StreamParser:
         pos = self._pos
         keep_from = 0  # text before this is decided (or kept aside) and leaves the buffer
         ctx = self._ctx
+        ctx.buf = buf
         while True:
             region = self._region
             if region is not None:
@@ -124,6 +150,8 @@ class StreamParser:
                         self._replay = []
                         buf = replayed + buf[keep_from:]
                         pos += len(replayed) - keep_from
+                        ctx.base += keep_from - len(replayed)
+                        ctx.buf = buf
                         keep_from = 0
                     if len(self._opener) == 1:
                         self._barrier = max(self._barrier, pos)
@@ -154,7 +182,9 @@ class StreamParser:
             self._region = factory(ctx, marker)
             ctx.at_start = False
             pos = start + len(marker)
-        self._buf = buf[keep_from:] if keep_from else buf
+        if keep_from:
+            ctx.trim(keep_from)
+            self._buf = buf[keep_from:]
         self._pos = pos - keep_from
         self._barrier -= keep_from
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolrelay import (
+    CallRejected,
     ContentDelta,
     ParseResult,
     ReasoningDelta,
@@ -16,9 +17,27 @@ from toolrelay import (
 )
 
 
-def stream(text: str, cuts: list[int], tools: Any = None, fmt: str = "auto") -> list[Any]:
-    """Feed ``text`` cut at the given positions; return every event."""
+def opens_in_reasoning(text: str, tools: Any = None, fmt: str = "auto") -> bool:
+    """What ``parse_tool_calls`` decides for the text: does it start inside reasoning?
+
+    A stream parser is told this by its caller (``reasoning_open``); the
+    finished parse finds it in the text (an orphan closing tag).
+    """
     parser = StreamParser(tools, fmt)
+    parser.feed(text)
+    parser.close()
+    return parser.orphan_close
+
+
+def stream(
+    text: str,
+    cuts: list[int],
+    tools: Any = None,
+    fmt: str = "auto",
+    reasoning_open: bool = False,
+) -> list[Any]:
+    """Feed ``text`` cut at the given positions; return every event."""
+    parser = StreamParser(tools, fmt, reasoning_open=reasoning_open)
     events: list[Any] = []
     start = 0
     for cut in sorted(set(cuts)):
@@ -33,7 +52,7 @@ def stream(text: str, cuts: list[int], tools: Any = None, fmt: str = "auto") -> 
 def check_stream(text: str, cuts: list[int], tools: Any = None, fmt: str = "auto") -> None:
     """The streamed events agree with the finished parse and obey the event rules."""
     expected: ParseResult = parse_tool_calls(text, tools, fmt)
-    events = stream(text, cuts, tools, fmt)
+    events = stream(text, cuts, tools, fmt, opens_in_reasoning(text, tools, fmt))
     content = "".join(e.text for e in events if isinstance(e, ContentDelta))
     reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
     assert content == expected.content
@@ -65,3 +84,7 @@ def check_stream(text: str, cuts: list[int], tools: Any = None, fmt: str = "auto
     got = [(e.call.name, e.call.arguments, e.call.arguments_json) for e in ended]
     want = [(c.name, c.arguments, c.arguments_json) for c in expected.calls]
     assert got == want
+    rejected = [e.call for e in events if isinstance(e, CallRejected)]
+    assert rejected == expected.rejected, "the same calls are rejected, with the same text"
+    for call in rejected:
+        assert call.reason and call.raw, "a rejection says why, and shows the call"

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from toolrelay.events import (
+    CallRejected,
     ContentDelta,
     Event,
     ReasoningDelta,
+    RejectedCall,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallEnd,
@@ -41,16 +43,27 @@ class Status(enum.Enum):
 
 
 class Context:
-    """State shared by the parser and its regions: declared tools, ids, output."""
+    """State shared by the parser and its regions: declared tools, ids, output.
+
+    It also keeps the text of the call being read (from ``mark``) while the
+    parser trims its buffer, so that a call rejected at its end can be
+    reported with the text the model wrote (``raw``).
+    """
 
     __slots__ = (
         "_id_prefix",
         "_ids",
+        "_raw_from",
+        "_raw_parts",
         "at_start",
+        "base",
+        "buf",
         "events",
         "format_name",
         "next_index",
         "openers",
+        "orphan_close",
+        "reasoning_seen",
         "tools",
         "unclosed",
     )
@@ -63,8 +76,40 @@ class Context:
         self.next_index = 0
         self.at_start = True  # nothing but whitespace has been seen so far
         self.unclosed: set[str] = set()  # closers of reasoning blocks that never close
+        self.reasoning_seen = False  # a reasoning block was entered
+        self.orphan_close = False  # a closing reasoning tag came before any opening one
         self._id_prefix = "call_" + secrets.token_hex(8)
         self._ids: set[str] = set()
+        self.buf = ""  # the parser's buffer, as the regions are fed it
+        self.base = 0  # where ``buf`` starts in the whole output
+        self._raw_from = -1  # where the marked call starts in the whole output; -1: none
+        self._raw_parts: list[str] = []  # its text that the parser trimmed off ``buf``
+
+    def mark(self, pos: int) -> None:
+        """The call being read starts at ``buf[pos]``."""
+        self._raw_from = self.base + pos
+        self._raw_parts = []
+
+    def raw(self, pos: int) -> str:
+        """The text from the last ``mark`` up to ``buf[pos]``."""
+        if self._raw_from < 0:
+            return ""
+        start = max(self._raw_from - self.base, 0)
+        return "".join(self._raw_parts) + self.buf[start:pos]
+
+    def trim(self, keep_from: int) -> None:
+        """The parser drops ``buf[:keep_from]``: keep what belongs to the marked call."""
+        if self._raw_from >= 0:
+            start = self._raw_from - self.base
+            if start < keep_from:
+                self._raw_parts.append(self.buf[max(start, 0) : keep_from])
+        self.base += keep_from
+
+    def save_raw(self) -> tuple[str, int, int, list[str]]:
+        return self.buf, self.base, self._raw_from, self._raw_parts
+
+    def restore_raw(self, saved: tuple[str, int, int, list[str]]) -> None:
+        self.buf, self.base, self._raw_from, self._raw_parts = saved
 
     def content(self, text: str) -> None:
         if text:
@@ -88,6 +133,11 @@ class Call:
 
     ``start`` resolves the name and emits ``ToolCallStart``; before that,
     argument text is kept; after it, argument text goes straight out.
+
+    A call that cannot be used (``reject``: its name is unknown or
+    ambiguous, its arguments are not an object) is dropped; ``close`` ends
+    the call, reporting a rejected one as ``CallRejected`` with its text.
+    Once started a call is never rejected: what streamed stands.
     """
 
     __slots__ = (
@@ -99,6 +149,8 @@ class Call:
         "index",
         "name",
         "native_id",
+        "raw_name",
+        "rejection",
         "started",
     )
 
@@ -107,20 +159,41 @@ class Call:
         self._args: list[str] = []
         self._held: list[str] = []
         self.name: str | None = None
+        self.raw_name: str | None = None  # the name as the model wrote it
         self.native_id: str | None = None
         self.index = -1
         self.id = ""
         self.started = False
         self.dropped = False
+        self.rejection: str | None = None  # why the call cannot be used
 
     def set_name(self, raw_name: str) -> bool:
-        """Resolve the model's name; False (and the call is dropped) when it is not declared."""
-        resolved = self._ctx.tools.resolve(raw_name)
+        """Resolve the model's name; False (and the call is rejected) when it is not declared."""
+        self.raw_name = raw_name.strip()
+        tools = self._ctx.tools
+        resolved = tools.resolve(raw_name)
         if resolved is None:
-            self.dropped = True
+            self.reject(tools.unresolved(raw_name))
             return False
         self.name = resolved
         return True
+
+    def reject(self, reason: str) -> None:
+        """The call cannot be used; ignored once it has started."""
+        if self.started or self.dropped:
+            return
+        self.rejection = reason
+        self.dropped = True
+
+    def close(self, pos: int) -> None:
+        """The call's text ends at ``buf[pos]``: end it, or report why it was rejected."""
+        rejection = self.rejection
+        if rejection is None:
+            self.end()
+            return
+        self.rejection = None  # reported once
+        ctx = self._ctx
+        ctx.events.append(CallRejected(RejectedCall(self.raw_name, ctx.raw(pos), rejection)))
 
     def start(self) -> None:
         if self.started or self.dropped or self.name is None:
@@ -169,15 +242,21 @@ class ArgumentStream:
     name (Kimi, DeepSeek, Mistral v11, ``<function=…>``, Harmony, …).
     ``feed`` returns the new position and the first non-JSON character met
     (unconsumed), if any, so the region can check for its end marker.
+
+    The call starts once its first value has begun (or the object closed):
+    arguments broken before that (``{invalid json}``) are not ``readable``
+    and the region rejects the call instead of inventing ``{}``.
     """
 
-    __slots__ = ("_call", "_finished", "_lexer", "_writer")
+    __slots__ = ("_call", "_complete", "_finished", "_lexer", "_sent", "_writer")
 
     def __init__(self, call: Call) -> None:
         self._call = call
         self._lexer = JsonLexer()
         self._writer = JsonWriter()
         self._finished = False
+        self._complete = False  # the object closed as written
+        self._sent = 0  # characters of arguments handed to the call
 
     @property
     def done(self) -> bool:
@@ -191,7 +270,17 @@ class ArgumentStream:
 
     @property
     def started(self) -> bool:
+        """The arguments began as an object."""
         return self._writer.started
+
+    @property
+    def readable(self) -> bool:
+        """The arguments are an object that closed as written or whose first value began.
+
+        (The writer holds a key until its value begins, so more than ``{}``
+        out means a value began.)
+        """
+        return self._complete or self._sent > 2
 
     @property
     def in_string(self) -> bool:
@@ -206,19 +295,28 @@ class ArgumentStream:
             if tok is not Tok.BEGIN_OBJECT:
                 return new_pos, buf[new_pos] if new_pos < len(buf) else ""
         pos, other = lex_value(self._lexer, writer, buf, pos, final)
+        if other is None and writer.done and not writer.dropped_key:
+            self._complete = True
+        text = writer.take()
+        self._sent += len(text)
         call = self._call
-        if call.name is not None:
-            # The arguments are an object and the name is known: the call is certain
-            # from here on, so what follows streams. A call whose name is still to be
-            # inferred (Kimi's bare ids) keeps holding its arguments.
+        if other is None and self.readable and call.name is not None:
+            # A value began (or the object closed) and the name is known: the call is
+            # certain from here on, so what follows streams. Arguments that broke
+            # before (other is set) are judged by the region, through ``readable``.
+            # A call whose name is still to be inferred (Kimi's bare ids) keeps holding.
             call.start()
-        call.arguments(writer.take())
+        call.arguments(text)
         return pos, other
 
     def finish(self) -> None:
+        if self._finished:
+            return
         self._finished = True
         self._writer.finish()
-        self._call.arguments(self._writer.take())
+        text = self._writer.take()
+        self._sent += len(text)
+        self._call.arguments(text)
 
 
 class Region(Protocol):

@@ -15,9 +15,5 @@ from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 FORMAT = Format(
     name="bracket",
     description="[TOOL_CALL]{json}[/TOOL_CALL] (toolrelay's rescue prompt format)",
-    openers=(
-        json_opener(
-            "[TOOL_CALL]", JsonCallsOptions(end_marker="[/TOOL_CALL]", arguments_optional=True)
-        ),
-    ),
+    openers=(json_opener("[TOOL_CALL]", JsonCallsOptions(end_marker="[/TOOL_CALL]")),),
 )

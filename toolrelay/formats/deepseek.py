@@ -3,7 +3,9 @@
 V3/R1: ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME``
 then the arguments in a ```json fence, ``<｜tool▁call▁end｜>``, …,
 ``<｜tool▁calls▁end｜>``. V3.1 writes ``NAME<｜tool▁sep｜>{json}`` instead.
-The bars are FULLWIDTH (U+FF5C) and the word separator is U+2581. A section
+The bars are FULLWIDTH (U+FF5C) and the word separator is U+2581; some
+Ollama templates spell the tokens with ASCII bars (``<|tool▁calls▁begin|>``),
+and a model then writes every token of its section that way. A section
 marker with no call in it is not a call, and stays content as it was.
 """
 
@@ -12,12 +14,18 @@ from __future__ import annotations
 from toolrelay.formats.base import Context, Format, Opener, Region
 from toolrelay.formats.sections import Header, SectionMarkers, SectionRegion
 
-_MARKERS = SectionMarkers(
-    call_begin="<｜tool▁call▁begin｜>",
-    separator="<｜tool▁sep｜>",
-    call_end="<｜tool▁call▁end｜>",
-    section_end="<｜tool▁calls▁end｜>",
-)
+
+def _markers(bar: str) -> SectionMarkers:
+    return SectionMarkers(
+        call_begin=f"<{bar}tool▁call▁begin{bar}>",
+        separator=f"<{bar}tool▁sep{bar}>",
+        call_end=f"<{bar}tool▁call▁end{bar}>",
+        section_end=f"<{bar}tool▁calls▁end{bar}>",
+    )
+
+
+_FULLWIDTH = _markers("｜")
+_ASCII = _markers("|")
 
 
 def _header(text: str) -> Header | None:
@@ -28,12 +36,15 @@ def _header(text: str) -> Header | None:
     return Header(name=text)
 
 
-def _region(ctx: Context, _marker: str) -> Region:
-    return SectionRegion(ctx, _MARKERS, _header)
+def _region(ctx: Context, marker: str) -> Region:
+    return SectionRegion(ctx, _ASCII if marker.startswith("<|") else _FULLWIDTH, _header)
 
 
 FORMAT = Format(
     name="deepseek",
     description="DeepSeek V3/R1/V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>…",
-    openers=(Opener("<｜tool▁calls▁begin｜>", _region),),
+    openers=(
+        Opener("<｜tool▁calls▁begin｜>", _region),
+        Opener("<|tool▁calls▁begin|>", _region),
+    ),
 )

@@ -10,8 +10,12 @@ a call object, an array of them, or a wrapper (``{"tool_calls": [...]}``,
 Which keys mean what (``name``/``tool_name``/``tool``; ``arguments``/
 ``parameters``/``input``; ``id``/``tool_call_id``) is fixed here so that
 every format gets the same tolerance. A call starts (``ToolCallStart``) only
-once its name is known and its arguments have begun as an object, so a call
-that turns out to be broken is dropped before anything of it was emitted.
+once its name is known and the first value of its arguments object has
+begun, so a call that turns out to be broken is rejected before anything of
+it was emitted: a name that is not declared, arguments that are not an
+object or cannot be read as one (``{invalid json}`` is not made ``{}``).
+A call without ``arguments`` is a call with ``{}`` (a tool that takes no
+parameters); in unmarked text only when its name is a declared tool.
 
 An *unmarked* region (a bare ``{`` or ``[`` in the text, no format marker)
 is only a call if it looks like one through and through; until a call has
@@ -54,9 +58,6 @@ class JsonCallsOptions:
     marked: bool = True  # False: a bare value in the text, which may be prose
     name_as_key: bool = False  # Apertus: {"get_weather": {...}}
     several: bool = True  # more values may follow (separated by , ; or whitespace)
-    # A call object with no arguments key at all: most formats' templates always
-    # write one, so its absence marks a broken call; the rescue format is lenient.
-    arguments_optional: bool = False
 
 
 class _Args(enum.Enum):
@@ -69,14 +70,25 @@ class _Args(enum.Enum):
 class _CallRecord:
     """One call object being read: its name, id and arguments so far."""
 
-    __slots__ = ("args", "args_text", "call", "levels", "wrapper")
+    __slots__ = ("args", "args_complete", "args_sent", "args_text", "call", "levels", "wrapper")
 
     def __init__(self, ctx: Context) -> None:
         self.call = Call(ctx)
         self.args = _Args.NONE
         self.args_text: list[str] = []  # a stringified arguments value, decoded
+        self.args_sent = 0  # characters of an arguments object handed to the call
+        self.args_complete = False  # the arguments object closed as written
         self.wrapper = False  # {"tool_calls": [...]}: not a call itself
         self.levels = 0  # open objects of this call: {"function": {...}} is two
+
+    @property
+    def readable(self) -> bool:
+        """The arguments object closed as written, or its first value began.
+
+        (The writer holds a key until its value begins: more than ``{}``
+        handed out means a value began.)
+        """
+        return self.args_complete or self.args_sent > 2
 
 
 class _Key(enum.Enum):
@@ -125,12 +137,15 @@ class JsonCallsRegion:
         "_claimed",
         "_ctx",
         "_eager",
+        "_end",
         "_failed",
         "_frames",
         "_fresh",
         "_lexer",
+        "_mark",
         "_options",
         "_started_any",
+        "_token_at",
     )
 
     def __init__(self, ctx: Context, options: JsonCallsOptions) -> None:
@@ -146,6 +161,9 @@ class JsonCallsRegion:
         self._frames: list[_Frame] = []
         self._started_any = False
         self._failed = False
+        self._mark = -1  # >= 0: mark the first call's text from this far before the first feed
+        self._token_at = 0  # where the token being handled starts in the buffer
+        self._end = 0  # where it ends
 
     @property
     def may_fallback(self) -> bool:
@@ -155,7 +173,14 @@ class JsonCallsRegion:
         """The opener was the value's own first bracket, already consumed."""
         self._token(Tok.BEGIN_OBJECT if bracket == "{" else Tok.BEGIN_ARRAY, bracket)
 
+    def mark_opener(self, length: int) -> None:
+        """A rejected first call is reported with its opener (``length`` characters)."""
+        self._mark = length
+
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if self._mark >= 0:
+            self._ctx.mark(pos - self._mark)
+            self._mark = -1
         while True:
             if self._failed:
                 return pos, Status.FALLBACK
@@ -180,6 +205,8 @@ class JsonCallsRegion:
                     return pos, status
                 continue
             pos = new_pos
+            self._token_at = new_pos - len(text)
+            self._end = new_pos
             self._token(tok, text)
 
     def _stream_string_run(self, buf: str, pos: int) -> int:
@@ -218,6 +245,7 @@ class JsonCallsRegion:
                 if at_end is None and not final:
                     return wait_at, None
             if char in "{[" and (first or options.several):
+                self._token_at, self._end = pos, pos + 1
                 self._token(Tok.BEGIN_OBJECT if char == "{" else Tok.BEGIN_ARRAY, char)
                 return pos + 1, None
             if not options.marked:
@@ -247,6 +275,7 @@ class JsonCallsRegion:
         if after >= len(buf):
             return (start, Status.DONE) if final else (start, None)
         if buf[after] == "{":
+            self._token_at, self._end = after, after + 1
             self._token(Tok.BEGIN_OBJECT, "{")
             return after + 1, None
         return start, Status.DONE
@@ -280,6 +309,7 @@ class JsonCallsRegion:
 
     def _finish(self, pos: int) -> tuple[int, Status]:
         """The text ended inside a value: repair what can be, end every open call."""
+        self._end = pos
         while self._frames:
             frame = self._frames.pop()
             if isinstance(frame, _Value):
@@ -291,7 +321,7 @@ class JsonCallsRegion:
     def _finish_value(self, frame: _Value) -> None:
         if frame.purpose == "args":
             frame.writer.finish()
-            frame.record.call.arguments(frame.writer.take())
+            self._send_arguments(frame.record, frame.writer.take())
         elif frame.purpose == "args_string":
             frame.record.args_text.extend(frame.text)
         elif frame.purpose == "name" and frame.text:
@@ -300,9 +330,10 @@ class JsonCallsRegion:
     def _token(self, tok: Tok, text: str) -> None:
         frames = self._frames
         if not frames:
+            fresh = self._fresh
             self._fresh = False
             if tok is Tok.BEGIN_OBJECT:
-                frames.append(_Object(_CallRecord(self._ctx)))
+                frames.append(_Object(self._new_record(fresh)))
             elif tok is Tok.BEGIN_ARRAY:
                 frames.append(_List())
             return
@@ -314,9 +345,15 @@ class JsonCallsRegion:
         else:
             self._object_token(top, tok, text)
 
+    def _new_record(self, first: bool) -> _CallRecord:
+        """A call object begins at the current token (at the opener, for the first one)."""
+        if not first:
+            self._ctx.mark(self._token_at)
+        return _CallRecord(self._ctx)
+
     def _list_token(self, tok: Tok, text: str) -> None:
         if tok is Tok.BEGIN_OBJECT and len(self._frames) < MAX_DEPTH:
-            self._frames.append(_Object(_CallRecord(self._ctx)))
+            self._frames.append(_Object(self._new_record(False)))
         elif tok is Tok.END_ARRAY or tok is Tok.END_OBJECT:
             self._frames.pop()
         elif tok is Tok.COMMA:
@@ -360,7 +397,7 @@ class JsonCallsRegion:
                 return
             if not frame.quoted:
                 # {invalid json}: a bare word with no colon is not a key, the object is broken.
-                self._reject(frame.record)
+                self._reject(frame.record, "the call is not a JSON object: a key has no value")
                 frame.state = _Key.NEXT
                 self._object_token(frame, tok, text)
                 return
@@ -437,6 +474,11 @@ class JsonCallsRegion:
         tools = self._ctx.tools
         return tools.declared and tools.resolve(key) is not None
 
+    def _send_arguments(self, record: _CallRecord, text: str) -> None:
+        if text:
+            record.args_sent += len(text)
+            record.call.arguments(text)
+
     def _value_token(self, frame: _Value, tok: Tok, text: str) -> None:
         purpose = frame.purpose
         if purpose in ("name", "id", "args_string"):
@@ -456,13 +498,25 @@ class JsonCallsRegion:
                 record.args_text.append(value)
             return
         writer = frame.writer
+        record = frame.record
         try:
             done = writer.push(tok, text)
         except ValueError:
             writer.finish()  # a token that cannot belong here ends the value as it stands
             done = True
+            if purpose == "args" and not record.readable:
+                record.args = _Args.INVALID  # broken before any value: unreadable
+                self._frames.pop()
+                if tok is Tok.BEGIN_OBJECT and len(self._frames) < MAX_DEPTH:
+                    # '{{"name": …': the model began the call again; read the new one.
+                    self._frames.append(_Object(self._new_record(False)))
+                return
+        else:
+            if done and purpose == "args" and not writer.dropped_key:
+                record.args_complete = True
         if purpose == "args":
-            frame.record.call.arguments(writer.take())
+            self._send_arguments(record, writer.take())
+            self._maybe_start(record)
         if done:
             self._frames.pop()
 
@@ -479,42 +533,61 @@ class JsonCallsRegion:
             self._eager
             and call.name is not None
             and record.args is _Args.OBJECT
+            and record.readable
             and not call.started
         ):
             call.start()
             self._started_any = True
 
     def _end_object(self, record: _CallRecord) -> None:
-        """A call object closed (or the text ended inside it): emit or drop the call."""
+        """A call object closed (or the text ended inside it): emit or reject the call."""
         record.levels -= 1
         if record.levels:
             return  # a wrapper level closed; the call goes on
         call = record.call
-        if call.dropped and self._eager and record.args is _Args.OBJECT:
-            self._claimed = True
-        if record.wrapper or call.dropped:
+        if record.wrapper:
             return
-        if call.name is None:
+        if call.dropped and self._eager and record.args in (_Args.OBJECT, _Args.INVALID):
+            self._claimed = True  # call-shaped through and through: a call, not prose
+        if not call.dropped:
+            self._check(record)
+        if call.dropped:
             if self.may_fallback:
                 self._failed = True
+            else:
+                call.close(self._end)
             return
-        if record.args is _Args.STRING:
-            parsed = _object_text("".join(record.args_text))
-            if parsed is None:
-                return self._reject(record)
-            call.arguments(parsed)
-        elif record.args is _Args.INVALID or (
-            record.args is _Args.NONE and not self._options.arguments_optional
-        ):
-            return self._reject(record)
         call.start()
         self._started_any = True
         call.end()
 
-    def _reject(self, record: _CallRecord) -> None:
+    def _check(self, record: _CallRecord) -> None:
+        """Reject the call if its name or arguments cannot be used."""
+        call = record.call
+        if call.name is None:
+            call.reject("the call names no tool")
+        elif record.args is _Args.STRING:
+            parsed = _object_text("".join(record.args_text))
+            if parsed is None:
+                call.reject("the arguments are a string that is not a JSON object")
+            else:
+                call.arguments(parsed)
+        elif record.args is _Args.INVALID or (record.args is _Args.OBJECT and not record.readable):
+            call.reject("the arguments could not be read as a JSON object")
+        elif record.args is _Args.NONE:
+            tools = self._ctx.tools
+            if not tools.declared and not self._options.marked:
+                # Unmarked, {"name": "Bob"} is prose unless the name is a declared tool.
+                call.reject("the call has no arguments")
+            elif tools.declared:
+                required = tools.required(call.name)
+                if required:
+                    call.reject(f"the call has no arguments; {call.name} requires {required}")
+
+    def _reject(self, record: _CallRecord, reason: str) -> None:
         if record.call.started:
             return  # too late: what was streamed stands, the rest is repaired
-        record.call.dropped = True
+        record.call.reject(reason)
         if self.may_fallback:
             self._failed = True
 
@@ -547,6 +620,7 @@ def json_opener(
 
     def region(ctx: Context, _marker: str) -> Region:
         parsed = JsonCallsRegion(ctx, options)
+        parsed.mark_opener(len(marker))
         if own_bracket:
             parsed.open_with(marker)
         return parsed

@@ -4,7 +4,11 @@
 The header ``functions.NAME:IDX`` is also the call's id and is kept as the
 OpenAI tool-call id. A bare ``IDX`` header lost its name: it is inferred from
 the declared tools (the only one, or the only one whose parameters fit).
-A header without ``:IDX`` is malformed and its call skipped.
+A header without ``:IDX`` is malformed and its call rejected.
+
+The section markers are optional, as in the servers' parsers: a
+``<|tool_call_begin|>`` with no section around it opens a call, and a call
+the output ends in needs no ``<|tool_call_end|>``.
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ def _header(text: str) -> Header | None:
     return Header(name=named.group(1), native_id=text)
 
 
-def _region(ctx: Context, _marker: str) -> Region:
-    return SectionRegion(ctx, _MARKERS, _header)
+def _region(ctx: Context, marker: str) -> Region:
+    return SectionRegion(ctx, _MARKERS, _header, opener=marker)
 
 
 FORMAT = Format(
     name="kimi_k2",
     description="Kimi K2: <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0 …",
-    openers=(Opener("<|tool_calls_section_begin|>", _region),),
+    openers=(
+        Opener("<|tool_calls_section_begin|>", _region),
+        Opener(_MARKERS.call_begin, _region),
+    ),
 )

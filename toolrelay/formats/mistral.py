@@ -2,10 +2,15 @@
 
 Mistral 7B v0.3, Mixtral, Nemo and Small ≤3.1 write
 ``[TOOL_CALLS] [{"name": …, "arguments": …}]`` (Nemo adds a 9-character
-``id``). Small 3.2, Magistral and Devstral write ``[TOOL_CALLS]NAME{json}``,
-once per call, and newer tokenizers put ``[ARGS]`` between name and JSON.
-A ``[TOOL_CALLS]`` followed by neither is not a call: the marker is dropped
-and the text after it is content.
+``id``). Small 3.2, Magistral, Devstral and Ministral 3 write
+``[TOOL_CALLS]NAME[ARGS]{json}``, once per call (``[ARGS]`` is left out by
+older v11 tokenizers); Small 3.2's template puts the call's id in between:
+``[TOOL_CALLS]NAME[CALL_ID]abcdefghi[ARGS]{json}``. A name that the output
+ends on, or that the next ``[TOOL_CALLS]`` follows, is a call without
+arguments. Some servers and fine-tunes close the calls with
+``[/TOOL_CALLS]``: markup, dropped. ``[THINK]…[/THINK]`` is reasoning (see
+``reasoning``). A ``[TOOL_CALLS]`` followed by none of these is not a call:
+the marker is dropped and the text after it is content.
 """
 
 from __future__ import annotations
@@ -24,10 +29,16 @@ from toolrelay.formats.base import (
     starts_or_partial,
 )
 from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
+from toolrelay.formats.markup import stray_token
 
 _MARKER = "[TOOL_CALLS]"
+_CLOSER = "[/TOOL_CALLS]"
+_CALL_ID = "[CALL_ID]"
+_ARGS = "[ARGS]"
 _NAME = re.compile(r"[A-Za-z_][\w\-.]*")
 _NAME_REST = re.compile(r"[\w\-.]*")  # a name that began in an earlier delta
+_ID = re.compile(r"[A-Za-z0-9]*")
+_MAX_ID = 64
 
 
 def _json_follows(following: str) -> bool | None:
@@ -38,49 +49,105 @@ def _json_follows(following: str) -> bool | None:
 
 
 class NameThenJsonRegion:
-    """``NAME{json}`` or ``NAME[ARGS]{json}`` after the marker: one call."""
+    """``NAME[CALL_ID]id[ARGS]{json}`` after the marker (each part but the name optional)."""
 
-    __slots__ = ("_args", "_call", "_ctx", "_name")
+    __slots__ = ("_args", "_call", "_ctx", "_id", "_in_id", "_marked", "_name")
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._name: list[str] = []
+        self._id: list[str] = []
+        self._in_id = False  # reading the id after [CALL_ID]
+        self._marked = False
         self._call: Call | None = None
         self._args: ArgumentStream | None = None
 
+    @property
+    def may_fallback(self) -> bool:
+        return self._args is None
+
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if not self._marked:
+            self._ctx.mark(pos - len(_MARKER))
+            self._marked = True
         if self._args is None:
+            pos, status = self._head(buf, pos, final)
+            if status is not None:
+                return pos, status
+        assert self._args is not None and self._call is not None
+        args = self._args
+        pos, other = args.feed(buf, pos, final)
+        if args.done or other is not None or final:
+            args.finish()
+            if not args.started:
+                self._call.reject("the arguments are not a JSON object")
+            elif not args.readable:
+                self._call.reject("the arguments could not be read as a JSON object")
+            self._call.close(pos)
+            return pos, Status.DONE
+        return pos, Status.CONTINUE
+
+    def _head(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        """The name, the id and ``[ARGS]``; None once the arguments begin."""
+        if self._in_id:
+            found = _ID.match(buf, pos)
+            stop = found.end() if found else pos
+            self._id.append(buf[pos:stop])
+            if sum(map(len, self._id)) > _MAX_ID:
+                return pos, Status.DROP_OPENER
+            pos = stop
+            if pos >= len(buf) and not final:
+                return pos, Status.CONTINUE
+            self._in_id = False
+        elif not self._id:
             found = (_NAME_REST if any(self._name) else _NAME).match(buf, pos)
             stop = found.end() if found else pos
             self._name.append(buf[pos:stop])
             pos = stop
             if pos >= len(buf) and not final:
                 return pos, Status.CONTINUE
-            after = skip_whitespace(buf, pos)
-            marker = starts_or_partial(buf, after, "[ARGS]")
-            if marker is None and not final:
+        name = "".join(self._name)
+        if not name:
+            return pos, Status.DROP_OPENER
+        after = skip_whitespace(buf, pos)
+        for marker in (_CALL_ID, _ARGS, _MARKER, _CLOSER):
+            at = starts_or_partial(buf, after, marker)
+            if at is None and not final:
                 return pos, Status.CONTINUE
-            if marker:
-                after = skip_whitespace(buf, after + len("[ARGS]"))
-            name = "".join(self._name)
-            if after >= len(buf):
-                if not final:
-                    return pos, Status.CONTINUE
-                return after, Status.DONE  # a name and nothing else: an unusable call
-            if not name or buf[after] != "{":
-                return pos, Status.DROP_OPENER if not name else Status.DONE
-            call = Call(self._ctx)
-            call.set_name(name)
-            self._call = call
-            self._args = ArgumentStream(call)
-            pos = after
-        pos, other = self._args.feed(buf, pos, final)
-        if self._args.done or other is not None or final:
-            self._args.finish()
-            assert self._call is not None
-            self._call.end()
-            return pos, Status.DONE
-        return pos, Status.CONTINUE
+            if not at:
+                continue
+            if marker == _CALL_ID and not self._id:
+                self._in_id = True
+                self._id.append("")
+                return self._head(buf, after + len(marker), final)
+            if marker == _ARGS:
+                after = skip_whitespace(buf, after + len(marker))
+                break
+            if marker in (_MARKER, _CLOSER):
+                self._no_arguments(name, after)  # the next call, or the end of the calls
+                return after, Status.DONE
+        if after >= len(buf):
+            if not final:
+                return pos, Status.CONTINUE
+            self._no_arguments(name, after)  # a name the output ends on
+            return after, Status.DONE
+        if buf[after] != "{":
+            return pos, Status.DROP_OPENER  # '[TOOL_CALLS]Hello there': not a call
+        call = Call(self._ctx)
+        call.native_id = "".join(self._id) or None
+        call.set_name(name)
+        self._call = call
+        self._args = ArgumentStream(call)
+        return after, None
+
+    def _no_arguments(self, name: str, pos: int) -> None:
+        call = Call(self._ctx)
+        call.native_id = "".join(self._id) or None
+        if call.set_name(name):
+            required = self._ctx.tools.required(call.name or "")
+            if required:
+                call.reject(f"the call has no arguments; {call.name} requires {required}")
+        call.close(pos)
 
 
 def _name_then_json(ctx: Context, _marker: str) -> Region:
@@ -89,9 +156,10 @@ def _name_then_json(ctx: Context, _marker: str) -> Region:
 
 FORMAT = Format(
     name="mistral",
-    description="[TOOL_CALLS] [{json}, …] (pre-v11) or [TOOL_CALLS]NAME{json} (v11+)",
+    description="[TOOL_CALLS] [{json}, …] (pre-v11) or [TOOL_CALLS]NAME[CALL_ID]id[ARGS]{json}",
     openers=(
         json_opener(_MARKER, JsonCallsOptions(several=False), sniff=_json_follows),
         Opener(_MARKER, _name_then_json),
+        stray_token(_CLOSER),
     ),
 )

@@ -1,9 +1,19 @@
 """Reasoning wrappers: ``<think>…</think>`` and its relatives go to ``reasoning``.
 
-``<think>`` (Qwen3, DeepSeek-R1, GLM, MiniMax, Nemotron), ``<seed:think>``
-(Seed-OSS), ``<|START_THINKING|>`` (Command R7B), ``<|inner_prefix|>``
-(Apertus). A closing tag with no opening one (templates that open the think
-block in the prompt) is dropped from content.
+``<think>`` (Qwen3, QwQ, DeepSeek-R1, GLM, MiniMax, Nemotron, Kimi),
+``<seed:think>`` (Seed-OSS), ``<|START_THINKING|>`` (Command R7B and
+Command A, whose answer may start with ``<|START_TEXT|>`` without closing
+the thinking first), ``<|inner_prefix|>`` (Apertus), ``[THINK]`` (Magistral,
+Ministral 3) and Gemma 4's ``<|channel>thought…<channel|>``.
+
+Many templates open the reasoning in the prompt (``<think>\\n`` after the
+assistant header), so the output starts inside it and shows only the
+closing tag. The stream parser is told so by its ``reasoning_open`` flag
+and then starts in a ``ThinkRegion`` that any closing tag ends. Without the
+flag, a closing tag met before any opening one is an *orphan*: it is
+dropped from content and ``Context.orphan_close`` records it (the gateway
+learns the flag from it; ``parse_tool_calls`` reads the finished text again
+with the flag).
 
 Calls inside a closed think block are drafts and stay reasoning. When the
 block never closes, the calls in it are parsed at the end of the output.
@@ -14,17 +24,30 @@ one deep per kind, however many openers the model repeats.
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Protocol
 
 from toolrelay.events import ContentDelta
-from toolrelay.formats.base import Context, Format, Opener, Region, Status, find_marker
+from toolrelay.formats.base import Context, Format, Opener, Region, Status
+from toolrelay.formats.markup import stray_token
 
+# (opening, closing): each opening tag's reasoning ends at its closing tag.
 WRAPPERS = (
     ("<think>", "</think>"),
     ("<seed:think>", "</seed:think>"),
     ("<|START_THINKING|>", "<|END_THINKING|>"),
     ("<|inner_prefix|>", "<|inner_suffix|>"),
+    ("[THINK]", "[/THINK]"),
+    # Gemma 4: the channel's name and the line break after it are its header.
+    ("<|channel>thought\n", "<channel|>"),
+    ("<|channel>thought", "<channel|>"),
 )
+# Markers that end reasoning too, without closing it first (Command A's answer).
+ALSO_ENDS = {"<|START_THINKING|>": ("<|START_TEXT|>",)}
+CLOSERS = tuple(dict.fromkeys(closing for _, closing in WRAPPERS))
+# What ends reasoning that the chat template opened: any closing tag.
+OPEN_ENDS = (*CLOSERS, *(m for ends in ALSO_ENDS.values() for m in ends))
 
 
 class _MarkerSearch(Protocol):
@@ -33,24 +56,55 @@ class _MarkerSearch(Protocol):
     def safe_end(self, buf: str, pos: int) -> int: ...
 
 
+@lru_cache(maxsize=16)
+def _ends_pattern(ends: tuple[str, ...]) -> tuple[re.Pattern[str], frozenset[str]]:
+    ordered = sorted(ends, key=len, reverse=True)
+    prefixes = frozenset(m[:i] for m in ends for i in range(1, len(m)))
+    return re.compile("|".join(re.escape(m) for m in ordered)), prefixes
+
+
 class ThinkRegion:
-    """Streams reasoning until the closing tag; holds back a call written inside."""
+    """Streams reasoning until one of its end markers; holds back a call written inside."""
 
-    __slots__ = ("_at_start", "_closer", "_ctx", "_held", "_holding")
+    __slots__ = (
+        "_at_start",
+        "_ctx",
+        "_end_markers",
+        "_ends",
+        "_held",
+        "_holding",
+        "_longest",
+        "_prefixes",
+    )
 
-    def __init__(self, ctx: Context, closer: str) -> None:
+    def __init__(self, ctx: Context, ends: tuple[str, ...]) -> None:
         self._ctx = ctx
         # Reasoning is not output: what follows a think block at the start of the
         # output still starts the output (a bare JSON or pythonic call there counts).
         self._at_start = ctx.at_start
-        self._closer = closer
+        self._end_markers = frozenset(ends)
+        self._ends, self._prefixes = _ends_pattern(ends)
+        self._longest = max(len(m) for m in ends)
         self._holding = False
         self._held: list[str] = []
+        ctx.reasoning_seen = True
+
+    def _find_end(self, buf: str, pos: int) -> tuple[int, int, int]:
+        """The first end marker at or after ``pos``: start, length; else -1, 0, and the
+        position up to which the text holds no part of one."""
+        found = self._ends.search(buf, pos)
+        if found is not None:
+            return found.start(), found.end() - found.start(), found.start()
+        end = len(buf)
+        for start in range(max(pos, end - self._longest + 1), end):
+            if buf[start:] in self._prefixes:
+                return -1, 0, start
+        return -1, 0, end
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
         ctx = self._ctx
         table: _MarkerSearch = ctx.openers
-        found, safe = find_marker(buf, pos, self._closer)
+        found, length, safe = self._find_end(buf, pos)
         if found >= 0:
             limit = found
         elif final:
@@ -71,7 +125,7 @@ class ThinkRegion:
         if found >= 0:
             ctx.reasoning("".join(self._held))
             ctx.at_start = self._at_start
-            return found + len(self._closer), Status.DONE
+            return found + length, Status.DONE
         if final:
             self._parse_held_calls()
             return len(buf), Status.DONE
@@ -83,12 +137,16 @@ class ThinkRegion:
 
         ctx = self._ctx
         earlier = ctx.events
+        saved = ctx.save_raw()
         ctx.events = []
-        ctx.unclosed.add(self._closer)
+        ctx.base = 0
+        added = self._end_markers - ctx.unclosed
+        ctx.unclosed |= added
         nested = StreamParser(_context=ctx, format=ctx.format_name)
         produced = nested.feed("".join(self._held)) + nested.close()
-        ctx.unclosed.discard(self._closer)
+        ctx.unclosed -= added
         ctx.events = earlier
+        ctx.restore_raw(saved)
         for event in produced:
             if isinstance(event, ContentDelta):
                 ctx.reasoning(event.text)
@@ -105,8 +163,8 @@ class _AsText:
         return pos, Status.FALLBACK
 
 
-class _StrayCloser:
-    """A closing tag whose opening tag was in the prompt: drop it."""
+class _OrphanCloser:
+    """A closing tag with no opening one: the template opened the reasoning. Dropped."""
 
     __slots__ = ()
 
@@ -114,20 +172,35 @@ class _StrayCloser:
         return pos, Status.DONE
 
 
-def _opener(opening: str, closing: str) -> tuple[Opener, Opener]:
+def _orphan(ctx: Context, _marker: str) -> Region:
+    if not ctx.reasoning_seen:
+        ctx.orphan_close = True
+    return _OrphanCloser()
+
+
+def open_reasoning(ctx: Context) -> Region:
+    """The region for output that starts inside reasoning (``reasoning_open``)."""
+    return ThinkRegion(ctx, OPEN_ENDS)
+
+
+def _think(opening: str, closing: str) -> Opener:
+    ends = (closing, *ALSO_ENDS.get(opening, ()))
+
     def think(ctx: Context, _marker: str) -> Region:
         if closing in ctx.unclosed:
             return _AsText()
-        return ThinkRegion(ctx, closing)
+        return ThinkRegion(ctx, ends)
 
-    def stray(_ctx: Context, _marker: str) -> Region:
-        return _StrayCloser()
-
-    return Opener(opening, think), Opener(closing, stray)
+    return Opener(opening, think)
 
 
 FORMAT = Format(
     name="reasoning",
     description="<think>…</think> and other reasoning wrappers",
-    openers=tuple(o for opening, closing in WRAPPERS for o in _opener(opening, closing)),
+    openers=(
+        *(_think(opening, closing) for opening, closing in WRAPPERS),
+        *(Opener(closing, _orphan) for closing in CLOSERS),
+        # Gemma 4's other channels carry nothing: their header is markup.
+        stray_token("<|channel>"),
+    ),
 )

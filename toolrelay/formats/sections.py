@@ -65,13 +65,20 @@ class SectionRegion:
         "_ctx",
         "_header",
         "_header_length",
+        "_mark_back",
         "_markers",
         "_read_header",
         "_seen",
         "_state",
     )
 
-    def __init__(self, ctx: Context, markers: SectionMarkers, read_header: HeaderReader) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        markers: SectionMarkers,
+        read_header: HeaderReader,
+        opener: str = "",
+    ) -> None:
         self._ctx = ctx
         self._markers = markers
         self._read_header = read_header
@@ -81,12 +88,28 @@ class SectionRegion:
         self._call: Call | None = None
         self._args: ArgumentStream | None = None
         self._seen = False  # a call marker was seen: the section is real
+        if opener == markers.call_begin:
+            # A call without its section (Kimi K2 writes them): the opener began the call.
+            self._seen = True
+            self._state = _State.HEADER
+            self._mark_back = len(opener)
+        else:
+            self._mark_back = -1
+
+    def _begin_call(self, pos: int) -> None:
+        self._seen = True
+        self._state = _State.HEADER
+        self._header.clear()
+        self._ctx.mark(pos)
 
     @property
     def may_fallback(self) -> bool:
         return not self._seen
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if self._mark_back >= 0:
+            self._ctx.mark(pos - self._mark_back)
+            self._mark_back = -1
         while True:
             state = self._state
             if state is _State.BETWEEN:
@@ -116,9 +139,7 @@ class SectionRegion:
             if at:
                 if state is None:
                     return pos + len(marker), self._end_status()
-                self._seen = True
-                self._state = state
-                self._header.clear()
+                self._begin_call(pos)
                 return pos + len(marker), None
             if at is None and not final:
                 return pos, Status.CONTINUE
@@ -157,7 +178,7 @@ class SectionRegion:
         self._header.clear()
         call = Call(self._ctx)
         if header is None:
-            call.dropped = True
+            call.reject(f"the call's header {header_text.strip()!r} names no tool")
         else:
             call.native_id = header.native_id
             if header.name is not None:
@@ -182,7 +203,7 @@ class SectionRegion:
         if name:
             self._call.set_name(name)
         else:
-            self._call.dropped = True
+            self._call.reject("the call names no tool")
         self._state = _State.OPEN_FENCE
         return stop, None
 
@@ -203,8 +224,11 @@ class SectionRegion:
         pos, other = args.feed(buf, pos, final)
         if args.done or other is not None or final:
             args.finish()
-            if not args.started and self._call is not None:
-                self._call.dropped = True  # the arguments were not an object
+            if self._call is not None:
+                if not args.started:
+                    self._call.reject("the arguments are not a JSON object")
+                elif not args.readable:
+                    self._call.reject("the arguments could not be read as a JSON object")
             self._state = _State.CLOSE_FENCE
             return pos, None
         return pos, Status.CONTINUE
@@ -223,22 +247,26 @@ class SectionRegion:
         at_end = starts_or_partial(buf, pos, markers.call_end)
         if at_end is None and not final:
             return pos, Status.CONTINUE
-        self._end_call()
+        end = pos + len(markers.call_end) if at_end else pos
+        self._end_call(end)
         self._state = _State.BETWEEN
-        return (pos + len(markers.call_end) if at_end else pos), None
+        return end, None
 
-    def _end_call(self) -> None:
+    def _end_call(self, pos: int) -> None:
         call = self._call
         self._call = None
         self._args = None
-        if call is None or call.dropped:
+        if call is None:
             return
-        if call.name is None:
-            inferred = self._ctx.tools.infer_name(_keys(call.held_arguments()))
-            if inferred is None or not call.set_name(inferred):
-                call.dropped = True
-                return
-        call.end()
+        if call.name is None and not call.dropped:
+            tools = self._ctx.tools
+            keys = _keys(call.held_arguments())
+            inferred = tools.infer_name(keys)
+            if inferred is None:
+                call.reject(tools.unfitting(keys))
+            else:
+                call.set_name(inferred)
+        call.close(pos)
 
 
 def _keys(arguments_json: str) -> list[str]:
