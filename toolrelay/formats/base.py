@@ -187,13 +187,19 @@ class Call:
 
     def close(self, pos: int) -> None:
         """The call's text ends at ``buf[pos]``: end it, or report why it was rejected."""
-        rejection = self.rejection
-        if rejection is None:
+        rejected = self.take_rejection(pos)
+        if rejected is None:
             self.end()
-            return
-        self.rejection = None  # reported once
-        ctx = self._ctx
-        ctx.events.append(CallRejected(RejectedCall(self.raw_name, ctx.raw(pos), rejection)))
+        else:
+            self._ctx.events.append(CallRejected(rejected))
+
+    def take_rejection(self, pos: int) -> RejectedCall | None:
+        """The call's rejection, its text ending at ``buf[pos]``; handed out once."""
+        reason = self.rejection
+        if reason is None:
+            return None
+        self.rejection = None
+        return RejectedCall(self.raw_name, self._ctx.raw(pos), reason)
 
     def start(self) -> None:
         if self.started or self.dropped or self.name is None:

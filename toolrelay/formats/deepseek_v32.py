@@ -17,7 +17,6 @@ DIALECT = Dialect(
     invoke="｜DSML｜invoke",
     parameter="｜DSML｜parameter",
     param_open="<｜DSML｜parameter ",
-    trim=False,
     string_attribute=True,
     unwrap=True,
 )

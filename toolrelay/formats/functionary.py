@@ -40,10 +40,11 @@ class _At(enum.Enum):
 class RecipientRegion:
     """One ``>>>RECIPIENT\\n…`` segment."""
 
-    __slots__ = ("_args", "_at", "_call", "_ctx", "_name", "_space")
+    __slots__ = ("_args", "_at", "_call", "_ctx", "_marked", "_name", "_space")
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
+        self._marked = False
         self._at = _At.NAME
         self._name: list[str] = []
         self._call: Call | None = None
@@ -57,6 +58,9 @@ class RecipientRegion:
         return self._args is not None and not self._args.started
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if not self._marked:
+            self._ctx.mark(pos - len(_MARKER))
+            self._marked = True
         if self._at is _At.NAME:
             pos, status = self._recipient(buf, pos, final)
             if status is not None:
@@ -105,10 +109,11 @@ class RecipientRegion:
             if other is not None:
                 return pos, Status.FALLBACK  # a name line not followed by arguments
             return pos, (Status.FALLBACK if final else Status.CONTINUE)
-        call.start()
         if args.done or other is not None or final:
             args.finish()
-            call.end()
+            if not args.readable:
+                call.reject("the arguments could not be read as a JSON object")
+            call.close(pos)
             return pos, Status.DONE
         return pos, Status.CONTINUE
 
@@ -124,7 +129,7 @@ class RecipientRegion:
         if found < 0 and not final:
             return stop, Status.CONTINUE
         call.arguments('"}')
-        call.end()
+        call.close(stop)
         return stop, Status.DONE
 
 

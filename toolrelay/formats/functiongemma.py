@@ -117,15 +117,17 @@ class DslCallRegion:
         "_ctx",
         "_frames",
         "_head",
+        "_opener",
         "_options",
         "_parts",
         "_seen",
         "_string",
     )
 
-    def __init__(self, ctx: Context, options: DslOptions) -> None:
+    def __init__(self, ctx: Context, options: DslOptions, opener: str) -> None:
         self._ctx = ctx
         self._options = options
+        self._opener = len(opener)  # >= 0 until the first call is marked from the opener on
         self._at = _At.HEAD
         self._head = ""  # the header read so far (at most _MAX_HEADER + 1 characters)
         self._call: Call | None = None
@@ -139,6 +141,9 @@ class DslCallRegion:
         return not self._seen
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if self._opener >= 0:
+            self._ctx.mark(pos - self._opener)
+            self._opener = -1
         while True:
             at = self._at
             if at is _At.HEAD:
@@ -172,8 +177,9 @@ class DslCallRegion:
             if at_end is None and not final:
                 return pos, Status.CONTINUE
             if at_end and self._begin_call(head):  # 'call:get_time' with no arguments
-                self._end_call()
-                return pos + len(self._options.end_marker), Status.DONE
+                end = pos + len(self._options.end_marker)
+                self._end_call(end)
+                return end, Status.DONE
             return pos, self._no_call()
         # '{': the arguments begin.
         if not self._begin_call(head):
@@ -216,14 +222,14 @@ class DslCallRegion:
                 if at is None and not final:
                     return pos, Status.CONTINUE
                 if at and marker == self._options.end_marker:
-                    self._close_all()
+                    self._close_all(pos + len(marker))
                     return pos + len(marker), Status.DONE
                 if at:
                     self._begin_string()
                     return pos + len(marker), None
         frame = self._frames[-1]
         if char in "}]":
-            self._close_frame()
+            self._close_frame(pos + 1)
             return pos + 1, None
         if char == ",":
             frame.part = _Part.KEY if not frame.array else _Part.VALUE
@@ -347,18 +353,18 @@ class DslCallRegion:
         else:
             self._emit(f'{comma}"{escape_json_text(frame.key)}":')
 
-    def _close_frame(self) -> None:
+    def _close_frame(self, pos: int) -> None:
         frame = self._frames.pop()
         self._emit("]" if frame.array else "}")
         if self._frames:
             self._frames[-1].part = _Part.NEXT
             return
-        self._end_call()
+        self._end_call(pos)
         self._at = _At.AFTER
 
-    def _close_all(self) -> None:
+    def _close_all(self, pos: int) -> None:
         while self._frames:
-            self._close_frame()
+            self._close_frame(pos)
 
     def _text_ended(self, pos: int) -> Status:
         """The output ended inside the arguments: close what is open, end the call."""
@@ -366,13 +372,13 @@ class DslCallRegion:
             self._end_string()
         elif self._at is _At.BARE or self._at is _At.KEY:
             self._word_done()
-        self._close_all()
+        self._close_all(pos)
         return Status.DONE
 
-    def _end_call(self) -> None:
+    def _end_call(self, pos: int) -> None:
         call = self._call
         if call is not None:
-            call.end()
+            call.close(pos)
         self._call = None
         self._frames = []
 
@@ -392,6 +398,7 @@ class DslCallRegion:
                 return pos, Status.CONTINUE
             if at and marker == "call:":
                 self._at = _At.HEAD  # another call in the same block
+                self._ctx.mark(pos)
                 return pos, None
             if at:
                 return pos + len(marker), Status.DONE
@@ -403,8 +410,8 @@ def _typed(text: str, schema: dict[str, Any] | None) -> str:
 
 
 def dsl_opener(marker: str, options: DslOptions) -> Opener:
-    def region(ctx: Context, _marker: str) -> Region:
-        return DslCallRegion(ctx, options)
+    def region(ctx: Context, marker: str) -> Region:
+        return DslCallRegion(ctx, options, marker)
 
     return Opener(marker, region)
 

@@ -2,10 +2,19 @@
 
 ``<|channel|>analysis<|message|>…<|end|>`` is reasoning;
 ``<|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json``
-``<|message|>{json}<|call|>`` is a call (the recipient may also sit in the role header, before
-``<|channel|>``); ``<|channel|>final<|message|>…`` is the answer. The
-message ends at ``<|end|>``, ``<|call|>`` or ``<|return|>``. ``<|call|>`` is
-a stop token: text after it was not generated for this turn and is dropped.
+``<|message|>{json}<|call|>`` is a call; ``<|channel|>final<|message|>…`` is
+the answer. The recipient may sit after the channel (as above) or before it,
+in the role header: ``<|start|>assistant to=functions.NAME<|channel|>…`` —
+and since the prompt ends with ``<|start|>assistant``, the output itself may
+begin with ``to=functions.NAME<|channel|>…``. ``to=assistant`` (a stray
+commentary header) names no tool. Blanks around tokens and around ``=`` are
+accepted, as fine-tunes write them.
+
+A message ends at ``<|end|>``, ``<|call|>`` or ``<|return|>``, or where the
+next message's ``<|start|>`` or ``<|channel|>`` begins (a ``final`` message
+written right after ``analysis`` without an ``<|end|>``). ``<|call|>`` is a
+stop token: text after it was not generated for this turn and is dropped.
+Harmony's tokens are markup wherever they stand.
 """
 
 from __future__ import annotations
@@ -22,22 +31,38 @@ from toolrelay.formats.base import (
     Status,
     find_marker,
 )
+from toolrelay.formats.markup import stray_token
 
 _MESSAGE = "<|message|>"
 _ENDS = ("<|end|>", "<|call|>", "<|return|>")
+_NEXT_MESSAGE = ("<|start|>", "<|channel|>")  # end a message without being consumed
 _END = re.compile("|".join(re.escape(marker) for marker in _ENDS))
-_RECIPIENT = re.compile(r"to=(?:functions\.)?([\w\-.]+)")
+_END_OR_NEXT = re.compile("|".join(re.escape(marker) for marker in _ENDS + _NEXT_MESSAGE))
+_RECIPIENT = re.compile(r"\bto\s*=\s*([\w\-.]+(?:\s*\.\s*[\w\-]+)*)")
+_NOT_TOOLS = frozenset({"assistant", "user", "all"})
 _MAX_HEADER = 256
 
 
 class HarmonyRegion:
     """One Harmony message: header up to ``<|message|>``, then its body."""
 
-    __slots__ = ("_args", "_call", "_ctx", "_header", "_header_length", "_kind")
+    __slots__ = (
+        "_args",
+        "_call",
+        "_ctx",
+        "_header",
+        "_header_length",
+        "_kind",
+        "_marked",
+        "_opener",
+    )
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, opener: str) -> None:
         self._ctx = ctx
-        self._header: list[str] = []
+        self._opener = opener
+        self._marked = False
+        # The recipient opener is part of the header it opens.
+        self._header: list[str] = [opener] if opener.startswith("to") else []
         self._header_length = 0
         # "", then "call", "reasoning" or "content" once the header is read; "stopped"
         # after <|call|>.
@@ -50,6 +75,9 @@ class HarmonyRegion:
         return not self._kind
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if not self._marked:
+            self._ctx.mark(pos - len(self._opener))
+            self._marked = True
         if self._kind == "stopped":
             return len(buf), (Status.DONE if final else Status.CONTINUE)
         if not self._kind:
@@ -68,20 +96,22 @@ class HarmonyRegion:
             self._classify("".join(self._header))
         if self._kind == "call":
             return self._call_body(buf, pos, final)
-        end, marker_len = _body_end(buf, pos, final)
+        end, marker_len = _body_end(buf, pos, _END_OR_NEXT)
         stop = end if end >= 0 else (len(buf) if final else _safe_body_end(buf, pos))
         emit = self._ctx.reasoning if self._kind == "reasoning" else self._ctx.content
         emit(buf[pos:stop])
         if end >= 0:
-            return end + marker_len, Status.DONE
+            consumed = marker_len if buf.startswith(_ENDS, end) else 0
+            return end + consumed, Status.DONE
         return stop, (Status.DONE if final else Status.CONTINUE)
 
     def _classify(self, header: str) -> None:
         recipient = _RECIPIENT.search(header)
-        if recipient is not None:
+        name = "" if recipient is None else re.sub(r"\s+", "", recipient.group(1))
+        if name and name not in _NOT_TOOLS:
             self._kind = "call"
             call = Call(self._ctx)
-            call.set_name(recipient.group(1))
+            call.set_name(name.removeprefix("functions."))
             self._call = call
             self._args = ArgumentStream(call)
         elif "analysis" in header:
@@ -99,38 +129,41 @@ class HarmonyRegion:
                 return pos, Status.CONTINUE
             args.finish()
             if not args.started:
-                call.dropped = True
-            call.end()
-        end, marker_len = _body_end(buf, pos, final)
-        if end >= 0:
-            if buf.startswith("<|call|>", end):
-                self._kind = "stopped"
-                return self.feed(buf, end + marker_len, final)
-            return end + marker_len, Status.DONE
-        if final:
-            return len(buf), Status.DONE
-        return _safe_body_end(buf, pos), Status.CONTINUE
+                call.reject("the arguments are not a JSON object")
+            elif not args.readable:
+                call.reject("the arguments could not be read as a JSON object")
+        end, marker_len = _body_end(buf, pos, _END)
+        if end < 0 and not final:
+            return _safe_body_end(buf, pos), Status.CONTINUE
+        close_at = end + marker_len if end >= 0 else len(buf)
+        call.close(close_at)
+        if end >= 0 and buf.startswith("<|call|>", end):
+            self._kind = "stopped"
+            return self.feed(buf, close_at, final)
+        return close_at, Status.DONE
 
 
-def _body_end(buf: str, pos: int, final: bool) -> tuple[int, int]:
-    """The first message-ending marker at or after ``pos``, and its length."""
-    found = _END.search(buf, pos)
+def _body_end(buf: str, pos: int, ends: re.Pattern[str]) -> tuple[int, int]:
+    """The first marker of ``ends`` at or after ``pos``, and its length."""
+    found = ends.search(buf, pos)
     return (-1, 0) if found is None else (found.start(), found.end() - found.start())
 
 
 def _safe_body_end(buf: str, pos: int) -> int:
-    return min(find_marker(buf, pos, marker)[1] for marker in _ENDS)
+    return min(find_marker(buf, pos, marker)[1] for marker in _ENDS + _NEXT_MESSAGE)
 
 
-def _region(ctx: Context, _marker: str) -> Region:
-    return HarmonyRegion(ctx)
+def _region(ctx: Context, marker: str) -> Region:
+    return HarmonyRegion(ctx, marker)
 
 
 FORMAT = Format(
     name="harmony",
     description="gpt-oss Harmony: <|channel|>commentary to=functions.NAME …{json}<|call|>",
     openers=(
-        Opener("<|start|>assistant", _region),
+        Opener("<|start|>", _region),
         Opener("<|channel|>", _region),
+        Opener("to=functions.", _region),
+        *(stray_token(marker) for marker in (*_ENDS, _MESSAGE, "<|constrain|>")),
     ),
 )

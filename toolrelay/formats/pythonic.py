@@ -19,7 +19,10 @@ after that it ends with the arguments read so far, repaired.
 
 A bare list is a call list only when tools are declared (SGLang: text may
 surround it and there may be several) or when it opens the output (vLLM).
-A list in which no call could be read is content.
+A list in which no call could be read is content. In a list that holds
+calls (and in any marked region), a call that cannot be used (an unknown
+name, arguments that are not literals, a call cut off before its ``)``) is
+reported as rejected.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from toolrelay.events import CallRejected, RejectedCall
 from toolrelay.formats.base import (
     Call,
     Context,
@@ -323,6 +327,7 @@ class PyCallsRegion:
     __slots__ = (
         "_at",
         "_bracketed",
+        "_broken_call",
         "_call",
         "_claimed",
         "_committed",
@@ -334,9 +339,12 @@ class PyCallsRegion:
         "_literal",
         "_name",
         "_options",
+        "_pending",
         "_refused",
         "_size",
         "_skip",
+        "_token_end",
+        "_token_start",
     )
 
     def __init__(self, ctx: Context, options: PyCallsOptions) -> None:
@@ -358,6 +366,10 @@ class PyCallsRegion:
         self._key = ""  # '"key":' waiting for its value's first character
         self._literal: PyLiteral | None = None
         self._skip: list[str] = []
+        self._token_start = 0  # where the token being read starts in the buffer
+        self._token_end = 0  # and where it ends
+        self._broken_call: Call | None = None  # a rejected call, skipped to its ')'
+        self._pending: list[RejectedCall] = []  # rejections held while the list may be prose
 
     @property
     def may_fallback(self) -> bool:
@@ -380,6 +392,11 @@ class PyCallsRegion:
                     return new_pos, Status.CONTINUE
                 if at_end:
                     return self._over(new_pos + len(end_marker))
+            if tok is Tok.OTHER:
+                self._token_start, self._token_end = new_pos, new_pos + 1
+            else:
+                # (A word longer than ATOM_HOLD began in text the buffer no longer holds.)
+                self._token_start, self._token_end = max(new_pos - len(text), 0), new_pos
             verdict = self._step(tok, text)
             if verdict is _CONSUMED or verdict is _LAST:
                 pos = new_pos + 1 if tok is Tok.OTHER else new_pos
@@ -390,6 +407,8 @@ class PyCallsRegion:
             assert isinstance(verdict, Status)
             if tok is not Tok.OTHER and not (tok is Tok.ATOM and len(text) >= ATOM_HOLD):
                 new_pos -= len(text)  # a long word is not handed back (see ATOM_HOLD)
+            if verdict is Status.DONE:
+                self._flush()
             return new_pos, verdict
 
     # -- between calls -----------------------------------------------------------
@@ -441,6 +460,7 @@ class PyCallsRegion:
             name = name[: -len(suffix)]
         if not _NAME.fullmatch(name):
             return self._stray()
+        self._ctx.mark(self._token_start)
         self._call = Call(self._ctx)
         self._name = name
         self._committed = False
@@ -502,10 +522,10 @@ class PyCallsRegion:
         self._maybe_commit()
         return _CONSUMED
 
-    def _emit_value(self, literal: PyLiteral) -> None:
+    def _emit_value(self, literal: PyLiteral, call: Call | None = None) -> None:
         out = literal.take()
         if out:
-            call = self._call
+            call = call or self._call
             assert call is not None
             if self._key:
                 call.arguments(self._key)
@@ -520,49 +540,72 @@ class PyCallsRegion:
         if call.dropped:
             # Long and well-formed so far: a call (to a name not declared), not prose.
             self._claimed = True
-            return
-        call.start()
-        self._emitted = True
+        else:
+            call.start()
+            self._emitted = True
+        self._flush()
 
     def _call_closed(self) -> object:
         call = self._call
         assert call is not None
         if call.dropped:
             self._claimed = True  # a call, to a name that is not declared
+            self._report(call)
         else:
             call.arguments("}")
             call.end()
             self._emitted = True
+            self._flush()
         self._call = None
         self._at = _At.AFTER_CALL
         return _CONSUMED
 
+    def _report(self, call: Call) -> None:
+        """A rejected call's text ends with the current token: report it, or hold it
+        while the list may still turn out to be prose."""
+        rejected = call.take_rejection(self._token_end)
+        if rejected is not None:
+            self._pending.append(rejected)
+        if not self.may_fallback:
+            self._flush()
+
+    def _flush(self) -> None:
+        events = self._ctx.events
+        for rejected in self._pending:
+            events.append(CallRejected(rejected))
+        self._pending.clear()
+
     def _broken(self, tok: Tok, text: str) -> object:
-        """The call cannot be read: drop it (or end it, if it already streamed) and skip it."""
+        """The call cannot be read: reject it (or end it, if it already streamed), skip it."""
         self._skip = [")"]
         if self._literal is not None:
             self._skip += self._literal.open_closers()
-        self._end_broken_call()
+        self._broken_call = self._end_broken_call(
+            f"the arguments are not Python keyword arguments with literal values (at {text!r})"
+        )
         self._at = _At.SKIP
         return self._skipping(tok, text)
 
-    def _end_broken_call(self) -> None:
+    def _end_broken_call(self, reason: str) -> Call | None:
+        """End a call that broke off: what streamed stands, repaired; else it is rejected."""
         call = self._call
         if call is None:
-            return
+            return None
         literal = self._literal
+        self._literal = None
+        self._call = None
         if self._committed and not call.dropped:
             if literal is not None and literal.started:
                 literal.end()
                 literal.finish()
-                self._emit_value(literal)
+                self._emit_value(literal, call)
+            self._key = ""
             call.arguments("}")
             call.end()
-        else:
-            call.dropped = True
-        self._literal = None
+            return None
         self._key = ""
-        self._call = None
+        call.reject(reason)
+        return call
 
     def _skipping(self, tok: Tok, text: str) -> object:
         if self.may_fallback and self._size > SKIP_LIMIT:
@@ -582,13 +625,26 @@ class PyCallsRegion:
                 skip.pop()
                 if not skip:
                     self._at = _At.AFTER_CALL
+                    self._report_broken()
         return _CONSUMED
+
+    def _report_broken(self) -> None:
+        call = self._broken_call
+        self._broken_call = None
+        if call is not None:
+            self._report(call)
 
     def _over(self, pos: int) -> tuple[int, Status]:
         """The region ended (its end marker, or the end of the text)."""
-        if self._at in _IN_CALL:
-            self._end_broken_call()  # cut off before its ')': dropped, unless it streamed
-        return pos, Status.FALLBACK if self.may_fallback else Status.DONE
+        self._token_end = pos
+        if self._at in _IN_CALL and self._at is not _At.SKIP:
+            # Cut off before its ')': rejected, unless it streamed.
+            self._broken_call = self._end_broken_call("the call is cut off before its ')'")
+        self._report_broken()
+        if self.may_fallback:
+            return pos, Status.FALLBACK
+        self._flush()
+        return pos, Status.DONE
 
 
 def py_opener(marker: str, options: PyCallsOptions, sniff: Sniff | None = None) -> Opener:

@@ -22,6 +22,7 @@ DIALECT = Dialect(
     invoke="function",
     parameter="parameter",
     param_open="<parameter=",
+    trim=True,
     json_arguments=True,
 )
 

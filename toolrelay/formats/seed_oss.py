@@ -12,7 +12,8 @@ from toolrelay.formats import qwen3_coder
 from toolrelay.formats.base import Format
 from toolrelay.formats.xmlparams import xml_opener
 
-DIALECT = replace(qwen3_coder.DIALECT, section_end="</seed:tool_call>")
+# Seed-OSS's template writes values inline (<parameter=p>VALUE</parameter>): nothing to trim.
+DIALECT = replace(qwen3_coder.DIALECT, section_end="</seed:tool_call>", trim=False)
 
 FORMAT = Format(
     name="seed_oss",

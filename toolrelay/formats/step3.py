@@ -17,7 +17,6 @@ DIALECT = Dialect(
     invoke="steptml:invoke",
     parameter="steptml:parameter",
     param_open="<steptml:parameter ",
-    trim=False,
     skip_tags=frozenset({"<｜tool_call_begin｜>", "<｜tool_call_end｜>", "<｜tool_sep｜>"}),
     name_separator="<｜tool_sep｜>",
 )

@@ -59,7 +59,9 @@ class Dialect:
     parameter: str  # tag name opening a parameter ("parameter"; GLM: "arg_key")
     param_open: str  # how a parameter tag starts, to end a value left unclosed
     value_tag: str | None = None  # GLM: the value has its own tag after the key's
-    trim: bool = True  # drop the line break (and indentation) that frames a value
+    # Drop the line break the template writes around a value on its own lines (and the
+    # tag's indentation, when the model indents its markup). Off: the value is all data.
+    trim: bool = False
     skip_tags: frozenset[str] = field(default_factory=frozenset)  # separators, no meaning
     name_separator: str | None = None  # Step-3: "function<｜tool_sep｜>name\n" before a call
     literal_newlines: bool = False  # GLM: a backslash-n written between tags is a newline
@@ -268,6 +270,7 @@ class XmlParamsRegion:
         "_indent",
         "_json",
         "_key",
+        "_mark_back",
         "_name",
         "_prose",
         "_state",
@@ -277,8 +280,11 @@ class XmlParamsRegion:
         "_wrapper",
     )
 
-    def __init__(self, ctx: Context, dialect: Dialect, bare: bool = False) -> None:
+    def __init__(self, ctx: Context, dialect: Dialect, opener: str, bare: bool = False) -> None:
         self._ctx = ctx
+        # A call that the opener itself begins (GLM's name line, a bare <function=) is
+        # reported from the opener on; a section's calls from their own tags.
+        self._mark_back = len(opener) if bare or dialect.invoke is None else -1
         self._dialect = dialect
         self._terminators = dialect.value_terminators
         if bare:
@@ -308,6 +314,9 @@ class XmlParamsRegion:
         return self._fallback
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if self._mark_back >= 0:
+            self._ctx.mark(pos - self._mark_back)
+            self._mark_back = -1
         while True:
             state = self._state
             if state is _State.VALUE:
@@ -434,9 +443,10 @@ class XmlParamsRegion:
             self._ctx.content(blank)
             return pos, Status.DONE
         if opens_call:
-            self._end_call()
+            self._end_call(pos)
+            self._ctx.mark(pos)
             self._call = Call(self._ctx)
-            self._call.dropped = True
+            self._call.reject(f"the call's tag {buf[pos:stop].strip()!r} is not closed")
             self._state = _State.CALL
         return stop, None
 
@@ -456,7 +466,7 @@ class XmlParamsRegion:
         self._after_separator = raw == dialect.name_separator
         blank, self._blank = self._blank, ""
         if raw == dialect.section_end:
-            self._end_call()
+            self._end_call(pos)
             return end, Status.DONE
         if state is _State.BEFORE_VALUE:
             if tag.name == dialect.value_tag and not tag.closing:
@@ -466,7 +476,8 @@ class XmlParamsRegion:
             self._state = _State.CALL  # the value never came; look at this tag as markup
             return pos, None
         if tag.name == dialect.invoke and not tag.closing:
-            self._end_call()
+            self._end_call(pos)
+            self._ctx.mark(pos)
             self._begin_call(tag.value or "")
             return end, None
         if state is _State.SECTION:
@@ -478,7 +489,7 @@ class XmlParamsRegion:
             return pos, Status.DONE  # someone else's markup: the section is over
         # Inside a call.
         if (tag.closing and tag.name == dialect.invoke) or raw in dialect.skip_tags:
-            self._end_call()
+            self._end_call(end)
             self._state = _State.TRAILER if self._bare else _State.SECTION
             return end, None
         if tag.name == dialect.parameter and not tag.closing:
@@ -496,23 +507,26 @@ class XmlParamsRegion:
     # -- calls --------------------------------------------------------------------
 
     def _begin_call(self, raw_name: str) -> None:
+        """A call begins; it starts with its first parameter (or JSON value), or at its end."""
         call = Call(self._ctx)
         self._call = call
         self._count = 0
         self._json = None
         self._wrapper = None
         self._fresh = True
-        if call.set_name(raw_name):
-            call.start()
+        call.set_name(raw_name)
         self._state = _State.CALL
 
-    def _end_call(self) -> None:
+    def _end_call(self, pos: int) -> None:
+        """The call's text ends at ``pos``."""
         call = self._call
         if call is None:
             return
         self._call = None
         if self._json is not None:
             self._json.finish()
+            if not self._json.readable:
+                call.reject("the arguments could not be read as a JSON object")
         elif self._wrapper is not None and self._count == 0:
             call.arguments(self._wrapper[1])  # the lone wrapper was the arguments object
         else:
@@ -520,7 +534,7 @@ class XmlParamsRegion:
             if self._count:
                 call.arguments("}")
         self._wrapper = None
-        call.end()
+        call.close(pos)
 
     def _flush_wrapper(self) -> None:
         if self._wrapper is not None and self._call is not None:
@@ -537,7 +551,7 @@ class XmlParamsRegion:
         """The text ended: finish what is open as it stands."""
         if self._state is _State.VALUE:
             self._close_value()
-        self._end_call()
+        self._end_call(pos)
         return pos
 
     # -- values -------------------------------------------------------------------
@@ -553,6 +567,7 @@ class XmlParamsRegion:
             self._value = _Value("", _Mode.IGNORE, None, trim)
             return end, None
         self._flush_wrapper()
+        call.start()
         key = key.strip()
         name = call.name or ""
         tools = self._ctx.tools
@@ -706,7 +721,7 @@ def xml_opener(
 ) -> Opener:
     """An opener whose region reads ``dialect``; ``bare``: the marker opens a call's own tag."""
 
-    def region(ctx: Context, _marker: str) -> Region:
-        return XmlParamsRegion(ctx, dialect, bare)
+    def region(ctx: Context, marker: str) -> Region:
+        return XmlParamsRegion(ctx, dialect, marker, bare)
 
     return Opener(marker, region, sniff)
