@@ -316,6 +316,8 @@ class ArgumentStream:
         return pos, other
 
     def finish(self) -> None:
+        """The arguments are over: close what is open; reject the call if they are
+        not an object, or one too broken to read."""
         if self._finished:
             return
         self._finished = True
@@ -323,6 +325,10 @@ class ArgumentStream:
         text = self._writer.take()
         self._sent += len(text)
         self._call.arguments(text)
+        if not self.started:
+            self._call.reject("the arguments are not a JSON object")
+        elif not self.readable:
+            self._call.reject("the arguments could not be read as a JSON object")
 
 
 class Region(Protocol):

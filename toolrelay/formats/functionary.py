@@ -111,8 +111,6 @@ class RecipientRegion:
             return pos, (Status.FALLBACK if final else Status.CONTINUE)
         if args.done or other is not None or final:
             args.finish()
-            if not args.readable:
-                call.reject("the arguments could not be read as a JSON object")
             call.close(pos)
             return pos, Status.DONE
         return pos, Status.CONTINUE

@@ -128,10 +128,6 @@ class HarmonyRegion:
             if not (args.done or other is not None or final):
                 return pos, Status.CONTINUE
             args.finish()
-            if not args.started:
-                call.reject("the arguments are not a JSON object")
-            elif not args.readable:
-                call.reject("the arguments could not be read as a JSON object")
         end, marker_len = _body_end(buf, pos, _END)
         if end < 0 and not final:
             return _safe_body_end(buf, pos), Status.CONTINUE

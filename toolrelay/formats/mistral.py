@@ -79,10 +79,6 @@ class NameThenJsonRegion:
         pos, other = args.feed(buf, pos, final)
         if args.done or other is not None or final:
             args.finish()
-            if not args.started:
-                self._call.reject("the arguments are not a JSON object")
-            elif not args.readable:
-                self._call.reject("the arguments could not be read as a JSON object")
             self._call.close(pos)
             return pos, Status.DONE
         return pos, Status.CONTINUE

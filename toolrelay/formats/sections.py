@@ -224,11 +224,6 @@ class SectionRegion:
         pos, other = args.feed(buf, pos, final)
         if args.done or other is not None or final:
             args.finish()
-            if self._call is not None:
-                if not args.started:
-                    self._call.reject("the arguments are not a JSON object")
-                elif not args.readable:
-                    self._call.reject("the arguments could not be read as a JSON object")
             self._state = _State.CLOSE_FENCE
             return pos, None
         return pos, Status.CONTINUE

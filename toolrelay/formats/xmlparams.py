@@ -525,8 +525,6 @@ class XmlParamsRegion:
         self._call = None
         if self._json is not None:
             self._json.finish()
-            if not self._json.readable:
-                call.reject("the arguments could not be read as a JSON object")
         elif self._wrapper is not None and self._count == 0:
             call.arguments(self._wrapper[1])  # the lone wrapper was the arguments object
         else:
