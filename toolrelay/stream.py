@@ -144,6 +144,7 @@ class StreamParser:
                     break
                 self._region = None
                 if status is Status.FALLBACK or status is Status.DROP_OPENER:
+                    ctx.unmark()  # no call was read
                     if self._replay:
                         # Read again what the region read: its text is back in the buffer.
                         replayed = "".join(self._replay)
@@ -179,6 +180,7 @@ class StreamParser:
             self._emit_content(buf[pos:start])
             self._opener = marker
             keep_from = start
+            ctx.mark(start)  # a call the region rejects is reported from its opener on
             self._region = factory(ctx, marker)
             ctx.at_start = False
             pos = start + len(marker)

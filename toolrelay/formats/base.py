@@ -97,6 +97,11 @@ class Context:
         start = max(self._raw_from - self.base, 0)
         return "".join(self._raw_parts) + self.buf[start:pos]
 
+    def unmark(self) -> None:
+        """No call is being read: the parser need not keep its text."""
+        self._raw_from = -1
+        self._raw_parts = []
+
     def trim(self, keep_from: int) -> None:
         """The parser drops ``buf[:keep_from]``: keep what belongs to the marked call."""
         if self._raw_from >= 0:
@@ -192,6 +197,7 @@ class Call:
             self.end()
         else:
             self._ctx.events.append(CallRejected(rejected))
+        self._ctx.unmark()
 
     def take_rejection(self, pos: int) -> RejectedCall | None:
         """The call's rejection, its text ending at ``buf[pos]``; handed out once."""

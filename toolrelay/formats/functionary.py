@@ -40,11 +40,10 @@ class _At(enum.Enum):
 class RecipientRegion:
     """One ``>>>RECIPIENT\\n…`` segment."""
 
-    __slots__ = ("_args", "_at", "_call", "_ctx", "_marked", "_name", "_space")
+    __slots__ = ("_args", "_at", "_call", "_ctx", "_name", "_space")
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
-        self._marked = False
         self._at = _At.NAME
         self._name: list[str] = []
         self._call: Call | None = None
@@ -58,9 +57,6 @@ class RecipientRegion:
         return self._args is not None and not self._args.started
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
-        if not self._marked:
-            self._ctx.mark(pos - len(_MARKER))
-            self._marked = True
         if self._at is _At.NAME:
             pos, status = self._recipient(buf, pos, final)
             if status is not None:

@@ -117,17 +117,15 @@ class DslCallRegion:
         "_ctx",
         "_frames",
         "_head",
-        "_opener",
         "_options",
         "_parts",
         "_seen",
         "_string",
     )
 
-    def __init__(self, ctx: Context, options: DslOptions, opener: str) -> None:
+    def __init__(self, ctx: Context, options: DslOptions) -> None:
         self._ctx = ctx
         self._options = options
-        self._opener = len(opener)  # >= 0 until the first call is marked from the opener on
         self._at = _At.HEAD
         self._head = ""  # the header read so far (at most _MAX_HEADER + 1 characters)
         self._call: Call | None = None
@@ -141,9 +139,6 @@ class DslCallRegion:
         return not self._seen
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
-        if self._opener >= 0:
-            self._ctx.mark(pos - self._opener)
-            self._opener = -1
         while True:
             at = self._at
             if at is _At.HEAD:
@@ -410,8 +405,8 @@ def _typed(text: str, schema: dict[str, Any] | None) -> str:
 
 
 def dsl_opener(marker: str, options: DslOptions) -> Opener:
-    def region(ctx: Context, marker: str) -> Region:
-        return DslCallRegion(ctx, options, marker)
+    def region(ctx: Context, _marker: str) -> Region:
+        return DslCallRegion(ctx, options)
 
     return Opener(marker, region)
 

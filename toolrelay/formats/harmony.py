@@ -53,14 +53,12 @@ class HarmonyRegion:
         "_header",
         "_header_length",
         "_kind",
-        "_marked",
         "_opener",
     )
 
     def __init__(self, ctx: Context, opener: str) -> None:
         self._ctx = ctx
         self._opener = opener
-        self._marked = False
         # The recipient opener is part of the header it opens.
         self._header: list[str] = [opener] if opener.startswith("to") else []
         self._header_length = 0
@@ -75,9 +73,6 @@ class HarmonyRegion:
         return not self._kind
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
-        if not self._marked:
-            self._ctx.mark(pos - len(self._opener))
-            self._marked = True
         if self._kind == "stopped":
             return len(buf), (Status.DONE if final else Status.CONTINUE)
         if not self._kind:
@@ -114,10 +109,9 @@ class HarmonyRegion:
             call.set_name(name.removeprefix("functions."))
             self._call = call
             self._args = ArgumentStream(call)
-        elif "analysis" in header:
-            self._kind = "reasoning"
         else:
-            self._kind = "content"
+            self._kind = "reasoning" if "analysis" in header else "content"
+            self._ctx.unmark()  # no call in this message
 
     def _call_body(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
         args = self._args

@@ -142,7 +142,6 @@ class JsonCallsRegion:
         "_frames",
         "_fresh",
         "_lexer",
-        "_mark",
         "_options",
         "_started_any",
         "_token_at",
@@ -161,7 +160,6 @@ class JsonCallsRegion:
         self._frames: list[_Frame] = []
         self._started_any = False
         self._failed = False
-        self._mark = -1  # >= 0: mark the first call's text from this far before the first feed
         self._token_at = 0  # where the token being handled starts in the buffer
         self._end = 0  # where it ends
 
@@ -173,14 +171,7 @@ class JsonCallsRegion:
         """The opener was the value's own first bracket, already consumed."""
         self._token(Tok.BEGIN_OBJECT if bracket == "{" else Tok.BEGIN_ARRAY, bracket)
 
-    def mark_opener(self, length: int) -> None:
-        """A rejected first call is reported with its opener (``length`` characters)."""
-        self._mark = length
-
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
-        if self._mark >= 0:
-            self._ctx.mark(pos - self._mark)
-            self._mark = -1
         while True:
             if self._failed:
                 return pos, Status.FALLBACK
@@ -620,7 +611,6 @@ def json_opener(
 
     def region(ctx: Context, _marker: str) -> Region:
         parsed = JsonCallsRegion(ctx, options)
-        parsed.mark_opener(len(marker))
         if own_bracket:
             parsed.open_with(marker)
         return parsed

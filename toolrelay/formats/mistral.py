@@ -51,14 +51,13 @@ def _json_follows(following: str) -> bool | None:
 class NameThenJsonRegion:
     """``NAME[CALL_ID]id[ARGS]{json}`` after the marker (each part but the name optional)."""
 
-    __slots__ = ("_args", "_call", "_ctx", "_id", "_in_id", "_marked", "_name")
+    __slots__ = ("_args", "_call", "_ctx", "_id", "_in_id", "_name")
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._name: list[str] = []
         self._id: list[str] = []
         self._in_id = False  # reading the id after [CALL_ID]
-        self._marked = False
         self._call: Call | None = None
         self._args: ArgumentStream | None = None
 
@@ -67,9 +66,6 @@ class NameThenJsonRegion:
         return self._args is None
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
-        if not self._marked:
-            self._ctx.mark(pos - len(_MARKER))
-            self._marked = True
         if self._args is None:
             pos, status = self._head(buf, pos, final)
             if status is not None:

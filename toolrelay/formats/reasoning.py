@@ -82,6 +82,7 @@ class ThinkRegion:
         # Reasoning is not output: what follows a think block at the start of the
         # output still starts the output (a bare JSON or pythonic call there counts).
         self._at_start = ctx.at_start
+        ctx.unmark()  # reasoning holds no call to report
         self._end_markers = frozenset(ends)
         self._ends, self._prefixes = _ends_pattern(ends)
         self._longest = max(len(m) for m in ends)

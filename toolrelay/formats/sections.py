@@ -65,7 +65,6 @@ class SectionRegion:
         "_ctx",
         "_header",
         "_header_length",
-        "_mark_back",
         "_markers",
         "_read_header",
         "_seen",
@@ -92,9 +91,6 @@ class SectionRegion:
             # A call without its section (Kimi K2 writes them): the opener began the call.
             self._seen = True
             self._state = _State.HEADER
-            self._mark_back = len(opener)
-        else:
-            self._mark_back = -1
 
     def _begin_call(self, pos: int) -> None:
         self._seen = True
@@ -107,9 +103,6 @@ class SectionRegion:
         return not self._seen
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
-        if self._mark_back >= 0:
-            self._ctx.mark(pos - self._mark_back)
-            self._mark_back = -1
         while True:
             state = self._state
             if state is _State.BETWEEN:

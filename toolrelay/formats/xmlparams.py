@@ -270,7 +270,6 @@ class XmlParamsRegion:
         "_indent",
         "_json",
         "_key",
-        "_mark_back",
         "_name",
         "_prose",
         "_state",
@@ -280,11 +279,8 @@ class XmlParamsRegion:
         "_wrapper",
     )
 
-    def __init__(self, ctx: Context, dialect: Dialect, opener: str, bare: bool = False) -> None:
+    def __init__(self, ctx: Context, dialect: Dialect, bare: bool = False) -> None:
         self._ctx = ctx
-        # A call that the opener itself begins (GLM's name line, a bare <function=) is
-        # reported from the opener on; a section's calls from their own tags.
-        self._mark_back = len(opener) if bare or dialect.invoke is None else -1
         self._dialect = dialect
         self._terminators = dialect.value_terminators
         if bare:
@@ -314,9 +310,6 @@ class XmlParamsRegion:
         return self._fallback
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
-        if self._mark_back >= 0:
-            self._ctx.mark(pos - self._mark_back)
-            self._mark_back = -1
         while True:
             state = self._state
             if state is _State.VALUE:
@@ -719,7 +712,7 @@ def xml_opener(
 ) -> Opener:
     """An opener whose region reads ``dialect``; ``bare``: the marker opens a call's own tag."""
 
-    def region(ctx: Context, marker: str) -> Region:
-        return XmlParamsRegion(ctx, dialect, marker, bare)
+    def region(ctx: Context, _marker: str) -> Region:
+        return XmlParamsRegion(ctx, dialect, bare)
 
     return Opener(marker, region, sniff)
