@@ -177,6 +177,11 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=32 * 1024 * 1024, description="larger request bodies get a 413"
     )
+    responses_store: int = Field(
+        default=1000,
+        ge=0,
+        description="responses kept in memory for /v1/responses' previous_response_id (0: none)",
+    )
     backends: list[BackendConfig] = Field(
         default_factory=list, description="several backends (config file only)"
     )

@@ -20,12 +20,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError
 from toolrelay.io.settings import Settings
+from toolrelay.server.anthropic import CountTokens, MessagesFront
 from toolrelay.server.completions import ChatFront
 from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
 from toolrelay.server.errors import APIError, upstream
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import AccessLog, note
 from toolrelay.server.metrics import Metrics
+from toolrelay.server.responses import ResponsesFront, stored_routes
+from toolrelay.server.responses.store import ResponseStore
 from toolrelay.server.turn import TurnRoute
 
 _SAFE_REQUEST_ID = re.compile(rb"[\w.:/=+-]{1,128}")
@@ -88,9 +91,18 @@ def create_app(settings: Settings) -> Starlette:
         await gateway.aclose()
 
     chat = TurnRoute(gateway, ChatFront(settings))
+    messages = TurnRoute(gateway, MessagesFront(settings))
+    store = ResponseStore(settings.responses_store)
+    responses = TurnRoute(gateway, ResponsesFront(settings, store))
+    retrieve, delete = stored_routes(store)
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", CountTokens(settings), methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+            Route("/v1/responses/{response_id}", retrieve, methods=["GET"]),
+            Route("/v1/responses/{response_id}", delete, methods=["DELETE"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),

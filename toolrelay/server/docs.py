@@ -18,6 +18,26 @@ _ERROR = {
 }
 
 
+def _front(summary: str, answer: str) -> dict[str, Any]:
+    """A POST endpoint of one of the other wire formats (their bodies are documented
+    in docs/, and errors keep each API's own shape)."""
+    return {
+        "post": {
+            "tags": ["chat"],
+            "summary": summary,
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            },
+            "responses": {
+                "200": {"description": answer},
+                "400": {"description": "The API's own error object"},
+                "502": {"description": "The API's own error object"},
+            },
+        }
+    }
+
+
 def openapi_spec(version: str) -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
@@ -56,6 +76,34 @@ def openapi_spec(version: str) -> dict[str, Any]:
                         "504": _ERROR,
                     },
                 }
+            },
+            "/v1/messages": _front(
+                "Message, streaming or not (Anthropic Messages API; docs/anthropic-messages.md)",
+                "A message object, or an SSE stream of Messages events",
+            ),
+            "/v1/messages/count_tokens": _front(
+                "An estimate of a Messages request's input tokens (about 4 characters a token)",
+                '{"input_tokens": N}',
+            ),
+            "/v1/responses": _front(
+                "Response, streaming or not (OpenAI Responses API; docs/openai-responses.md)",
+                "A response object, or an SSE stream of typed response events",
+            ),
+            "/v1/responses/{response_id}": {
+                method: {
+                    "tags": ["chat"],
+                    "summary": f"{summary} a response kept for previous_response_id",
+                    "parameters": [
+                        {
+                            "name": "response_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                        }
+                    ],
+                    "responses": {"200": {"description": "The response"}, "404": _ERROR},
+                }
+                for method, summary in (("get", "Retrieve"), ("delete", "Forget"))
             },
             "/v1/models": {
                 "get": {

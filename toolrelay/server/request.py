@@ -39,9 +39,7 @@ def read_request(
     stuck_header: str | None = None,
     auth: str | None = None,
 ) -> ChatRequest:
-    model = settings.model or body.get("model")
-    if not isinstance(model, str) or not model:
-        raise invalid("'model' is required and must be a non-empty string.", "model")
+    model = model_name(body, settings)
     _check_messages(body.get("messages"))
     _check_tools(body.get("tools"))
     stream = _optional(body, "stream", bool) or False
@@ -62,6 +60,35 @@ def read_request(
     stop = body.get("stop")
     if stop is not None and not isinstance(stop, str) and not _all_strings(stop):
         raise invalid("'stop' must be a string or an array of strings.", "stop")
+    options = own_options(body, settings, model, stuck_header)
+    backend_body = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
+    backend_body["model"] = model
+    round_request = make_round(backend_body, settings, options, auth)
+    return ChatRequest(round_request, stream, options.stuck_mode, include_usage)
+
+
+@dataclass(frozen=True)
+class OwnOptions:
+    """toolrelay's own request options, read the same way by every front."""
+
+    profile: str | None
+    stuck_mode: Mode | None
+    validate: str
+
+
+def model_name(body: dict[str, Any], settings: Settings) -> str:
+    """The model the backend is asked for: the configured one, else the request's."""
+    model = settings.model or body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid("'model' is required and must be a non-empty string.", "model")
+    return model
+
+
+def own_options(
+    body: dict[str, Any], settings: Settings, model: str, stuck_header: str | None
+) -> OwnOptions:
+    """The sampling profile, the stuck detector's mode (the body field, else the
+    header) and the validation mode, from any front's body, else the settings."""
     override = settings.override_for(model)
     profile = _optional(body, "toolrelay_profile", str) or override.profile or settings.profile
     if profile is not None:
@@ -84,23 +111,29 @@ def read_request(
             f"'toolrelay_validate' must be one of {', '.join(_VALIDATE_MODES)}.",
             "toolrelay_validate",
         )
-    backend_body = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
-    backend_body["model"] = model
+    return OwnOptions(profile, stuck_mode, validate)
+
+
+def make_round(
+    backend_body: dict[str, Any], settings: Settings, options: OwnOptions, auth: str | None
+) -> RoundRequest:
+    """The round for a Chat Completions body (checked, ``model`` set, toolrelay's
+    own fields removed), with the model's configured options."""
+    override = settings.override_for(backend_body["model"])
     try:
-        round_request = RoundRequest.from_body(
+        return RoundRequest.from_body(
             backend_body,
             format=override.format or settings.format,
             tool_mode=override.tool_mode,
             omit_tool_choice=override.omit_tool_choice,
-            profile=profile,
+            profile=options.profile,
             finish_reason_named=override.finish_reason_named or settings.finish_reason_named,
-            validate=validate,
+            validate=options.validate,
             stream_tools=override.stream_tools is not False,
             auth=auth,
         )
     except RescueRequestError as exc:
         raise invalid(str(exc), exc.param) from None
-    return ChatRequest(round_request, stream, stuck_mode, include_usage)
 
 
 def _optional(body: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any:

@@ -21,6 +21,8 @@ class RecordedRequest:
     path: str
     # The decoded JSON body; None when there was none or it was not JSON.
     body: Any
+    # The request's headers, names in lower case.
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -35,7 +37,8 @@ def state_of(request: Request) -> SimulatorState:
 
 
 def record(request: Request, body: Any = None) -> None:
-    state_of(request).requests.append(RecordedRequest(request.method, request.url.path, body))
+    recorded = RecordedRequest(request.method, request.url.path, body, dict(request.headers))
+    state_of(request).requests.append(recorded)
 
 
 async def read_json(request: Request) -> tuple[Any, str]:

@@ -1,0 +1,296 @@
+"""An Anthropic Messages request as the Chat Completions body of the internal round.
+
+``system`` becomes a system message, ``tool_use`` blocks an assistant's
+``tool_calls``, ``tool_result`` blocks ``tool`` messages (ahead of the user's
+own text in the same turn, where Chat Completions wants them), ``tools`` and
+``tool_choice`` their Chat Completions twins. Thinking blocks in the history
+are dropped, as a model's earlier reasoning is. Fields toolrelay has no use
+for (``metadata``, ``cache_control``, ...) are accepted and left out; Anthropic's
+own server tools are refused, since no model server runs them. Errors name
+the field with Anthropic's dotted paths (``messages.2.content.0.input``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import orjson
+
+from toolrelay.io.settings import Settings
+from toolrelay.server.errors import invalid
+from toolrelay.server.request import make_round, model_name, own_options
+from toolrelay.server.turn import Turn
+
+_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
+_THINKING = ("enabled", "disabled", "adaptive")
+
+
+@dataclass
+class MessagesTurn(Turn):
+    # Reasoning is answered as thinking blocks only when the request enables thinking.
+    thinking: bool = False
+
+
+def read_messages(
+    body: dict[str, Any],
+    settings: Settings,
+    stuck_header: str | None = None,
+    auth: str | None = None,
+    *,
+    counting: bool = False,
+) -> MessagesTurn:
+    """The turn for a ``POST /v1/messages`` body; ``counting`` reads a
+    ``count_tokens`` body, which has no ``max_tokens``."""
+    model = model_name(body, settings)
+    chat: dict[str, Any] = {"model": model}
+    if not counting or body.get("max_tokens") is not None:
+        max_tokens = body.get("max_tokens")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            _wrong("max_tokens", "an integer of at least 1")
+        chat["max_tokens"] = max_tokens
+    for key in ("temperature", "top_p", "top_k"):
+        value = body.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                _wrong(key, "a number")
+            chat[key] = value
+    stop = body.get("stop_sequences")
+    if stop is not None:
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+            _wrong("stop_sequences", "an array of strings")
+        if stop:
+            chat["stop"] = stop
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        _wrong("stream", "a boolean")
+    if stream:
+        # Usage comes with the stream's end only when asked for.
+        chat["stream_options"] = {"include_usage": True}
+    messages = _system(body.get("system"))
+    messages += _messages(body.get("messages"))
+    chat["messages"] = messages
+    tools = _tools(body.get("tools"))
+    if tools:
+        chat["tools"] = tools
+    _tool_choice(body.get("tool_choice"), chat)
+    options = own_options(body, settings, model, stuck_header)
+    return MessagesTurn(
+        make_round(chat, settings, options, auth),
+        bool(stream),
+        options.stuck_mode,
+        thinking=_thinking(body.get("thinking")),
+    )
+
+
+def _wrong(field: str, expected: str) -> NoReturn:
+    raise invalid(f"{field}: must be {expected}.", field)
+
+
+def _thinking(value: Any) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, dict) or value.get("type") not in _THINKING:
+        _wrong("thinking", "an object whose type is enabled, adaptive or disabled")
+    return bool(value["type"] != "disabled")
+
+
+def _system(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [{"role": "system", "content": value}] if value else []
+    if not isinstance(value, list):
+        _wrong("system", "a string or an array of text blocks")
+    texts = []
+    for i, block in enumerate(value):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            _wrong(f"system.{i}", "a text block")
+        texts.append(_string(block.get("text"), f"system.{i}.text"))
+    text = "\n".join(texts)
+    return [{"role": "system", "content": text}] if text else []
+
+
+def _string(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        _wrong(field, "a string")
+    return value
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not value:
+        _wrong("messages", "a non-empty array")
+    out: list[dict[str, Any]] = []
+    for i, message in enumerate(value):
+        where = f"messages.{i}"
+        if not isinstance(message, dict):
+            _wrong(where, "an object")
+        role = message.get("role")
+        content = message.get("content")
+        if role not in ("user", "assistant"):
+            _wrong(where + ".role", "'user' or 'assistant'")
+        if isinstance(content, str):
+            out.append({"role": role, "content": content})
+        elif not isinstance(content, list):
+            _wrong(where + ".content", "a string or an array of content blocks")
+        elif role == "user":
+            out += _user(content, where + ".content")
+        else:
+            out.append(_assistant(content, where + ".content"))
+    return out
+
+
+def _block(block: Any, where: str) -> str:
+    if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        _wrong(where, "a content block with a 'type'")
+    return str(block["type"])
+
+
+def _user(blocks: list[Any], where: str) -> list[dict[str, Any]]:
+    """One user turn: its tool results first (as ``tool`` messages), then the rest."""
+    results: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for j, block in enumerate(blocks):
+        at = f"{where}.{j}"
+        kind = _block(block, at)
+        if kind == "tool_result":
+            results.append(_tool_result(block, at))
+        else:
+            parts.append(_part(block, kind, at))
+    if parts:
+        results.append({"role": "user", "content": _content(parts)})
+    return results
+
+
+def _part(block: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
+    """A Chat Completions content part for a text, image or plain-text document block."""
+    if kind == "text":
+        return {"type": "text", "text": _string(block.get("text"), where + ".text")}
+    source = block.get("source")
+    if not isinstance(source, dict):
+        source = {}
+    if kind == "image":
+        if source.get("type") == "base64":
+            media = _string(source.get("media_type"), where + ".source.media_type")
+            data = _string(source.get("data"), where + ".source.data")
+            return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{data}"}}
+        if source.get("type") == "url":
+            url = _string(source.get("url"), where + ".source.url")
+            return {"type": "image_url", "image_url": {"url": url}}
+        _wrong(where + ".source", "a base64 or url image source")
+    if kind == "document" and source.get("type") == "text":
+        return {"type": "text", "text": _string(source.get("data"), where + ".source.data")}
+    raise invalid(
+        f"{where}.type: toolrelay takes text, image, plain-text document, tool_use and "
+        f"tool_result blocks, not {kind!r}.",
+        where + ".type",
+    )
+
+
+def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Text alone as one string (every backend takes that), else the parts."""
+    if all(part["type"] == "text" for part in parts):
+        return "\n".join(part["text"] for part in parts)
+    return parts
+
+
+def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
+    call_id = _string(block.get("tool_use_id"), where + ".tool_use_id")
+    content = block.get("content")
+    if content is None:
+        result: str | list[dict[str, Any]] = ""
+    elif isinstance(content, str):
+        result = content
+    elif isinstance(content, list):
+        parts = [
+            _part(item, _block(item, f"{where}.content.{k}"), f"{where}.content.{k}")
+            for k, item in enumerate(content)
+        ]
+        result = _content(parts)
+    else:
+        _wrong(where + ".content", "a string or an array of content blocks")
+    # Chat Completions has no error flag: the text itself says so.
+    error = block.get("is_error") is True
+    if error and isinstance(result, str) and not result.lower().startswith("error"):
+        result = "Error: " + result
+    return {"role": "tool", "tool_call_id": call_id, "content": result}
+
+
+def _assistant(blocks: list[Any], where: str) -> dict[str, Any]:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for j, block in enumerate(blocks):
+        at = f"{where}.{j}"
+        kind = _block(block, at)
+        if kind == "text":
+            texts.append(_string(block.get("text"), at + ".text"))
+        elif kind == "tool_use":
+            name = _string(block.get("name"), at + ".name")
+            arguments = block.get("input")
+            if not isinstance(arguments, dict):
+                _wrong(at + ".input", "an object")
+            calls.append(
+                {
+                    "id": _string(block.get("id"), at + ".id"),
+                    "type": "function",
+                    "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+                }
+            )
+        elif kind not in ("thinking", "redacted_thinking"):
+            raise invalid(
+                f"{at}.type: an assistant turn holds text, thinking and tool_use blocks, "
+                f"not {kind!r}.",
+                at + ".type",
+            )
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+    if calls:
+        message["tool_calls"] = calls
+    elif message["content"] is None:
+        message["content"] = ""
+    return message
+
+
+def _tools(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        _wrong("tools", "an array")
+    out = []
+    for i, tool in enumerate(value):
+        where = f"tools.{i}"
+        if not isinstance(tool, dict):
+            _wrong(where, "an object")
+        kind = tool.get("type")
+        if kind not in (None, "custom"):
+            raise invalid(
+                f"{where}.type: {kind!r} is one of Anthropic's own tools, which no model "
+                "server runs; toolrelay serves tools with a name and an input_schema.",
+                where + ".type",
+            )
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            _wrong(where + ".name", "a non-empty string")
+        schema = tool.get("input_schema")
+        if not isinstance(schema, dict):
+            _wrong(where + ".input_schema", "a JSON Schema object")
+        function: dict[str, Any] = {"name": name, "parameters": schema}
+        description = tool.get("description")
+        if description is not None:
+            function["description"] = _string(description, where + ".description")
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _tool_choice(value: Any, chat: dict[str, Any]) -> None:
+    if value is None:
+        return
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "tool":
+        name = _string(value.get("name"), "tool_choice.name")
+        chat["tool_choice"] = {"type": "function", "function": {"name": name}}
+    elif isinstance(kind, str) and kind in _CHOICES:
+        chat["tool_choice"] = _CHOICES[kind]
+    else:
+        _wrong("tool_choice", "an object whose type is auto, any, tool or none")
+    if value.get("disable_parallel_tool_use") is True:
+        chat["parallel_tool_calls"] = False

@@ -1,0 +1,163 @@
+"""The Anthropic Messages wire shapes: the message, its stream events, errors.
+
+One :class:`MessageBuilder` (a :class:`~toolrelay.server.blocks.Blocks`)
+turns the parser's events into content blocks and says each change as the
+stream events the anthropic SDK accumulates (docs/anthropic-messages.md):
+``message_start``; per block, in order and never interleaved,
+``content_block_start``, its deltas, ``content_block_stop``; then
+``message_delta`` with the stop reason and usage, and ``message_stop``. A
+finished reply goes through the same builder, so a message and a stream of
+it always agree.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+
+from toolrelay.events import Event, ToolCall, ToolCallStart
+from toolrelay.io.backends import Finish
+from toolrelay.server.blocks import Blocks, Kind, WireEvent
+from toolrelay.server.errors import APIError
+
+PING = b'event: ping\ndata: {"type":"ping"}\n\n'
+_STOP_REASONS = {"length": "max_tokens", "content_filter": "refusal"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+class MessageBuilder(Blocks):
+    """The message for one answer, built from the parser's events; each step
+    returns the stream events that say it. Reasoning becomes ``thinking``
+    blocks when the request enabled thinking."""
+
+    def __init__(self, model: str, thinking: bool) -> None:
+        super().__init__(reasoning=thinking)
+        self.message: dict[str, Any] = {
+            "id": "msg_" + uuid.uuid4().hex,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        self._content: list[dict[str, Any]] = self.message["content"]
+
+    def start(self) -> dict[str, Any]:
+        """The ``message_start`` event (before any content)."""
+        return {"type": "message_start", "message": {**self.message, "content": []}}
+
+    def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
+        if start is not None:
+            block = {"type": "tool_use", "id": start.id, "name": start.name, "input": {}}
+        elif kind == "text":
+            block = {"type": "text", "text": ""}
+        else:
+            # No signature: the model server gave none, and toolrelay makes none up.
+            block = {"type": "thinking", "thinking": "", "signature": ""}
+        self._content.append(block)
+        index = len(self._content) - 1
+        return [{"type": "content_block_start", "index": index, "content_block": dict(block)}]
+
+    def delta(self, kind: Kind, text: str) -> WireEvent:
+        if kind == "text":
+            delta = {"type": "text_delta", "text": text}
+        elif kind == "call":
+            delta = {"type": "input_json_delta", "partial_json": text}
+        else:
+            delta = {"type": "thinking_delta", "thinking": text}
+        return {"type": "content_block_delta", "index": len(self._content) - 1, "delta": delta}
+
+    def close(self, kind: Kind, text: str, call: ToolCall | None) -> list[WireEvent]:
+        block = self._content[-1]
+        if kind == "call":
+            # The call's own JSON, verbatim: its arguments may hold integers
+            # beyond 64 bits, which a dict would not serialise.
+            arguments = call.arguments_json if call is not None else _json_object(text)
+            block["input"] = orjson.Fragment(arguments)
+        else:
+            block[block["type"]] = text
+        return [{"type": "content_block_stop", "index": len(self._content) - 1}]
+
+    def finish(self, finish: Finish, extra: dict[str, Any]) -> list[WireEvent]:
+        """Close the message: the last events, with toolrelay's own keys on ``message_delta``."""
+        out = self.end_block()
+        if any(block["type"] == "tool_use" for block in self._content):
+            reason = "tool_use"
+        else:
+            reason = _STOP_REASONS.get(finish.reason, "end_turn")
+        usage = finish.usage or {}
+        counts = {
+            "input_tokens": _count(usage.get("prompt_tokens")),
+            "output_tokens": _count(usage.get("completion_tokens")),
+        }
+        self.message.update(stop_reason=reason, usage=counts, **extra)
+        delta = {"stop_reason": reason, "stop_sequence": None}
+        out.append({"type": "message_delta", "delta": delta, "usage": counts, **extra})
+        out.append({"type": "message_stop"})
+        return out
+
+
+def _json_object(text: str) -> str:
+    """A call's arguments from its fragments when it ended without its call:
+    the fragments if they make a JSON object, else an empty object."""
+    try:
+        return text if isinstance(orjson.loads(text), dict) else "{}"
+    except orjson.JSONDecodeError:
+        return "{}"
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def sse(event: dict[str, Any]) -> bytes:
+    """One server-sent event; the SDK reads only events with an ``event:`` name."""
+    name: str = event["type"]
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+
+
+class MessageEncoder:
+    """The SSE bytes of one streamed message (the turn's :class:`Encoder`)."""
+
+    keepalive = PING
+
+    def __init__(self, model: str, thinking: bool) -> None:
+        self.builder = MessageBuilder(model, thinking)
+
+    def start(self) -> bytes:
+        # As Anthropic does: a ping right after message_start.
+        return sse(self.builder.start()) + PING
+
+    def event(self, event: Event) -> bytes | None:
+        events = self.builder.event(event)
+        if not events:
+            return None
+        return b"".join(map(sse, events))
+
+    def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
+        return b"".join(map(sse, self.builder.finish(finish, extra)))
+
+    def error(self, error: APIError) -> bytes:
+        return sse(error_body(error))
+
+
+def error_body(error: APIError) -> dict[str, Any]:
+    """Anthropic's error object for ``error``, whose status is kept."""
+    kind = _ERROR_TYPES.get(error.status)
+    if kind is None:
+        kind = "api_error" if error.status >= 500 else "invalid_request_error"
+    return {"type": "error", "error": {"type": kind, "message": error.message}}

@@ -1,0 +1,106 @@
+"""The parser's events as a sequence of blocks, for the fronts whose answers
+are lists of typed parts (Anthropic's content blocks, Responses' output items).
+
+A block is text, reasoning or one tool call. One block is open at a time, so
+blocks never interleave: a block of another kind closes the open one. A front
+subclasses :class:`Blocks` and says, in its own wire format, what opening a
+block, a delta and closing it mean; each returns the stream events to send.
+
+Blank text waits for visible text: no text block starts or ends with the
+line breaks a model writes around its calls, nor holds only them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from toolrelay.events import (
+    ContentDelta,
+    Event,
+    ReasoningDelta,
+    ToolCall,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
+Kind = Literal["text", "reasoning", "call"]
+WireEvent = dict[str, Any]
+
+
+class Blocks:
+    def __init__(self, reasoning: bool) -> None:
+        # Reasoning is answered only when the client asked for it, dropped otherwise.
+        self._reasoning = reasoning
+        self._kind: Kind | None = None
+        self._pieces: list[str] = []
+        self._blank = ""
+
+    # --- what a front says -----------------------------------------------------
+
+    def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
+        raise NotImplementedError
+
+    def delta(self, kind: Kind, text: str) -> WireEvent:
+        raise NotImplementedError
+
+    def close(self, kind: Kind, text: str, call: ToolCall | None) -> list[WireEvent]:
+        """``text`` is the block's whole text (a call's arguments); ``call`` the
+        finished call, None when a call block closes without one."""
+        raise NotImplementedError
+
+    # --- feeding it --------------------------------------------------------------
+
+    def event(self, event: Event) -> list[WireEvent]:
+        """The wire events saying what ``event`` changed (often none or one)."""
+        if isinstance(event, ContentDelta):
+            return self._add("text", event.text)
+        if isinstance(event, ToolCallArgumentsDelta):
+            if self._kind != "call" or not event.text:
+                return []
+            self._pieces.append(event.text)
+            return [self.delta("call", event.text)]
+        if isinstance(event, ReasoningDelta):
+            return self._add("reasoning", event.text) if self._reasoning else []
+        if isinstance(event, ToolCallStart):
+            self._blank = ""
+            out = self.end_block()
+            self._kind = "call"
+            return out + self.open("call", event)
+        if isinstance(event, ToolCallEnd) and self._kind == "call":
+            return self._end(event.call)
+        return []
+
+    def end_block(self) -> list[WireEvent]:
+        """Close the open block, if any (at the answer's end, say)."""
+        return self._end(None) if self._kind is not None else []
+
+    def _end(self, call: ToolCall | None) -> list[WireEvent]:
+        kind = self._kind
+        assert kind is not None
+        text = "".join(self._pieces)
+        self._kind = None
+        self._pieces = []
+        return self.close(kind, text, call)
+
+    def _add(self, kind: Kind, text: str) -> list[WireEvent]:
+        if kind == "text":
+            text = self._blank + text
+            visible = text.rstrip()
+            self._blank = text[len(visible) :]
+            text = visible
+        if self._kind != kind:
+            if kind == "text":
+                text = text.lstrip()
+            if not text:
+                return []
+            out = self.end_block()
+            self._kind = kind
+            out += self.open(kind, None)
+        elif not text:
+            return []
+        else:
+            out = []
+        self._pieces.append(text)
+        out.append(self.delta(kind, text))
+        return out

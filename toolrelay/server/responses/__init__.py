@@ -1,0 +1,117 @@
+"""``POST /v1/responses``: the OpenAI Responses front, stateless unless asked.
+
+A pure translator around the shared turn (:mod:`toolrelay.server.turn`):
+:mod:`.request` reads the body into the round, :mod:`.wire` writes the
+response and its typed stream events; errors keep the OpenAI error object.
+Responses are kept for ``previous_response_id`` in a bounded in-memory
+:mod:`.store` unless the request says ``store: false``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from toolrelay.events import Event
+from toolrelay.io.backends import Finish, Reply, reply_events
+from toolrelay.io.settings import Settings
+from toolrelay.server.errors import APIError
+from toolrelay.server.responses.request import ResponsesTurn, input_messages, read_responses
+from toolrelay.server.responses.store import ResponseStore
+from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder, sse
+from toolrelay.server.turn import Headers, client_auth, header
+
+
+class ResponsesFront:
+    def __init__(self, settings: Settings, store: ResponseStore) -> None:
+        self.settings = settings
+        self.store = store
+
+    def read(self, body: dict[str, Any], headers: Headers) -> ResponsesTurn:
+        return read_responses(
+            body,
+            self.settings,
+            self.store,
+            header(headers, b"x-toolrelay-stuck-mode"),
+            client_auth(headers),
+        )
+
+    def answer(self, turn: ResponsesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
+        builder = _builder(turn)
+        for event in reply_events(reply):
+            builder.event(event)
+        builder.finish(Finish(reply.finish_reason, reply.usage), extra)
+        self.keep(turn, builder.response)
+        return builder.response
+
+    def encoder(self, turn: ResponsesTurn) -> ResponseEncoder:
+        return ResponseEncoder(self, turn)
+
+    def error(self, error: APIError) -> tuple[int, dict[str, Any]]:
+        return error.status, error.to_dict()
+
+    def keep(self, turn: ResponsesTurn, response: dict[str, Any]) -> None:
+        """Store a finished response with its conversation, when the request lets us."""
+        if turn.store:
+            output = input_messages(response["output"], "output")
+            self.store.put(response, turn.history + output)
+
+
+def _builder(turn: ResponsesTurn) -> ResponseBuilder:
+    return ResponseBuilder(turn.round.model, turn.echo, turn.reasoning)
+
+
+class ResponseEncoder:
+    """The SSE bytes of one streamed response (the turn's :class:`Encoder`)."""
+
+    keepalive = KEEPALIVE
+
+    def __init__(self, front: ResponsesFront, turn: ResponsesTurn) -> None:
+        self._front = front
+        self._turn = turn
+        self.builder = _builder(turn)
+
+    def start(self) -> bytes:
+        return b"".join(map(sse, self.builder.start()))
+
+    def event(self, event: Event) -> bytes | None:
+        events = self.builder.event(event)
+        return b"".join(map(sse, events)) if events else None
+
+    def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
+        data = b"".join(map(sse, self.builder.finish(finish, extra)))
+        self._front.keep(self._turn, self.builder.response)
+        return data
+
+    def error(self, error: APIError) -> bytes:
+        return sse(self.builder.failed(error))
+
+
+def stored_routes(store: ResponseStore) -> tuple[Any, Any]:
+    """``GET`` and ``DELETE /v1/responses/{id}`` on the stored responses."""
+
+    async def retrieve(request: Request) -> Response:
+        found = store.response(request.path_params["response_id"])
+        if found is None:
+            return _not_found(request.path_params["response_id"])
+        return _json(200, found)
+
+    async def delete(request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        if not store.delete(response_id):
+            return _not_found(response_id)
+        return _json(200, {"id": response_id, "object": "response", "deleted": True})
+
+    return retrieve, delete
+
+
+def _not_found(response_id: str) -> Response:
+    error = APIError(404, f"Response with id '{response_id}' not found.", param="response_id")
+    return _json(404, error.to_dict())
+
+
+def _json(status: int, body: Any) -> Response:
+    return Response(orjson.dumps(body), status, media_type="application/json")

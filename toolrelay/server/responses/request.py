@@ -1,0 +1,299 @@
+"""An OpenAI Responses request as the Chat Completions body of the internal round.
+
+``instructions`` become a system message; ``input`` (a string, or items) the
+messages: ``message`` items as they are, consecutive ``function_call`` items
+one assistant message's ``tool_calls``, ``function_call_output`` items ``tool``
+messages; ``reasoning`` items are dropped, as a model's earlier reasoning is.
+``previous_response_id`` puts the stored conversation before the new input
+(:mod:`.store`). Only ``function`` tools exist here: OpenAI's built-in tools
+(web search, file search, computer use, ...) run on OpenAI's servers, and a
+request naming one gets a 400, as do ``background`` and ``conversation``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from toolrelay.io.settings import Settings
+from toolrelay.server.errors import APIError, invalid
+from toolrelay.server.request import make_round, model_name, own_options
+from toolrelay.server.responses.store import ResponseStore
+from toolrelay.server.turn import Turn
+
+# Tuples, not sets: a client may send any JSON value here, a list or an object too.
+_ROLES = ("assistant", "developer", "system", "user")
+_TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
+_CHOICES = ("auto", "none", "required")
+# Request fields answered back on the response object as they were sent.
+_ECHOED = ("instructions", "max_output_tokens", "previous_response_id", "temperature", "top_p")
+_REFUSED = {
+    "background": "background responses are not supported: toolrelay answers while connected",
+    "conversation": "conversations are not stored; send previous_response_id or the items",
+    "prompt": "stored prompt templates live on OpenAI's servers, not here",
+}
+
+
+@dataclass
+class ResponsesTurn(Turn):
+    # The response object's fields that repeat the request.
+    echo: dict[str, Any] = field(default_factory=dict)
+    reasoning: bool = False
+    store: bool = False
+    # The conversation so far (without the instructions), for the store.
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def read_responses(
+    body: dict[str, Any],
+    settings: Settings,
+    store: ResponseStore,
+    stuck_header: str | None = None,
+    auth: str | None = None,
+) -> ResponsesTurn:
+    model = model_name(body, settings)
+    for key, why in _REFUSED.items():
+        if body.get(key):
+            raise invalid(f"'{key}': {why}.", key)
+    chat: dict[str, Any] = {"model": model}
+    maximum = _optional(body, "max_output_tokens", int)
+    if maximum is not None:
+        chat["max_tokens"] = maximum
+    for key in ("temperature", "top_p"):
+        value = body.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                _wrong(key, "a number")
+            chat[key] = value
+    stream = _optional(body, "stream", bool) or False
+    if stream:
+        # Usage comes with the stream's end only when asked for.
+        chat["stream_options"] = {"include_usage": True}
+    keep = _optional(body, "store", bool)
+    if keep and store.capacity == 0:
+        raise invalid("'store': this gateway keeps no responses (responses_store is 0).", "store")
+    instructions = _optional(body, "instructions", str)
+    history: list[dict[str, Any]] = []
+    previous = _optional(body, "previous_response_id", str)
+    if previous is not None:
+        found = store.get(previous)
+        if found is None:
+            raise APIError(
+                400,
+                f"Previous response with id '{previous}' not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        history = list(found)
+    history += input_messages(body.get("input"), "input")
+    chat["messages"] = ([{"role": "system", "content": instructions}] if instructions else []) + (
+        history
+    )
+    tools = _tools(body.get("tools"))
+    if tools:
+        chat["tools"] = tools
+    choice = _tool_choice(body.get("tool_choice"))
+    if choice is not None:
+        chat["tool_choice"] = choice
+    parallel = _optional(body, "parallel_tool_calls", bool)
+    if parallel is not None:
+        chat["parallel_tool_calls"] = parallel
+    response_format = _text_format(body.get("text"))
+    if response_format is not None:
+        chat["response_format"] = response_format
+    metadata = _optional(body, "metadata", dict)
+    reasoning = _optional(body, "reasoning", dict)
+    options = own_options(body, settings, model, stuck_header)
+    echo = {key: body.get(key) for key in _ECHOED}
+    echo.update(
+        metadata=metadata or {},
+        parallel_tool_calls=parallel is not False,
+        reasoning={"effort": (reasoning or {}).get("effort"), "summary": None},
+        text=body.get("text") or {"format": {"type": "text"}},
+        tool_choice=body.get("tool_choice") or "auto",
+        tools=body.get("tools") or [],
+        store=keep is not False and store.capacity > 0,
+    )
+    kept = bool(echo["store"])
+    return ResponsesTurn(
+        make_round(chat, settings, options, auth),
+        stream,
+        options.stuck_mode,
+        echo=echo,
+        reasoning=reasoning is not None,
+        store=kept,
+        history=history,
+    )
+
+
+def _wrong(field: str, expected: str) -> NoReturn:
+    raise invalid(f"'{field}' must be {expected}.", field)
+
+
+_KINDS: dict[type, str] = {bool: "a boolean", dict: "an object", int: "an integer", str: "a string"}
+
+
+def _optional(body: dict[str, Any], key: str, kind: type) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        _wrong(key, _KINDS[kind])
+    return value
+
+
+def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
+    """Chat Completions messages for Responses input items (or a string).
+
+    Output items are valid input items, which is how a stored response's
+    output joins its conversation.
+    """
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list):
+        _wrong(where, "a string or an array of items")
+    out: list[dict[str, Any]] = []
+    for i, item in enumerate(value):
+        at = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            _wrong(at, "an object")
+        kind = item.get("type", "message")
+        if kind == "message":
+            out.append(_message(item, at))
+        elif kind == "function_call":
+            _call(item, at, out)
+        elif kind == "function_call_output":
+            call_id = _string(item.get("call_id"), at + ".call_id")
+            output = _text(item.get("output"), at + ".output")
+            out.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        elif kind != "reasoning":
+            raise invalid(
+                f"'{at}.type': toolrelay takes message, function_call, function_call_output "
+                f"and reasoning items, not {kind!r}.",
+                at + ".type",
+            )
+    return out
+
+
+def _string(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        _wrong(field, "a string")
+    return value
+
+
+def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
+    role = item.get("role")
+    if role not in _ROLES:
+        _wrong(where + ".role", "one of " + ", ".join(_ROLES))
+    content = item.get("content")
+    if isinstance(content, str):
+        return {"role": role, "content": content}
+    if not isinstance(content, list):
+        _wrong(where + ".content", "a string or an array of content parts")
+    parts: list[dict[str, Any]] = []
+    for j, part in enumerate(content):
+        at = f"{where}.content[{j}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in _TEXT_PARTS:
+            key = "refusal" if kind == "refusal" else "text"
+            parts.append({"type": "text", "text": _string(part.get(key), f"{at}.{key}")})
+        elif kind == "input_image" and isinstance(part.get("image_url"), str):
+            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        else:
+            raise invalid(
+                f"'{at}': toolrelay takes text parts and input_image parts with an image_url.",
+                at,
+            )
+    if role == "assistant" or all(part["type"] == "text" for part in parts):
+        return {"role": role, "content": "".join(p.get("text", "") for p in parts)}
+    return {"role": role, "content": parts}
+
+
+def _call(item: dict[str, Any], where: str, out: list[dict[str, Any]]) -> None:
+    """A function_call item joins the assistant message before it, if that one
+    is the model's last turn."""
+    arguments = item.get("arguments")
+    call = {
+        "id": _string(item.get("call_id"), where + ".call_id"),
+        "type": "function",
+        "function": {
+            "name": _string(item.get("name"), where + ".name"),
+            "arguments": _string(arguments, where + ".arguments") if arguments else "{}",
+        },
+    }
+    last = out[-1] if out else None
+    if last is not None and last["role"] == "assistant":
+        last.setdefault("tool_calls", []).append(call)
+    else:
+        out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def _text(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for j, part in enumerate(value):
+            if not isinstance(part, dict) or part.get("type") not in _TEXT_PARTS:
+                _wrong(f"{where}[{j}]", "a text part")
+            texts.append(_string(part.get("text"), f"{where}[{j}].text"))
+        return "".join(texts)
+    _wrong(where, "a string or an array of text parts")
+
+
+def _tools(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        _wrong("tools", "an array")
+    out = []
+    for i, tool in enumerate(value):
+        where = f"tools[{i}]"
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind != "function":
+            raise invalid(
+                f"'{where}.type': {kind!r} is a built-in tool that runs on OpenAI's servers; "
+                "toolrelay serves function tools only.",
+                where + ".type",
+            )
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            _wrong(where + ".name", "a non-empty string")
+        function: dict[str, Any] = {"name": name}
+        for key in ("description", "parameters", "strict"):
+            if tool.get(key) is not None:
+                function[key] = tool[key]
+        if not isinstance(function.get("parameters", {}), dict):
+            _wrong(where + ".parameters", "an object")
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _tool_choice(value: Any) -> Any:
+    if value is None or value in _CHOICES:
+        return value
+    if isinstance(value, dict) and value.get("type") == "function":
+        name = _string(value.get("name"), "tool_choice.name")
+        return {"type": "function", "function": {"name": name}}
+    raise invalid(
+        '\'tool_choice\' must be auto, none, required or {"type": "function", "name": ...}; '
+        "built-in tools run on OpenAI's servers.",
+        "tool_choice",
+    )
+
+
+def _text_format(value: Any) -> dict[str, Any] | None:
+    """``text.format`` as a Chat Completions ``response_format`` (None for plain text)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        _wrong("text", "an object")
+    fmt = value.get("format")
+    if fmt is None or (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("json_object", "json_schema"):
+        _wrong("text.format", "a text, json_object or json_schema format")
+    if fmt["type"] == "json_object":
+        return {"type": "json_object"}
+    schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+    return {"type": "json_schema", "json_schema": schema}

@@ -1,0 +1,197 @@
+"""The OpenAI Responses wire shapes: the response object and its stream events.
+
+One :class:`ResponseBuilder` (a :class:`~toolrelay.server.blocks.Blocks`)
+turns the parser's events into output items (``message`` with one
+``output_text`` part, ``function_call``, and ``reasoning`` when the request
+asked for reasoning) and says each change as the typed events the openai
+SDK's Responses helpers accumulate (docs/openai-responses.md): every event
+numbered by ``sequence_number``; ``response.created`` first; per item, never
+interleaved, ``output_item.added``, its part and deltas, the matching
+``.done`` events and ``output_item.done``; ``response.completed`` (or
+``response.incomplete``) last, carrying the whole response. A finished reply
+goes through the same builder, so a response and a stream of it agree.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from toolrelay.events import ToolCall, ToolCallStart
+from toolrelay.io.backends import Finish
+from toolrelay.server.blocks import Blocks, Kind, WireEvent
+from toolrelay.server.errors import APIError
+
+KEEPALIVE = b": keep-alive\n\n"
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+_PREFIXES = {"text": "msg_", "call": "fc_", "reasoning": "rs_"}
+
+
+def _new_id(prefix: str) -> str:
+    return prefix + uuid.uuid4().hex
+
+
+class ResponseBuilder(Blocks):
+    def __init__(self, model: str, echo: dict[str, Any], reasoning: bool) -> None:
+        super().__init__(reasoning)
+        self.response: dict[str, Any] = {
+            "id": _new_id("resp_"),
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "in_progress",
+            "background": False,
+            "error": None,
+            "incomplete_details": None,
+            **echo,
+            "model": model,
+            "output": [],
+            "truncation": "disabled",
+            "usage": None,
+            "user": None,
+        }
+        self._output: list[dict[str, Any]] = self.response["output"]
+        self._sequence = 0
+
+    def _emit(self, kind: str, **fields: Any) -> WireEvent:
+        event = {"type": kind, "sequence_number": self._sequence, **fields}
+        self._sequence += 1
+        return event
+
+    def _where(self) -> dict[str, Any]:
+        return {"item_id": self._output[-1]["id"], "output_index": len(self._output) - 1}
+
+    def start(self) -> list[WireEvent]:
+        snapshot = {**self.response, "output": []}
+        return [
+            self._emit("response.created", response=snapshot),
+            self._emit("response.in_progress", response=snapshot),
+        ]
+
+    def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
+        item: dict[str, Any] = {"id": _new_id(_PREFIXES[kind])}
+        if start is not None:
+            item.update(type="function_call", call_id=start.id, name=start.name, arguments="")
+        elif kind == "text":
+            item.update(type="message", role="assistant", content=[])
+        else:
+            item.update(type="reasoning", summary=[], content=[])
+        item["status"] = "in_progress"
+        self._output.append(item)
+        out = [
+            self._emit(
+                "response.output_item.added", output_index=len(self._output) - 1, item=dict(item)
+            )
+        ]
+        if start is None:
+            out.append(
+                self._emit(
+                    "response.content_part.added",
+                    **self._where(),
+                    content_index=0,
+                    part=_part(kind, ""),
+                )
+            )
+        return out
+
+    def delta(self, kind: Kind, text: str) -> WireEvent:
+        if kind == "text":
+            return self._emit(
+                "response.output_text.delta",
+                **self._where(),
+                content_index=0,
+                delta=text,
+                logprobs=[],
+            )
+        if kind == "call":
+            return self._emit("response.function_call_arguments.delta", **self._where(), delta=text)
+        return self._emit(
+            "response.reasoning_text.delta", **self._where(), content_index=0, delta=text
+        )
+
+    def close(self, kind: Kind, text: str, call: ToolCall | None) -> list[WireEvent]:
+        item = self._output[-1]
+        where = self._where()
+        item["status"] = "completed"
+        out = []
+        if kind == "call":
+            item["arguments"] = call.arguments_json if call is not None else text or "{}"
+            out.append(
+                self._emit(
+                    "response.function_call_arguments.done",
+                    **where,
+                    name=item["name"],
+                    arguments=item["arguments"],
+                )
+            )
+        else:
+            part = _part(kind, text)
+            item["content"] = [part]
+            if kind == "text":
+                out.append(
+                    self._emit(
+                        "response.output_text.done",
+                        **where,
+                        content_index=0,
+                        text=text,
+                        logprobs=[],
+                    )
+                )
+            else:
+                out.append(
+                    self._emit("response.reasoning_text.done", **where, content_index=0, text=text)
+                )
+            out.append(
+                self._emit("response.content_part.done", **where, content_index=0, part=part)
+            )
+        out.append(
+            self._emit("response.output_item.done", output_index=where["output_index"], item=item)
+        )
+        return out
+
+    def finish(self, finish: Finish, extra: dict[str, Any]) -> list[WireEvent]:
+        """Close the response: ``response.completed``, or ``response.incomplete``
+        when the token limit (or a content filter) cut it short."""
+        out = self.end_block()
+        usage = finish.usage or {}
+        given = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+        reason = _INCOMPLETE.get(finish.reason)
+        self.response.update(
+            status="incomplete" if reason else "completed",
+            incomplete_details={"reason": reason} if reason else None,
+            usage={
+                "input_tokens": given[0],
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "output_tokens": given[1],
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": given[0] + given[1],
+            },
+            **extra,
+        )
+        kind = "response.incomplete" if reason else "response.completed"
+        out.append(self._emit(kind, response=self.response))
+        return out
+
+    def failed(self, error: APIError) -> WireEvent:
+        """``response.failed``: what a stream ends with when the turn fails midway
+        (an item left open stays ``in_progress``)."""
+        code = "server_error" if error.status >= 500 else "invalid_prompt"
+        self.response.update(status="failed", error={"code": code, "message": error.message})
+        return self._emit("response.failed", response=self.response)
+
+
+def _part(kind: Kind, text: str) -> dict[str, Any]:
+    if kind == "text":
+        return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    return {"type": "reasoning_text", "text": text}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def sse(event: WireEvent) -> bytes:
+    name: str = event["type"]
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
