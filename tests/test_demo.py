@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def test_demo_runs_the_whole_loop_offline() -> None:
     done = subprocess.run(
@@ -45,3 +47,13 @@ def test_demo_shows_what_the_model_said_when_it_calls_no_tool() -> None:
     done = _demo("--question", "Say hello to me.")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "You said:" in done.stdout and "no tool call" in done.stdout
+
+
+@pytest.mark.parametrize("api", ["anthropic", "responses"])
+def test_demo_speaks_the_other_apis(api: str) -> None:
+    done = _demo("--api", api)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"({api})" in done.stdout
+    assert "get_weather({'city': 'Paris'})" in done.stdout
+    assert "Here is the weather in Paris: 18°C" in done.stdout
+    assert "[TOOL_CALL]" not in done.stdout
