@@ -7,8 +7,10 @@ everything in plain text and parses the calls out of the reply afterwards
 (:mod:`toolrelay.parse`):
 
 * the tool schemas go into the one system message, each with an example
-  ``[TOOL_CALL]{...}[/TOOL_CALL]`` invocation; square brackets, because no
-  server-side parser or stop token reacts to them;
+  ``[TOOL_CALL]{...}[/TOOL_CALL]`` invocation whose values are placeholders
+  (:mod:`toolrelay.examples`: a copied example is recognised, never taken
+  for a call); square brackets, because no server-side parser or stop token
+  reacts to them;
 * a ``[SYSTEM DIRECTIVE]`` goes at the end of the last user-role message, where
   recency makes reasoning models heed it;
 * the history loses every role and field a tool-less backend cannot take.
@@ -56,6 +58,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from toolrelay.examples import example_arguments
+
 Message = dict[str, Any]
 Tool = Mapping[str, Any]
 ToolChoice = str | Mapping[str, Any] | None
@@ -73,9 +77,6 @@ _Part = dict[str, Any]
 _XML_CALL_TAG = re.compile(r"<(/?)tool_call>", re.IGNORECASE)
 # Characters that would end or split a ``[TOOL_RESULT name=… id=…]`` header.
 _HEADER_UNSAFE = re.compile(r"[\s\[\]=]+")
-# Bounds the walk through nested or recursive schemas when building examples.
-_MAX_EXAMPLE_DEPTH = 6
-_MAX_REF_HOPS = 16
 
 
 class RescueRequestError(ValueError):
@@ -240,24 +241,31 @@ def _resolve_allowed_tools(
 # --- the tools section of the system prompt ----------------------------------
 
 # The prose never writes a bare call marker: every marker pair in the prompt
-# encloses a valid call, so neither the model nor a parser meets a malformed one.
-_TOOLS_PREAMBLE = f"""# Tools
+# encloses a well-formed call, so neither the model nor a parser meets a
+# malformed one. Every example value is a placeholder (toolrelay.examples):
+# a model that copies an example makes a call that is recognised and rejected.
+_TOOLS_PREAMBLE = """# Tools
 
 You can call tools to get information or to act. Each tool below is listed \
-with its description, its parameters as a JSON Schema, and an example call.
+with its description, its parameters as a JSON Schema, and an example that \
+shows the shape of a call.
 
-To call a tool, write a call block exactly like the examples below: the \
-opening marker, one JSON object with two keys ("name", the tool's exact name, \
-and "arguments", an object that matches the tool's parameters), and the \
-closing marker. Rules:
+To call a tool, write a call block: the opening marker, one JSON object with \
+two keys ("name", the tool's exact name, and "arguments", an object that \
+matches the tool's parameters), and the closing marker. Rules:
+- In the examples, every value in angle brackets is a placeholder: write the \
+real value from the conversation in its place. A call that still holds a \
+placeholder is discarded.
+- Call a tool only when the user's request needs it; otherwise answer in \
+plain text.
 - One call per block. To call several tools, write several blocks, one after \
 another.
 - Inside a block write only the JSON object: no code fences, no comments, no \
 other tags.
-- "arguments" is always a JSON object; use {{}} for a tool without parameters.
+- "arguments" is always a JSON object; use {} for a tool without parameters.
 - Call only the tools listed here.
-- After your last block, stop. Each result comes back to you in a message \
-that starts with {TOOL_RESULT_PREFIX} name=... id=...]."""
+- After your last block, stop. The results come back to you in the next \
+message, one result block per call."""
 
 
 def render_tools_prompt(tools: Sequence[Tool]) -> str:
@@ -309,88 +317,6 @@ def _parameters_schema(function: Mapping[str, Any]) -> Mapping[str, Any]:
 def _call_block(name: str, arguments: Any) -> str:
     payload = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False, default=str)
     return f"{TOOL_CALL_OPEN}{payload}{TOOL_CALL_CLOSE}"
-
-
-def example_arguments(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """Example arguments for a parameters schema: every required parameter, with a
-    placeholder of its type (the first value of an ``enum``, ``"<name>"`` for a
-    string, ``1`` for an integer, ...). Local ``$ref``s, ``anyOf``/``oneOf``
-    (first non-null branch) and ``allOf`` (first branch) are followed."""
-    value = _example_value(parameters, "value", parameters, 0)
-    return value if isinstance(value, dict) else {}
-
-
-def _example_value(schema: object, name: str, root: Mapping[str, Any], depth: int) -> Any:
-    resolved = _resolve_schema(schema, root)
-    enum = resolved.get("enum")
-    if isinstance(enum, list) and enum:
-        return enum[0]
-    if "const" in resolved:
-        return resolved["const"]
-    schema_type = _schema_type(resolved)
-    if schema_type == "object":
-        properties = resolved.get("properties")
-        properties = properties if isinstance(properties, Mapping) else {}
-        required = resolved.get("required")
-        if depth >= _MAX_EXAMPLE_DEPTH or not isinstance(required, list):
-            return {}
-        return {
-            key: _example_value(properties.get(key, {}), key, root, depth + 1)
-            for key in required
-            if isinstance(key, str)
-        }
-    if schema_type == "array":
-        items = resolved.get("items")
-        if depth >= _MAX_EXAMPLE_DEPTH or not isinstance(items, Mapping):
-            return []
-        return [_example_value(items, name, root, depth + 1)]
-    placeholders: dict[str, Any] = {"integer": 1, "number": 1.5, "boolean": True, "null": None}
-    return placeholders.get(schema_type, f"<{name}>")
-
-
-def _resolve_schema(schema: object, root: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Follow ``$ref`` and take the first usable branch of a combinator."""
-    current = schema
-    for _ in range(_MAX_REF_HOPS):
-        if not isinstance(current, Mapping):
-            return {}
-        reference = current.get("$ref")
-        if isinstance(reference, str):
-            current = _follow_reference(reference, root)
-            continue
-        branches = next(
-            (current[key] for key in ("anyOf", "oneOf", "allOf") if key in current), None
-        )
-        if isinstance(branches, list) and branches:
-            # pydantic writes Optional[X] as anyOf [X, null]: the example shows X.
-            usable = [
-                b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")
-            ]
-            current = usable[0] if usable else branches[0]
-            continue
-        return current
-    return {}
-
-
-def _follow_reference(reference: str, root: Mapping[str, Any]) -> object:
-    if not reference.startswith("#"):
-        return {}
-    target: object = root
-    for token in reference[1:].split("/")[1:]:
-        key = token.replace("~1", "/").replace("~0", "~")
-        if not isinstance(target, Mapping) or key not in target:
-            return {}
-        target = target[key]
-    return target
-
-
-def _schema_type(schema: Mapping[str, Any]) -> str:
-    declared = schema.get("type")
-    if isinstance(declared, list):
-        declared = next((t for t in declared if t != "null"), "null")
-    if isinstance(declared, str):
-        return declared
-    return "object" if "properties" in schema else "string"
 
 
 # --- the late directive -------------------------------------------------------
@@ -447,7 +373,8 @@ def _directive_for_plan(plan: ToolChoicePlan, parallel: bool, strength: Strength
     example = _call_block(names[0], example_arguments(example_schema))
     lines = [
         opening,
-        "Write each call as its own block in exactly this format, with real argument values:",
+        "Write each call as its own block in this format, with the real value in place of "
+        "each placeholder in angle brackets:",
         example,
         "One call per block, with only the JSON object inside it.",
     ]
@@ -468,6 +395,26 @@ def _directive_for_plan(plan: ToolChoicePlan, parallel: bool, strength: Strength
     elif strict:
         lines.append("Use exactly this block format: a call written any other way is not seen.")
     return _defuse("\n".join([DIRECTIVE_MARKER, *lines]))
+
+
+def native_directive(tools: Sequence[Tool] | None, tool_choice: ToolChoice = None) -> str:
+    """The gateway's re-ask directive for a backend that takes tools natively.
+
+    It demands a call through the backend's own tool calling, without the
+    rescue path's block format; ``""`` when the choice demands no call.
+    """
+    plan = resolve_tool_choice(tools, tool_choice)
+    if plan.mode != "required" or not plan.tools:
+        return ""
+    if plan.forced_name is not None:
+        demand = f"You must call the tool {plan.forced_name} in this reply"
+    else:
+        names = ", ".join(_tool_identity(tool, "tool")[1] for tool in plan.tools)
+        demand = f"You must call at least one of the tools ({names}) in this reply"
+    return _defuse(
+        f"{DIRECTIVE_MARKER}\n{demand}, with real argument values from the conversation. "
+        "Do not answer in prose."
+    )
 
 
 # --- history rewrite ----------------------------------------------------------

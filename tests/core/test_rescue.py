@@ -21,7 +21,6 @@ from toolrelay.rescue import (
     ToolChoicePlan,
     build_rescue_request,
     directive,
-    example_arguments,
     render_tools_prompt,
     resolve_tool_choice,
     rewrite_history,
@@ -53,6 +52,8 @@ WEATHER = function_tool(
     },
     "Current weather for a city",
 )
+# The example's placeholder for the enum parameter (toolrelay.examples).
+UNIT = "<unit: one of celsius, fahrenheit>"
 CLOCK = function_tool(
     "get_time",
     {"type": "object", "properties": {"tz": {"type": "string"}}},
@@ -239,120 +240,6 @@ def test_malformed_tools_are_rejected_with_param_tools(tools: Any) -> None:
     assert not isinstance(caught.value, ToolChoiceError)
 
 
-# --- example arguments ------------------------------------------------------------
-
-
-def test_example_arguments_fill_required_parameters_by_type() -> None:
-    schema = {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string"},
-            "count": {"type": "integer"},
-            "ratio": {"type": "number"},
-            "dry_run": {"type": "boolean"},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "mode": {"type": "string", "enum": ["fast", "slow"]},
-            "kind": {"const": "fixed"},
-            "nothing": {"type": "null"},
-            "optional": {"type": "string"},
-            "where": {
-                "type": "object",
-                "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}},
-                "required": ["lat", "lon"],
-            },
-        },
-        "required": [
-            "name",
-            "count",
-            "ratio",
-            "dry_run",
-            "tags",
-            "mode",
-            "kind",
-            "nothing",
-            "where",
-        ],
-    }
-    assert example_arguments(schema) == {
-        "name": "<name>",
-        "count": 1,
-        "ratio": 1.5,
-        "dry_run": True,
-        "tags": ["<tags>"],
-        "mode": "fast",
-        "kind": "fixed",
-        "nothing": None,
-        "where": {"lat": 1.5, "lon": 1.5},
-    }
-
-
-def test_example_arguments_follow_refs_and_optional_unions() -> None:
-    # The shape pydantic produces for a model with a nested model and Optional fields.
-    schema = {
-        "$defs": {
-            "Address": {
-                "type": "object",
-                "properties": {"street": {"type": "string"}},
-                "required": ["street"],
-            }
-        },
-        "type": "object",
-        "properties": {
-            "address": {"$ref": "#/$defs/Address"},
-            "note": {"anyOf": [{"type": "null"}, {"type": "string"}]},
-            "level": {"type": ["integer", "null"]},
-            "wrapped": {"allOf": [{"$ref": "#/$defs/Address"}], "description": "x"},
-            "dangling": {"$ref": "#/$defs/Missing"},
-            "remote": {"$ref": "https://example.com/schema.json"},
-        },
-        "required": ["address", "note", "level", "wrapped", "dangling", "remote"],
-    }
-    assert example_arguments(schema) == {
-        "address": {"street": "<street>"},
-        "note": "<note>",
-        "level": 1,
-        "wrapped": {"street": "<street>"},
-        "dangling": "<dangling>",
-        "remote": "<remote>",
-    }
-
-
-def test_example_arguments_stop_on_recursive_schemas() -> None:
-    schema = {
-        "$defs": {
-            "Node": {
-                "type": "object",
-                "properties": {"child": {"$ref": "#/$defs/Node"}},
-                "required": ["child"],
-            },
-            "Loop": {"$ref": "#/$defs/Loop"},
-        },
-        "type": "object",
-        "properties": {"root": {"$ref": "#/$defs/Node"}, "loop": {"$ref": "#/$defs/Loop"}},
-        "required": ["root", "loop"],
-    }
-    example = example_arguments(schema)
-    assert example["loop"] == "<loop>"
-    depth, node = 0, example["root"]
-    while node:
-        node, depth = node["child"], depth + 1
-    assert depth < 10
-
-
-@pytest.mark.parametrize(
-    "schema",
-    [
-        {},
-        {"type": "object"},
-        {"type": "object", "properties": {"a": {"type": "string"}}},
-        {"type": "object", "required": "a"},
-        {"type": "string"},
-    ],
-)
-def test_example_arguments_without_required_parameters_are_empty(schema: Any) -> None:
-    assert example_arguments(schema) == {}
-
-
 # --- the tools prompt -------------------------------------------------------------
 
 
@@ -363,14 +250,15 @@ def test_tools_prompt_lists_name_description_schema_and_example() -> None:
     compact = json.dumps(WEATHER["function"]["parameters"], separators=(",", ":"))
     assert f"Parameters: {compact}" in prompt
     [example] = call_blocks(prompt.split("### get_weather", 1)[1])
-    assert example == {"name": "get_weather", "arguments": {"city": "<city>", "unit": "celsius"}}
+    assert example == {"name": "get_weather", "arguments": {"city": "<city>", "unit": UNIT}}
 
 
 def test_tools_prompt_explains_the_bracket_format_not_xml() -> None:
     prompt = render_tools_prompt(TOOLS)
     assert TOOL_CALL_OPEN in prompt and TOOL_CALL_CLOSE in prompt
     assert "<tool_call>" not in prompt.lower()
-    assert "[TOOL_RESULT" in prompt
+    # No tool-result marker in prose: a model echoing the rules would open a result block.
+    assert "[TOOL_RESULT" not in prompt
     assert [block["name"] for block in call_blocks(prompt)] == [
         "get_weather",
         "get_time",
@@ -382,7 +270,8 @@ def test_tools_prompt_renders_strict_closed_schemas() -> None:
     prompt = render_tools_prompt([STRICT_SEARCH])
     assert '"additionalProperties":false' in prompt
     [example] = call_blocks(prompt)
-    assert example == {"name": "search_docs", "arguments": {"query": "<query>", "limit": 1}}
+    arguments = {"query": "<query>", "limit": "<limit: integer>"}
+    assert example == {"name": "search_docs", "arguments": arguments}
 
 
 def test_tools_prompt_copes_with_sparse_tool_definitions() -> None:
@@ -432,7 +321,7 @@ def test_auto_directive_names_the_tools_and_allows_plain_answers() -> None:
     assert "plain text" in text
     assert "several blocks" in text
     assert call_blocks(text) == [
-        {"name": "get_weather", "arguments": {"city": "<city>", "unit": "celsius"}}
+        {"name": "get_weather", "arguments": {"city": "<city>", "unit": UNIT}}
     ]
     assert "One call per block" in text
     assert "only the JSON object" in text
