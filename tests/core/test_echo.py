@@ -1,0 +1,108 @@
+"""Text toolrelay injected is removed from the answer when the model echoes it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolrelay import parse_tool_calls
+from toolrelay.echo import EchoFilter, remove_echoes
+from toolrelay.rescue import directive, render_tools_prompt
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+LISTING = render_tools_prompt([WEATHER])
+DIRECTIVE = directive([WEATHER], None)
+STRICT = directive([WEATHER], "required", strength="strict")
+INJECTED = (LISTING, DIRECTIVE, STRICT)
+
+
+def answer(text: str) -> str:
+    """What the gateway does with a rescued answer: parse, then remove echoes."""
+    return remove_echoes(parse_tool_calls(text, [WEATHER]).content, INJECTED)
+
+
+def test_an_echoed_directive_leaves_only_the_answer() -> None:
+    text = f"Hello! Nice to meet you.\n\n{DIRECTIVE}"
+    assert answer(text).strip() == "Hello! Nice to meet you."
+
+
+def test_the_strict_directive_and_the_listing_go_too() -> None:
+    text = f"{STRICT}\n{LISTING}\nIt is sunny."
+    assert answer(text).strip() == "It is sunny."
+
+
+def test_the_listing_line_by_line_with_other_spacing() -> None:
+    text = (
+        "### get_weather\nGet the current   weather for a city.\n  Parameters: "
+        + (LISTING.split("Parameters: ", 1)[1].split("\n", 1)[0])
+    )
+    assert answer(text) == ""
+
+
+def test_a_line_cut_off_by_the_token_limit_is_an_echo_when_long_enough() -> None:
+    line = next(line for line in DIRECTIVE.splitlines() if line.startswith("If a tool"))
+    assert answer("Hi.\n" + line[:40]) == "Hi.\n"
+    assert answer("Hi.\nIf a") == "Hi.\nIf a"  # too short to tell
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The weather in Oslo is mild.",
+        "If a tool is needed, I will say so.",  # starts like the directive, then differs
+        "# Tools are great\n## Available tools: none",
+        "",
+        "\n\n",
+    ],
+)
+def test_answers_that_only_resemble_the_prompt_stay(text: str) -> None:
+    assert remove_echoes(text, INJECTED) == text
+
+
+def test_nothing_injected_nothing_removed() -> None:
+    assert remove_echoes(DIRECTIVE, []) == DIRECTIVE
+    assert not EchoFilter([])
+
+
+def test_a_line_that_diverges_is_released_at_once() -> None:
+    echo = EchoFilter(INJECTED)
+    assert echo.feed("If a tool") == ""  # could still be the directive
+    assert echo.feed(" were") == "If a tool were"  # no injected line goes on like this
+    assert echo.feed(" here") == " here"
+
+
+TEXTS = st.sampled_from(
+    [
+        f"Sure.\n{DIRECTIVE}\nBye.",
+        f"{LISTING}\n\nThe answer is 4.",
+        "Plain answer.\nWith two lines.",
+        f"{STRICT}",
+        "If a tool (get_weather) is needed to answer, I" + " would" * 5,
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXTS, st.lists(st.integers(min_value=1, max_value=2000), max_size=20))
+def test_any_chunking_gives_the_whole_answer(text: str, cuts: list[int]) -> None:
+    content = parse_tool_calls(text, [WEATHER]).content
+    echo = EchoFilter(INJECTED)
+    out, start = [], 0
+    for cut in sorted({c for c in cuts if 0 < c < len(content)}):
+        out.append(echo.feed(content[start:cut]))
+        start = cut
+    out.append(echo.feed(content[start:]))
+    out.append(echo.close())
+    assert "".join(out) == remove_echoes(content, INJECTED)

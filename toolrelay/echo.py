@@ -1,0 +1,189 @@
+"""What a model echoes of the prompt toolrelay wrote, removed from its answer.
+
+Weak models repeat their prompt: the rescue path's tool listing, the late
+``[SYSTEM DIRECTIVE]``, the strict re-ask's demands, the stuck detector's
+note, and the example calls (see :mod:`toolrelay.examples`). None of that is
+the model's answer. :class:`EchoFilter` takes the texts
+toolrelay injected into one round and drops every line of the answer that
+repeats one of their lines (whitespace aside); a line the output ends in the
+middle of (the token limit) is dropped too when it is a long enough start of
+one. The answer reaches the filter after the parser took its markup out
+(call blocks, the directive's marker), so the injected texts are compared
+as the parser leaves them too.
+
+A line is held back only while it could still be an echo: once it differs
+from every injected line it goes out at once, so a stream is delayed by at
+most one line, and only by a line that starts like one of ours.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from toolrelay.events import (
+    CallRejected,
+    ContentDelta,
+    Event,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from toolrelay.examples import reject_copies
+from toolrelay.parse import parse_tool_calls
+
+_SPACES = re.compile(r"\s+")
+# Shorter injected lines ("Rules:") are too common to remove from an answer.
+_MIN_LINE = 6
+# A cut-off line must be this long to be taken for the start of an echo.
+_MIN_PARTIAL = 16
+
+
+def _normalize(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()
+
+
+class EchoFilter:
+    """Feed the content of one answer; what comes back is it without echoed lines."""
+
+    __slots__ = ("_held", "_lines", "_norm", "_set", "_undecided")
+
+    def __init__(self, injected: Iterable[str]) -> None:
+        lines = {
+            _normalize(line)
+            for text in injected
+            for line in parse_tool_calls(text).content.splitlines()
+        }
+        self._set = frozenset(line for line in lines if len(line) >= _MIN_LINE)
+        self._lines = sorted(self._set)
+        self._held: list[str] = []  # the current line, while it may be an echo
+        self._norm = ""  # the held text, normalised
+        self._undecided = True  # False once the current line is known not to be an echo
+
+    def __bool__(self) -> bool:
+        return bool(self._lines)
+
+    def feed(self, text: str) -> str:
+        out: list[str] = []
+        start = 0
+        while start < len(text):
+            newline = text.find("\n", start)
+            end = len(text) if newline < 0 else newline
+            self._extend(text[start:end], out)
+            if newline < 0:
+                break
+            if not (self._undecided and self._norm.rstrip() in self._set):
+                out.append("".join(self._held) + "\n")
+            self._reset()
+            start = newline + 1
+        return "".join(out)
+
+    def close(self) -> str:
+        held = "".join(self._held)
+        norm = self._norm.rstrip()
+        echo = self._undecided and (
+            norm in self._set or (len(norm) >= _MIN_PARTIAL and self._starts_a_line(norm))
+        )
+        self._reset()
+        return "" if echo else held
+
+    def _extend(self, piece: str, out: list[str]) -> None:
+        if not piece:
+            return
+        if not self._undecided:
+            out.append(piece)
+            return
+        self._held.append(piece)
+        addition = _SPACES.sub(" ", piece)
+        if not self._norm:
+            addition = addition.lstrip()
+        elif self._norm.endswith(" ") and addition.startswith(" "):
+            addition = addition[1:]
+        self._norm += addition
+        # Compared without a trailing blank: the injected lines have none.
+        if not self._starts_a_line(self._norm.rstrip()):
+            out.append("".join(self._held))
+            self._held.clear()
+            self._undecided = False
+
+    def _starts_a_line(self, prefix: str) -> bool:
+        at = bisect_left(self._lines, prefix)
+        return at < len(self._lines) and self._lines[at].startswith(prefix)
+
+    def _reset(self) -> None:
+        self._held.clear()
+        self._norm = ""
+        self._undecided = True
+
+
+def remove_echoes(text: str, injected: Iterable[str]) -> str:
+    """``text`` without the lines that repeat the ``injected`` texts."""
+    echo = EchoFilter(injected)
+    if not echo:
+        return text
+    return echo.feed(text) + echo.close()
+
+
+class EchoCleaner:
+    """A streamed answer's events without its echoes.
+
+    Content goes through an :class:`EchoFilter`. When ``tools`` is given
+    (the prompt showed their examples), each call is held until it is
+    complete: a copy of an example becomes a :class:`CallRejected`, a real
+    call goes out whole, and later calls' indices close the gap. Other
+    events pass as they are.
+    """
+
+    __slots__ = ("_held", "_text", "_tools", "removed_calls")
+
+    def __init__(
+        self, injected: Iterable[str], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> None:
+        self._text = EchoFilter(injected)
+        self._tools = tools
+        self._held: list[Event] = []
+        self.removed_calls = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._text) or self._tools is not None
+
+    def feed(self, events: Iterable[Event]) -> list[Event]:
+        out: list[Event] = []
+        for event in events:
+            if isinstance(event, ContentDelta):
+                text = self._text.feed(event.text) if self._text else event.text
+                if text:
+                    out.append(ContentDelta(text))
+            elif isinstance(event, ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd):
+                self._call_event(event, out)
+            else:
+                out.append(event)
+        return out
+
+    def close(self) -> list[Event]:
+        """What was held back: the last line of content (a call never ended is dropped)."""
+        self._held.clear()
+        text = self._text.close() if self._text else ""
+        return [ContentDelta(text)] if text else []
+
+    def _call_event(
+        self, event: ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd, out: list[Event]
+    ) -> None:
+        if self.removed_calls:
+            event = replace(event, index=event.index - self.removed_calls)
+        if self._tools is None:
+            out.append(event)
+            return
+        self._held.append(event)
+        if not isinstance(event, ToolCallEnd):
+            return
+        _, copies = reject_copies([event.call], self._tools)
+        if copies:
+            out.append(CallRejected(copies[0]))
+            self.removed_calls += 1
+        else:
+            out.extend(self._held)
+        self._held.clear()
