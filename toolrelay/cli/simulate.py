@@ -18,6 +18,9 @@ _SWITCHES = {
     "ignore_tool_choice": "ignore tool_choice (the model decides alone)",
     "honour_parallel_tool_calls": "keep only the first call when parallel_tool_calls is false",
     "reasoning_open": "the chat template opens <think>: answers start inside the reasoning",
+    "echo_example": "a weak model: with tools in the prompt, answer with its first example call",
+    "echo_directive": "a weak model: start every answer by repeating the late [SYSTEM DIRECTIVE]",
+    "refuse_tools_in_stream": "a streamed refusal (--refuse-tools) comes in a 200 stream",
 }
 
 
@@ -74,6 +77,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="CODE",
         help="fail every completion request with this HTTP status (default: never)",
     )
+    parser.add_argument(
+        "--refuse-tools",
+        metavar="MESSAGE",
+        help="refuse requests with tools with MESSAGE (the probes still claim tool support)",
+    )
+    parser.add_argument(
+        "--refuse-tools-status",
+        type=int,
+        metavar="CODE",
+        help="the status of those refusals (default 400; llama.cpp --no-jinja sends 500)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             "fail_after_chunks",
             "cut_streamed_arguments",
             "status",
+            "refuse_tools",
+            "refuse_tools_status",
         ]
         if getattr(args, name) is not None
     }

@@ -37,6 +37,15 @@ class SimulatorConfig:
     reasoning_open: bool = False
     # Streamed native call arguments lose their last N characters; None: never.
     cut_streamed_arguments: int | None = None
+    # A weak model: with tools in the prompt it answers with the prompt's first example call.
+    echo_example: bool = False
+    # A weak model: it starts every answer by repeating the late [SYSTEM DIRECTIVE] it got.
+    echo_directive: bool = False
+    # Requests with tools are refused with this message (probes still claim tool support).
+    refuse_tools: str | None = None
+    refuse_tools_status: int = 400
+    # ... and a streamed one as an error event in a 200 stream (LM Studio).
+    refuse_tools_in_stream: bool = False
     chunk: int = 4
     delay_ms: int = 0
     # Drop the connection after this many streamed chunks; None: never.
@@ -58,6 +67,8 @@ class SimulatorConfig:
             raise ValueError("cut_streamed_arguments must be at least 1")
         if self.status is not None and not 400 <= self.status <= 599:
             raise ValueError("status must be an HTTP error status (400-599)")
+        if not 400 <= self.refuse_tools_status <= 599:
+            raise ValueError("refuse_tools_status must be an HTTP error status (400-599)")
 
     @classmethod
     def load(

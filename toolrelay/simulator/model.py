@@ -120,11 +120,16 @@ def _match(match: Match, turn: Turn) -> dict[str, str] | None:
         return None
     if isinstance(match.repair, re.Pattern) and not match.repair.search(turn.repair_directive):
         return None
+    if match.directive is not None and not match.directive.search(turn.directive):
+        return None
     values = {
         "last_user": turn.last_user,
         "last_tool_result": turn.last_tool_result,
         "tool_name": turn.tool_name,
         "model": turn.model,
+        "directive": turn.directive,
+        "example_call": turn.example_call,
+        "system": turn.system,
     }
     if match.last_user is not None:
         found = match.last_user.search(turn.last_user)
@@ -146,6 +151,11 @@ def _render(
     content = _fill(answer.content, values)
     reasoning = _fill(answer.reasoning or "", values)
     calls = [(spec.id, *_fill_call(spec, values)) for spec in answer.tool_calls]
+    if config.echo_example and turn.example_call:
+        # A weak model copies the prompt's example instead of answering.
+        content, calls = turn.example_call, []
+    if config.echo_directive and turn.directive:
+        content = f"{turn.directive}\n\n{content}" if content else turn.directive
     finish_reason = answer.finish_reason
     if config.reasoning_open:
         content, reasoning = _inside_reasoning(content, reasoning)

@@ -18,6 +18,7 @@ from starlette.responses import Response, StreamingResponse
 from toolrelay.simulator.config import SimulatorConfig
 from toolrelay.simulator.errors import json_response, ollama_error
 from toolrelay.simulator.model import Failure, Reply, respond, served_model
+from toolrelay.simulator.refusal import refusal
 from toolrelay.simulator.request import BadRequest, ollama_turn
 from toolrelay.simulator.state import read_json, state_of
 from toolrelay.simulator.streaming import paced, pieces
@@ -39,6 +40,9 @@ async def chat(request: Request) -> Response:
         return ollama_error(exc.message, 400)
     if turn.tools and not config.supports_tools(turn.model):
         return ollama_error(f"{turn.model} does not support tools", 400)
+    refused = refusal(config, turn, request.url.path)
+    if refused is not None:
+        return refused
     reply = respond(config, turn)
     if isinstance(reply, Failure):
         if reply.body is not None:

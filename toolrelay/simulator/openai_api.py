@@ -18,6 +18,7 @@ from starlette.responses import Response, StreamingResponse
 from toolrelay.simulator.config import SimulatorConfig
 from toolrelay.simulator.errors import json_response, openai_error
 from toolrelay.simulator.model import Failure, Reply, respond, served_model
+from toolrelay.simulator.refusal import refusal
 from toolrelay.simulator.request import BadRequest, Turn, openai_turn
 from toolrelay.simulator.state import read_json, state_of
 from toolrelay.simulator.streaming import paced, pieces
@@ -34,6 +35,9 @@ async def chat_completions(request: Request) -> Response:
         return openai_error(exc.message, 400, exc.param)
     if turn.tools and not config.supports_tools(turn.model):
         return openai_error(f"{turn.model} does not support tools", 400)
+    refused = refusal(config, turn, request.url.path)
+    if refused is not None:
+        return refused
     reply = respond(config, turn)
     if isinstance(reply, Failure):
         if reply.body is not None:

@@ -61,6 +61,12 @@ class Turn:
     # The gateway's directive when it asks again to correct invalid tool calls
     # (the last message), else "".
     repair_directive: str
+    # What a weak model may echo: the late [SYSTEM DIRECTIVE] block of the last
+    # user message, the first [TOOL_CALL] example of the system prompt, the
+    # system prompt itself ("" when absent).
+    directive: str
+    example_call: str
+    system: str
     is_tool_result: bool
     last_tool_result: str
     # The tool the last result came from, else the first tool offered, else "".
@@ -154,6 +160,9 @@ def _turn(
         include_usage=include_usage,
         last_user=_last_user(messages),
         repair_directive=_repair_directive(messages),
+        directive=_directive(messages),
+        example_call=_example_call(messages),
+        system=_system_text(messages),
         is_tool_result=bool(results),
         last_tool_result="\n".join(results),
         tool_name=result_tool or (offered[0] if offered else ""),
@@ -258,6 +267,24 @@ def _user_text(message: Mapping[str, Any]) -> str:
     """What the user wrote, without a late ``[SYSTEM DIRECTIVE]`` from the rescue path."""
     text = message_text(message.get("content"))
     return text.split(LATE_DIRECTIVE_MARKER, 1)[0].strip()
+
+
+def _directive(messages: Sequence[Mapping[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message["role"] == "user":
+            text = message_text(message.get("content"))
+            at = text.find(LATE_DIRECTIVE_MARKER)
+            return text[at:].strip() if at >= 0 else ""
+    return ""
+
+
+def _example_call(messages: Sequence[Mapping[str, Any]]) -> str:
+    found = _PROMPT_TOOL_BLOCK.search(_system_text(messages))
+    return found.group(0) if found else ""
+
+
+def _system_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    return "\n\n".join(message_text(m.get("content")) for m in messages if _is_system(m))
 
 
 def _trailing_results(messages: Sequence[Mapping[str, Any]]) -> tuple[list[str], str]:

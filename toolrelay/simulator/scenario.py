@@ -28,7 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 ToolsMode = Literal["native", "prompt", "none"]
 
 # Placeholders the simulator fills from the request; regex groups may not shadow them.
-BUILTIN_PLACEHOLDERS = frozenset({"last_user", "last_tool_result", "tool_name", "model"})
+BUILTIN_PLACEHOLDERS = frozenset(
+    {"last_user", "last_tool_result", "tool_name", "model", "directive", "example_call", "system"}
+)
 
 
 class ScenarioError(ValueError):
@@ -52,6 +54,9 @@ class Match(_Strict):
     # true: the gateway is asking again to correct invalid tool calls; a
     # pattern: ... and its directive says this (``'city' is required``).
     repair: bool | re.Pattern[str] | None = None
+    # The late [SYSTEM DIRECTIVE] text of the last user message (the rescue
+    # path's, or a native re-ask's): its regular expression is found in it.
+    directive: re.Pattern[str] | None = None
 
     @field_validator("last_user")
     @classmethod
@@ -115,6 +120,11 @@ class Settings(_Strict):
     honour_parallel_tool_calls: bool | None = None
     reasoning_open: bool | None = None
     cut_streamed_arguments: int | None = Field(default=None, ge=1)
+    echo_example: bool | None = None
+    echo_directive: bool | None = None
+    refuse_tools: str | None = None
+    refuse_tools_status: int | None = Field(default=None, ge=400, le=599)
+    refuse_tools_in_stream: bool | None = None
     chunk: int | None = Field(default=None, ge=1)
     delay_ms: int | None = Field(default=None, ge=0)
     fail_after_chunks: int | None = Field(default=None, ge=0)
