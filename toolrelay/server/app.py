@@ -59,7 +59,7 @@ def create_app(settings: Settings) -> Starlette:
             entries = listing.get("data")
             data.extend(entries if isinstance(entries, list) else [])
         if errors and not data:
-            error = upstream(errors[0].status, errors[0].message)
+            error = upstream(errors[0])
             return JSONResponse(error.to_dict(), status_code=error.status)
         return JSONResponse({"object": "list", "data": data})
 

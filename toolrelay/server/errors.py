@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolrelay.io.backends.errors import BackendError
+
 
 class APIError(Exception):
     """An error answered to the client; ``param`` names the request field at fault."""
@@ -39,9 +41,14 @@ def invalid(message: str, param: str | None = None) -> APIError:
     return APIError(400, message, param=param)
 
 
-def upstream(status: int, message: str) -> APIError:
-    """The backend's failure: its own 4xx as is, 502/504 as a gateway error."""
-    if status < 500:
-        return APIError(status, message, type="invalid_request_error", code="backend_error")
-    code = "backend_timeout" if status == 504 else "backend_unavailable"
-    return APIError(status, message, type="api_error", code=code)
+def upstream(exc: BackendError) -> APIError:
+    """The backend's failure: its own 4xx as is, its 5xx as a 502 ``backend_error``
+    (it is up: it answered), 502 ``backend_unavailable`` when it never answered,
+    504 ``backend_timeout`` when it did not answer in time."""
+    if exc.status < 500:
+        return APIError(exc.status, exc.message, type="invalid_request_error", code="backend_error")
+    if exc.status == 504:
+        code = "backend_timeout"
+    else:
+        code = "backend_unavailable" if exc.upstream_status is None else "backend_error"
+    return APIError(exc.status, exc.message, type="api_error", code=code)

@@ -66,8 +66,20 @@ def check(
 
 
 def final_answer_request(req: RoundRequest, verdict: Verdict) -> RoundRequest:
-    """The request asking for a final answer: no tools at all, plus the note."""
-    messages = append_note(req.messages, final_answer_note(verdict))
+    """The request asking for a final answer: no tools at all, plus the note.
+
+    The backend gets no tools; the round keeps them, under ``tool_choice``
+    ``none``, so that the answer is parsed and cleaned like any other (call
+    markup, echoed results and the echoed note removed, no call returned).
+    """
+    note = final_answer_note(verdict)
+    messages = append_note(req.messages, note)
     body = {k: v for k, v in req.body.items() if k not in TOOL_FIELDS}
     body["messages"] = messages
-    return dataclasses.replace(req, body=body, messages=messages, tools=None, tool_choice=None)
+    return dataclasses.replace(
+        req,
+        body=body,
+        messages=messages,
+        tool_choice="none",
+        injected=(*req.injected, note),
+    )

@@ -163,7 +163,7 @@ class TurnRoute(Generic[TurnT]):
         if isinstance(exc, BackendError):
             log.warning("backend error (%s): %s", exc.status, exc.message)
             self.gateway.counters.inc("backend_errors", str(exc.status))
-            return upstream(exc.status, exc.message), "backend_error"
+            return upstream(exc), "backend_error"
         # A bug of ours, not the client's: still an error in the front's shape.
         log.exception(bug)
         return APIError(500, bug, type="server_error"), "error"

@@ -1,16 +1,61 @@
-"""Errors a backend gives, classified the way the gateway answers them."""
+"""Errors a backend gives, classified the way the gateway answers them.
+
+A backend that cannot take native tools says so in its own words and with
+its own status. The phrases below are what the servers' sources send
+(collected from vLLM, SGLang, llama.cpp, Ollama, LM Studio and TGI):
+
+* Ollama, 400: ``<model> does not support tools``;
+* vLLM without ``--enable-auto-tool-choice``/``--tool-call-parser``, 400:
+  ``"auto" tool choice requires --enable-auto-tool-choice and
+  --tool-call-parser to be set``, ``tool_choice="required" requires
+  --tool-call-parser to be set``; older vLLM: ``tool_choice="none" is not
+  supported``, ``Currently only named tools are supported``;
+* llama.cpp ``--no-jinja``, 500: ``tools param requires --jinja flag``,
+  ``tool_choice param requires --jinja flag``; a template it cannot make a
+  tool parser for, 400: ``Unable to generate parser for this template``;
+  servers from before tool support, 500: ``Unsupported param: tools``;
+* TGI, 422: ``Tool error: …``.
+
+Other failures may still be caused by the tools: a chat template that
+breaks on them (LM Studio's 400 ``Error rendering prompt with jinja
+template``, SGLang's and vLLM's template errors, an error event in a 200
+stream), a proxy's own wording. Such an error is *unsure*: the round retries
+once without tools, on the rescue path, and learns from the outcome.
+"""
 
 from __future__ import annotations
 
-# Phrases model servers use when a model cannot take native tools: Ollama's
-# "does not support tools", vLLM without --enable-auto-tool-choice, and
-# OpenAI-compatible servers that reject the parameter outright.
-_REFUSALS = ("does not support tools", '"auto" tool choice requires', "unsupported param: tools")
+from typing import Literal
+
+Refusal = Literal["refused", "unsure"]
+
+_REFUSALS = (
+    "does not support tools",
+    "does not support tool",  # "… tool calling", "… tool use"
+    '"auto" tool choice requires',
+    "--enable-auto-tool-choice",
+    "requires --tool-call-parser",
+    "tools param requires --jinja",
+    "tool_choice param requires --jinja",
+    "unable to generate parser for this template",
+    "unsupported param: tools",
+    "tool calling is not supported",
+    "tools are not supported",
+    "tool error:",
+    'tool_choice="none" is not supported',
+    "only named tools are supported",
+)
+# Statuses that say nothing about the request's content: credentials, a
+# missing model, rate limits, a server that is down or overloaded.
+_NOT_ABOUT_TOOLS = frozenset({401, 402, 403, 404, 405, 408, 409, 413, 429, 502, 503, 504})
+# Failures the request would meet without tools just the same.
+_UNRELATED = ("context length", "context window", "maximum context", "too many tokens")
 
 
 class BackendError(Exception):
     """A backend failed to answer: ``status`` is what the gateway should reply
-    (the backend's own 4xx, 502 for unreachable or 5xx, 504 for a timeout)."""
+    (the backend's own 4xx, 502 for unreachable or 5xx, 504 for a timeout);
+    ``upstream_status`` is the backend's own status, None when it never answered."""
 
     def __init__(self, status: int, message: str, *, upstream_status: int | None = None) -> None:
         super().__init__(message)
@@ -19,13 +64,19 @@ class BackendError(Exception):
         self.upstream_status = upstream_status
 
     @property
-    def refuses_tools(self) -> bool:
-        """True when the backend says this model cannot take native tools."""
+    def refusal(self) -> Refusal | None:
+        """Whether this error refuses a request because it carried tools:
+        ``"refused"`` in a known wording (any status: llama.cpp wraps its
+        refusal in a 500), ``"unsure"`` when the backend answered with an
+        error that might be about them, None when it is not about them."""
         if self.upstream_status is None:
-            return False
-        # Any status: some servers wrap the refusal in a 500.
+            return None
         lowered = self.message.lower()
-        return any(phrase in lowered for phrase in _REFUSALS)
+        if any(phrase in lowered for phrase in _REFUSALS):
+            return "refused"
+        if self.upstream_status in _NOT_ABOUT_TOOLS or any(p in lowered for p in _UNRELATED):
+            return None
+        return "unsure"
 
 
 class BackendTimeout(BackendError):

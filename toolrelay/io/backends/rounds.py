@@ -10,16 +10,19 @@ streamed call, parses calls written as text, and enforces ``tool_choice`` and
 is checked against its tool's schema (the ``validate`` setting): an invalid
 or rejected call makes the round ask the model once more to correct it
 (toolrelay.correction), and streamed calls are held until they are complete
-and valid.
+and valid. What the model echoes of toolrelay's own prompt (its injected
+lines, copies of the rescue prompt's example calls) never reaches the answer
+(:mod:`toolrelay.echo`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from toolrelay import StreamParser, parse_tool_calls
 from toolrelay.correction import (
@@ -33,6 +36,7 @@ from toolrelay.correction import (
     warning,
     written_call,
 )
+from toolrelay.echo import EchoCleaner, remove_echoes
 from toolrelay.events import (
     CallRejected,
     ContentDelta,
@@ -44,16 +48,28 @@ from toolrelay.events import (
     ToolCallEnd,
     ToolCallStart,
 )
+from toolrelay.examples import reject_copies
 from toolrelay.io.backends.backend import Backend, RoundMode
-from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.errors import BackendError, Refusal
+from toolrelay.io.backends.http import ChunkStream
 from toolrelay.io.backends.native import NativeStream, message_calls
 from toolrelay.io.counters import Counters
 from toolrelay.io.settings import ToolMode, ValidateMode
 from toolrelay.names import ToolSet
 from toolrelay.profiles import apply_profile
-from toolrelay.rescue import ToolChoicePlan, build_rescue_request, resolve_tool_choice
+from toolrelay.rescue import (
+    ToolChoicePlan,
+    build_rescue_request,
+    directive,
+    native_directive,
+    render_tools_prompt,
+    resolve_tool_choice,
+)
+from toolrelay.stuck import append_note
 
 log = logging.getLogger("toolrelay.rounds")
+
+_T = TypeVar("_T")
 
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter"})
 REQUIRED_UNMET = (
@@ -94,6 +110,9 @@ class RoundRequest:
     stream_tools: bool = True
     # The client's Authorization header, for backends without a key of their own.
     auth: str | None = None
+    # Text toolrelay itself wrote into ``messages`` (the stuck detector's note):
+    # removed from the answer when the model echoes it.
+    injected: tuple[str, ...] = ()
     plan: ToolChoicePlan = field(init=False)
 
     def __post_init__(self) -> None:
@@ -130,7 +149,7 @@ class Reply:
     usage: dict[str, Any] | None
     mode: RoundMode
     warning: str | None = None
-    # Calls the parser recognised but could not use (unknown name, ...).
+    # Calls that cannot be used (an unknown name, a copied example, ...).
     rejected: list[RejectedCall] = field(default_factory=list)
 
 
@@ -175,12 +194,17 @@ async def backend_body(
 ) -> dict[str, Any]:
     """The body the backend receives for this round in this mode.
 
-    ``constrained`` adds a JSON-schema ``response_format`` that only admits a
-    call to an allowed tool, for backend kinds with guided decoding.
+    ``strict`` is the re-ask of a ``required`` choice: the rescue path's strict
+    directive, or on a native round one demanding a call through the
+    backend's own tool calling. ``constrained`` adds a JSON-schema
+    ``response_format`` that only admits a call to an allowed tool, for
+    backend kinds with guided decoding.
     """
     body = dict(req.body)
     if constrained and "response_format" not in body:
         body["response_format"] = _call_format(req.plan.tools)
+    if mode == "native" and strict:
+        body["messages"] = append_note(req.messages, native_directive(req.tools, req.tool_choice))
     if mode == "rescue":
         for key in TOOL_FIELDS:
             body.pop(key, None)
@@ -218,6 +242,24 @@ def _call_format(tools: tuple[Any, ...]) -> dict[str, Any]:
         "type": "json_schema",
         "json_schema": {"name": "tool_call", "schema": {"anyOf": variants}},
     }
+
+
+def injected_texts(req: RoundRequest, mode: RoundMode, *, strict: bool = False) -> tuple[str, ...]:
+    """What toolrelay wrote into this round's prompt, as :mod:`toolrelay.echo` takes it."""
+    texts = list(req.injected)
+    if mode == "rescue":
+        texts.append(render_tools_prompt(req.plan.tools))
+        texts.append(
+            directive(
+                req.tools,
+                req.tool_choice,
+                parallel_tool_calls=req.parallel_tool_calls,
+                strength="strict" if strict else "normal",
+            )
+        )
+    elif strict:
+        texts.append(native_directive(req.tools, req.tool_choice))
+    return tuple(text for text in texts if text)
 
 
 def _finish_reason(req: RoundRequest, has_calls: bool, upstream: Any) -> str:
@@ -296,16 +338,23 @@ async def _attempt(
     rejected: list[RejectedCall] = []
     if mode == "native" and req.has_tools:
         calls = message_calls(message, ToolSet(tools))
-    if req.has_tools and content and (mode == "rescue" or not calls or req.plan.mode == "none"):
+    if req.has_tools and content:
+        # Parsed like a stream of it would be: markup never stays in content.
         parsed = parse_tool_calls(content, tools=tools, format=_format(req, mode))
-        if parsed.calls or mode == "rescue" or req.plan.mode == "none":
-            if mode == "native" and parsed.calls and req.plan.mode != "none":
+        content = parsed.content
+        reasoning = _join(reasoning, parsed.reasoning)
+        rejected = parsed.rejected
+        if parsed.calls and not calls:  # a native call wins over its text twin
+            if mode == "native" and req.plan.mode != "none":
                 backend.learn(req.model, "emits_text_calls")
                 counters.inc("text_calls")
-            content = parsed.content
-            reasoning = _join(reasoning, parsed.reasoning)
-            calls = calls + parsed.calls
-            rejected = parsed.rejected
+            calls, copies = reject_copies(parsed.calls, tools)
+            rejected = [*rejected, *copies]
+    injected = injected_texts(req, mode, strict=strict)
+    if content and injected:
+        cleaned = remove_echoes(content, injected)
+        # The blank lines an echo stood between go with it.
+        content = cleaned.strip() if cleaned != content else content
     limit = _call_limit(req)
     if limit is not None:
         calls = calls[:limit]
@@ -334,14 +383,14 @@ async def complete_round(backend: Backend, req: RoundRequest, counters: Counters
 
 async def _complete_unchecked(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
     mode = await round_mode(backend, req)
+
+    async def attempt(mode: RoundMode) -> Reply:
+        return await _attempt(backend, req, mode, counters)
+
     try:
-        reply = await _attempt(backend, req, mode, counters)
+        reply = await attempt(mode)
     except BackendError as exc:
-        if not _may_rescue(backend, req, mode, exc):
-            raise
-        _learn_refusal(backend, req, counters)
-        mode = "rescue"
-        reply = await _attempt(backend, req, mode, counters)
+        reply = await _rescued(backend, req, mode, counters, exc, attempt)
     if req.plan.mode == "required" and not reply.calls:
         # The backend ignored the requirement: ask once more, as plainly as we
         # can, and with guided decoding where the backend has it.
@@ -362,20 +411,67 @@ async def _complete_unchecked(backend: Backend, req: RoundRequest, counters: Cou
 
 
 async def _reask(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
+    # Configured native means native: the re-ask is no rescue round either.
+    native = (req.tool_mode or backend.config.tool_mode) == "native"
+    mode: RoundMode = "native" if native else "rescue"
     if await backend.kind() in GUIDED_KINDS:
         try:
-            return await _attempt(backend, req, "rescue", counters, strict=True, constrained=True)
+            return await _attempt(backend, req, mode, counters, strict=True, constrained=True)
         except BackendError as exc:
             if exc.upstream_status is None or exc.upstream_status >= 500:
                 raise
-            # This server or model rejects the schema: ask without it.
-    return await _attempt(backend, req, "rescue", counters, strict=True)
+            # This server or model rejects the schema (or, natively, the schema
+            # beside tools): ask without it.
+    return await _attempt(backend, req, mode, counters, strict=True)
 
 
-def _may_rescue(backend: Backend, req: RoundRequest, mode: RoundMode, exc: BackendError) -> bool:
-    """A refusal of tools flips a model to rescue, unless native was asked for."""
+async def _rescued(
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    counters: Counters,
+    exc: BackendError,
+    attempt: Callable[[RoundMode], Awaitable[_T]],
+) -> _T:
+    """``exc`` ended an attempt: when it may refuse the request's tools, the
+    same attempt on the rescue path; else ``exc`` is raised.
+
+    A refusal in known words switches the model to rescue at once. Another
+    error from a backend that answered is retried once without tools, and
+    the outcome tells: a success switches the model to rescue, a failure
+    shows that the tools were not the problem and ``exc`` stands.
+    """
+    refusal = _refusal(backend, req, mode, exc)
+    if refusal is None:
+        raise exc
+    if refusal == "refused":
+        _learn_refusal(backend, req, counters, exc)
+        return await attempt("rescue")
+    log.info(
+        "backend %s, model %s answered a request with tools with %s (%s): retrying once "
+        "without tools",
+        backend.name,
+        req.model,
+        exc.upstream_status,
+        exc.message,
+    )
+    try:
+        result = await attempt("rescue")
+    except BackendError:
+        raise exc from None
+    _learn_refusal(backend, req, counters, exc)
+    return result
+
+
+def _refusal(
+    backend: Backend, req: RoundRequest, mode: RoundMode, exc: BackendError
+) -> Refusal | None:
+    """Whether ``exc`` may refuse the tools a native attempt sent (``tool_mode``
+    auto only: configured native means native, refusals included)."""
     configured = req.tool_mode or backend.config.tool_mode
-    return mode == "native" and configured == "auto" and exc.refuses_tools
+    if mode != "native" or configured != "auto" or not req.body.get("tools"):
+        return None
+    return exc.refusal
 
 
 def _watch_silence(backend: Backend, req: RoundRequest, mode: RoundMode, called: bool) -> None:
@@ -397,8 +493,18 @@ def _watch_silence(backend: Backend, req: RoundRequest, mode: RoundMode, called:
         )
 
 
-def _learn_refusal(backend: Backend, req: RoundRequest, counters: Counters) -> None:
+def _learn_refusal(
+    backend: Backend, req: RoundRequest, counters: Counters, exc: BackendError
+) -> None:
+    log.info(
+        "backend %s, model %s refused native tools (%s: %s)",
+        backend.name,
+        req.model,
+        exc.upstream_status,
+        exc.message,
+    )
     backend.learn(req.model, "refuses_tools")
+    backend.learn(req.model, "native_tools", False)
     counters.inc("fallbacks", "refuses_tools")
 
 
@@ -471,52 +577,100 @@ async def _stream_unchecked(
             yield [Opened(reply.mode)]
         yield [*reply_events(reply), Finish(reply.finish_reason, reply.usage, reply.warning)]
         return
+
+    async def attempt(mode: RoundMode) -> tuple[RoundMode, ChunkStream, _FirstRead]:
+        return mode, *await _open(backend, req, mode, patience)
+
     try:
-        chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
+        mode, chunks, first = await attempt(mode)
     except BackendError as exc:
-        if not _may_rescue(backend, req, mode, exc):
-            raise
-        _learn_refusal(backend, req, counters)
-        mode = "rescue"
-        chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
-    async with chunks:
+        mode, chunks, first = await _rescued(backend, req, mode, counters, exc, attempt)
+    relay = _relay_round(backend, req, counters, mode, chunks, first)
+    try:
         # Inside: a caller that stops right after Opened closes the backend's stream.
-        yield [Opened(mode)]
-        if req.has_tools:
-            counters.inc("rounds", mode)
-        tools = _parse_tools(req)
-        state = _StreamState(
-            StreamParser(tools=tools, format=_format(req, mode)) if req.has_tools else None,
-            NativeStream(ToolSet(tools)) if req.has_tools and mode == "native" else None,
-            _call_limit(req),
-        )
-        finish: Any = None
-        usage: dict[str, Any] | None = None
-        async for batch in chunks:
-            out: list[StreamItem] = []
-            for chunk in batch:
-                if chunk.get("usage"):
-                    usage = chunk["usage"]
-                choices = chunk.get("choices")
-                if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
-                    continue
-                choice = choices[0]
-                delta = choice.get("delta")
-                if isinstance(delta, dict):
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if reasoning and isinstance(reasoning, str):
-                        out.append(ReasoningDelta(reasoning))
-                    content = delta.get("content")
-                    if content and isinstance(content, str):
-                        state.feed(content, out)
-                    if delta.get("tool_calls"):
-                        state.feed_native(delta["tool_calls"], out)
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-            if out:
-                yield out
+        async with chunks, contextlib.aclosing(relay):
+            async for items in relay:
+                yield items
+    finally:
+        first.cancel()
+
+
+_FirstRead = asyncio.Future[list[dict[str, Any]]]
+
+
+async def _open(
+    backend: Backend, req: RoundRequest, mode: RoundMode, patience: float | None
+) -> tuple[ChunkStream, _FirstRead]:
+    """The backend's stream and its first read, awaited up to ``patience``
+    seconds: an error event first thing in a 200 stream (LM Studio's template
+    errors) is a refusal to start, like an error status."""
+    chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
+    first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
+    await asyncio.wait({first}, timeout=patience)
+    if first.done() and isinstance(first.exception(), BackendError):
+        first.result()  # raises it
+    return chunks, first
+
+
+async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[dict[str, Any]]]:
+    try:
+        yield await first
+    except StopAsyncIteration:
+        return
+    async for batch in chunks:
+        yield batch
+
+
+async def _relay_round(
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    mode: RoundMode,
+    chunks: ChunkStream,
+    first: _FirstRead,
+) -> AsyncGenerator[list[StreamItem], None]:
+    yield [Opened(mode)]
+    if req.has_tools:
+        counters.inc("rounds", mode)
+    tools = _parse_tools(req)
+    state = _StreamState(
+        StreamParser(tools=tools, format=_format(req, mode)) if req.has_tools else None,
+        NativeStream(ToolSet(tools)) if req.has_tools and mode == "native" else None,
+        _call_limit(req),
+    )
+    # Copies of the examples exist only where the prompt showed them.
+    cleaner = EchoCleaner(injected_texts(req, mode), tools if mode == "rescue" else None)
+    finish: Any = None
+    usage: dict[str, Any] | None = None
+    async for batch in _batches(chunks, first):
+        out: list[StreamItem] = []
+        for chunk in batch:
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            choices = chunk.get("choices")
+            if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+                continue
+            choice = choices[0]
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if reasoning and isinstance(reasoning, str):
+                    out.append(ReasoningDelta(reasoning))
+                content = delta.get("content")
+                if content and isinstance(content, str):
+                    state.feed(content, out)
+                if delta.get("tool_calls"):
+                    state.feed_native(delta["tool_calls"], out)
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+        if out and cleaner:
+            out = _cleaned(cleaner, out)
+        if out:
+            yield out
     last: list[StreamItem] = []
     state.close(last)
+    if cleaner:
+        last = [*_cleaned(cleaner, last), *cleaner.close()]
     if state.text_calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
@@ -533,10 +687,15 @@ async def _stream_unchecked(
         last.append(Finish(reply.finish_reason, reply.usage or usage, reply.warning))
         yield last
         return
+    called = state.calls > cleaner.removed_calls
     if req.has_tools:
-        _watch_silence(backend, req, mode, state.calls > 0)
-    last.append(Finish(_finish_reason(req, state.calls > 0, finish), usage))
+        _watch_silence(backend, req, mode, called)
+    last.append(Finish(_finish_reason(req, called, finish), usage))
     yield last
+
+
+def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:
+    return [*cleaner.feed(item for item in items if not isinstance(item, Opened | Finish))]
 
 
 class _StreamState:
