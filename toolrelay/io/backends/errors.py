@@ -78,6 +78,11 @@ class BackendError(Exception):
             return None
         return "unsure"
 
+    @property
+    def refuses_tools(self) -> bool:
+        """True when the backend says, in known words, that the request's tools are refused."""
+        return self.refusal == "refused"
+
 
 class BackendTimeout(BackendError):
     def __init__(self, message: str) -> None:
