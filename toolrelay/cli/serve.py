@@ -55,12 +55,48 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=("text", "json"),
         help="text lines, or one JSON object per line for log collectors (default: text)",
     )
+    tools = parser.add_argument_group(
+        "HTTP tools run by toolrelay (docs/agent.md; also in the environment and the config file)"
+    )
+    tools.add_argument(
+        "--tools-file",
+        metavar="FILE",
+        help="JSON array of tool definitions, read once at startup (LLM_TOOLS_FILE; "
+        "default: none, tools disabled)",
+    )
+    tools.add_argument(
+        "--tools-enabled",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="master switch (LLM_TOOLS_ENABLED; default: on when a tools file is given)",
+    )
+    tools.add_argument(
+        "--tool-max-iterations",
+        type=int,
+        metavar="N",
+        help="tool rounds per turn before a last round without tools "
+        "(LLM_TOOL_MAX_ITERATIONS; default: 4)",
+    )
+    tools.add_argument(
+        "--tool-timeout-secs",
+        type=float,
+        metavar="S",
+        help="timeout of one tool HTTP request (LLM_TOOL_TIMEOUT_SECS; default: 15)",
+    )
+    tools.add_argument(
+        "--tool-result-max-chars",
+        type=int,
+        metavar="N",
+        help="tool results are cut to this many characters "
+        "(LLM_TOOL_RESULT_MAX_CHARS; default: 2000)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from toolrelay.io.settings import Settings, describe_error
+    from toolrelay.io.tools.registry import ToolsError
     from toolrelay.server import create_app
     from toolrelay.server.logs import configure_logging
 
@@ -74,6 +110,11 @@ def run(args: argparse.Namespace) -> int:
         "host",
         "port",
         "config",
+        "tools_file",
+        "tools_enabled",
+        "tool_max_iterations",
+        "tool_timeout_secs",
+        "tool_result_max_chars",
     )
     try:
         settings = Settings(**explicit)
@@ -84,14 +125,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"toolrelay serve: invalid settings: {exc}", file=sys.stderr)
         return 2
     configure_logging(args.log_level, args.log_format)
-    for backend in settings.backend_configs():
+    try:
+        app = create_app(settings)
+    except ToolsError as exc:
+        print(f"toolrelay serve: invalid tools: {exc}", file=sys.stderr)
+        return 2
+    backends = settings.backend_configs()
+    for backend in backends:
         kind = "kind detected at startup" if backend.kind == "auto" else f"kind {backend.kind}"
         log.info(
             "backend %s: %s (%s, tool mode %s)", backend.name, backend.url, kind, backend.tool_mode
         )
+    if not backends:
+        log.warning("no model server is configured (--backend): the LLM is disabled")
     log.info("toolrelay serve: listening on http://%s:%s/v1", settings.host, settings.port)
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=args.log_level,

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -37,6 +38,12 @@ StuckMode = Literal["enforce", "observe", "off"]
 ValidateMode = Literal["repair", "warn", "off"]
 
 DEFAULT_BACKEND_URL = "http://127.0.0.1:8000/v1"
+
+
+def _seed_env(name: str) -> Any:
+    """Seed 002's environment name for a setting (``LLM_TOOLS_FILE``), and ours
+    (``TOOLRELAY_TOOLS_FILE``); the config file and the flags use the field name."""
+    return AliasChoices(f"LLM_{name.upper()}", f"TOOLRELAY_{name.upper()}")
 
 
 def _known_format(name: str) -> str:
@@ -123,7 +130,7 @@ def load_config_file(path: str) -> dict[str, Any]:
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="TOOLRELAY_", extra="forbid", env_nested_delimiter="__"
+        env_prefix="TOOLRELAY_", extra="forbid", env_nested_delimiter="__", populate_by_name=True
     )
 
     backend: str = Field(default=DEFAULT_BACKEND_URL, description="the default backend's base URL")
@@ -182,6 +189,41 @@ class Settings(BaseSettings):
         ge=0,
         description="responses kept in memory for /v1/responses' previous_response_id (0: none)",
     )
+    # Declarative HTTP tools (seed 002, docs/agent.md).
+    tools_enabled: bool | None = Field(
+        default=None,
+        validation_alias=_seed_env("tools_enabled"),
+        description="run HTTP tools (unset: when a tools file is given)",
+    )
+    tools_file: str = Field(
+        default="",
+        validation_alias=_seed_env("tools_file"),
+        description="JSON array of HTTP tool definitions, read once at startup",
+    )
+    tool_max_iterations: int = Field(
+        default=4,
+        ge=0,
+        validation_alias=_seed_env("tool_max_iterations"),
+        description="tool rounds per turn, then one round without tools",
+    )
+    tool_timeout_secs: float = Field(
+        default=15.0,
+        gt=0,
+        validation_alias=_seed_env("tool_timeout_secs"),
+        description="timeout of one tool HTTP request",
+    )
+    tool_result_max_chars: int = Field(
+        default=2000,
+        ge=1,
+        validation_alias=_seed_env("tool_result_max_chars"),
+        description="tool results are cut to this many characters",
+    )
+    admin_token: str | None = Field(
+        default=None, description="bearer token POST /api/tools requires, when set"
+    )
+    session_max_turns: int = Field(
+        default=20, ge=1, description="turns a /ws conversation keeps (oldest dropped first)"
+    )
     backends: list[BackendConfig] = Field(
         default_factory=list, description="several backends (config file only)"
     )
@@ -215,9 +257,19 @@ class Settings(BaseSettings):
                 )
         return self
 
+    @property
+    def tools_active(self) -> bool:
+        """Whether the tools file is read: ``LLM_TOOLS_ENABLED``, else a file is named."""
+        if self.tools_enabled is not None:
+            return self.tools_enabled
+        return bool(self.tools_file.strip())
+
     def backend_configs(self) -> list[BackendConfig]:
         """The configured backends; the flat settings make the default one when the
-        file lists none (or when ``--backend`` was given explicitly)."""
+        file lists none (or when ``--backend`` was given explicitly). An empty
+        ``backend`` and no list: none at all (the LLM is disabled)."""
+        if not self.backends and not self.backend.strip():
+            return []
         flat = BackendConfig(
             name="default",
             url=self.backend,
@@ -237,7 +289,7 @@ class Settings(BaseSettings):
 
     def public_dict(self) -> dict[str, Any]:
         """The settings in force, without secrets (for ``/health``)."""
-        hidden = {"api_key", "backends"}
+        hidden = {"api_key", "admin_token", "backends"}
         if self.backends and "backend" not in self.model_fields_set:
             # The config file's backends are in force: the flat default-backend
             # settings describe no backend and would only mislead.

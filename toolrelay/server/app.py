@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -29,6 +29,8 @@ from toolrelay.server.logs import AccessLog, note
 from toolrelay.server.metrics import Metrics
 from toolrelay.server.responses import ResponsesFront, stored_routes
 from toolrelay.server.responses.store import ResponseStore
+from toolrelay.server.session import websocket_endpoint
+from toolrelay.server.tools_api import ToolsApi, document
 from toolrelay.server.turn import TurnRoute
 
 _SAFE_REQUEST_ID = re.compile(rb"[\w.:/=+-]{1,128}")
@@ -44,7 +46,8 @@ class JSONResponse(Response):
 def create_app(settings: Settings) -> Starlette:
     gateway = Gateway(settings)
     metrics = Metrics(gateway.counters, settings)
-    spec = openapi_spec(_version())
+    tools_api = ToolsApi(gateway)
+    spec = document(openapi_spec(_version()))
 
     async def models(request: Request) -> Response:
         data: list[object] = []
@@ -106,6 +109,9 @@ def create_app(settings: Settings) -> Starlette:
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),
+            Route("/api/tools", tools_api.get, methods=["GET"]),
+            Route("/api/tools", tools_api.post, methods=["POST"]),
+            WebSocketRoute("/ws", websocket_endpoint),
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/docs", docs, methods=["GET"]),
             Mount("/docs/assets", StaticFiles(directory=SWAGGER_ASSETS)),

@@ -1,4 +1,4 @@
-"""The gateway's state: settings, backends, counters. One per app."""
+"""The gateway's state: settings, backends, counters, HTTP tools. One per app."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 from toolrelay.io.backends import Backend, BackendError, Backends
 from toolrelay.io.counters import Counters
 from toolrelay.io.settings import Settings
+from toolrelay.io.tools import HttpToolClient
+from toolrelay.io.tools.registry import MemoryToolStore, ToolRegistry, load_tools_file
 
 log = logging.getLogger("toolrelay.gateway")
 
@@ -19,10 +21,18 @@ _HEALTH_PROBE_TIMEOUT = 2.0
 
 class Gateway:
     def __init__(self, settings: Settings) -> None:
+        """Raises :class:`~toolrelay.io.tools.registry.ToolsError` for a bad tools file."""
         self.settings = settings
         self.backends = Backends(settings)
         self.counters = Counters()
         self.started = time.time()
+        # The tools file is read once, here; a bad one stops the start.
+        definitions = load_tools_file(settings.tools_file) if settings.tools_active else ()
+        self.tools = ToolRegistry(
+            MemoryToolStore(definitions),
+            HttpToolClient(timeout=settings.tool_timeout_secs),
+            max_chars=settings.tool_result_max_chars,
+        )
 
     async def health(self) -> dict[str, Any]:
         backends = await asyncio.gather(*(_backend_health(b) for b in self.backends))
@@ -40,6 +50,7 @@ class Gateway:
 
     async def aclose(self) -> None:
         await self.backends.aclose()
+        await self.tools.aclose()
 
 
 async def _backend_health(backend: Backend) -> dict[str, Any]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from toolrelay.io.backends.backend import Backend
+from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.settings import Settings
+
+NO_BACKEND = "no model server is configured (--backend or TOOLRELAY_BACKEND): the LLM is disabled"
 
 
 class Backends:
@@ -26,7 +29,14 @@ class Backends:
         }
 
     @property
+    def configured(self) -> bool:
+        """False when no model server is configured: the LLM is disabled."""
+        return bool(self._all)
+
+    @property
     def default(self) -> Backend:
+        if not self._all:
+            raise BackendError(503, NO_BACKEND)
         return self._all[0]
 
     def __iter__(self) -> Iterator[Backend]:

@@ -1,0 +1,130 @@
+"""The server's HTTP tools: the tools file, the runtime override, the turn's toolbox.
+
+The tools file (``LLM_TOOLS_FILE``) is read once, at startup. ``POST
+/api/tools`` replaces its definitions in memory, from the next turn on: a turn
+takes its :class:`~toolrelay.io.tools.Toolbox` when it starts and keeps it to
+the end. The override lives behind :class:`ToolStore`, so that replicas can
+share it (the in-process :class:`MemoryToolStore` is the default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+import orjson
+
+from toolrelay.io.tools.definition import ToolDefinition, parse_definitions
+from toolrelay.io.tools.http import HttpToolClient
+from toolrelay.io.tools.toolbox import DEFAULT_MAX_CHARS, HttpTool, Toolbox
+
+Source = Literal["file", "request", "none"]
+
+
+class ToolsError(ValueError):
+    """Definitions that cannot be used (a bad file at startup, a bad request body)."""
+
+
+@dataclass(frozen=True)
+class ActiveTools:
+    """The definitions in force and where they came from (``GET /api/tools``)."""
+
+    definitions: tuple[ToolDefinition, ...]
+    source: Source
+
+
+class ToolStore(Protocol):
+    """Where the definitions in force live."""
+
+    async def get(self) -> ActiveTools:
+        """The definitions in force: the override when one was set, else the file's."""
+        ...
+
+    async def replace(self, definitions: tuple[ToolDefinition, ...]) -> ActiveTools:
+        """Install ``definitions`` (the override) and return what is now in force."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class MemoryToolStore:
+    """The override in this process's memory: gone at restart, as seed 002 says."""
+
+    def __init__(self, file_definitions: tuple[ToolDefinition, ...] = ()) -> None:
+        self._active = ActiveTools(file_definitions, "file" if file_definitions else "none")
+
+    async def get(self) -> ActiveTools:
+        return self._active
+
+    async def replace(self, definitions: tuple[ToolDefinition, ...]) -> ActiveTools:
+        self._active = ActiveTools(definitions, "request")
+        return self._active
+
+    async def aclose(self) -> None:
+        return None
+
+
+def decode_definitions(raw: bytes) -> tuple[ToolDefinition, ...]:
+    """Definitions from the bytes of a tools file or a ``POST /api/tools`` body.
+
+    Raises :class:`ToolsError` saying what is wrong: empty, not UTF-8, not
+    JSON, not an array, no definition, or which entry and field is bad.
+    """
+    if not raw.strip():
+        raise ToolsError("the body is empty: send a JSON array of tool definitions")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolsError(f"not UTF-8 text (byte {exc.start} is invalid)") from None
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ToolsError(f"not valid JSON: {exc}") from None
+    try:
+        return parse_definitions(data)
+    except ValueError as exc:
+        raise ToolsError(str(exc)) from None
+
+
+def load_tools_file(path: str) -> tuple[ToolDefinition, ...]:
+    """The definitions of the tools file; a :class:`ToolsError` naming the file otherwise."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ToolsError(f"tools file {path}: {exc.strerror or exc}") from None
+    try:
+        return decode_definitions(raw)
+    except ToolsError as exc:
+        raise ToolsError(f"tools file {path}: {exc}") from None
+
+
+class ToolRegistry:
+    """The HTTP tools of a server: the store, one shared client, each turn's toolbox."""
+
+    def __init__(
+        self,
+        store: ToolStore,
+        client: HttpToolClient,
+        max_chars: int = DEFAULT_MAX_CHARS,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.max_chars = max_chars
+        self._built: tuple[tuple[ToolDefinition, ...], Toolbox] | None = None
+
+    async def toolbox(self) -> Toolbox:
+        """The tools for a turn that starts now (empty when none are defined)."""
+        active = await self.store.get()
+        built = self._built
+        if built is None or built[0] != active.definitions:
+            toolbox = Toolbox(
+                [HttpTool(definition, self.client) for definition in active.definitions],
+                max_chars=self.max_chars,
+            )
+            built = self._built = (active.definitions, toolbox)
+        return built[1]
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        await self.store.aclose()

@@ -1,0 +1,220 @@
+"""``GET|POST /api/tools``: the HTTP tools in force, and replacing them at runtime.
+
+``POST`` takes the same JSON array as the tools file and installs it in place
+of the file's definitions, from the next turn on, in memory only (seed 002,
+section 2). Answers: ``200 {ok, count, source, tools}``; ``400`` for an empty
+body, text that is not UTF-8, not a JSON array, or no valid definition;
+``401`` without the admin token when ``TOOLRELAY_ADMIN_TOKEN`` is set; ``503``
+when no model server is configured. Errors carry ``ok: false`` and an OpenAI
+error object.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from toolrelay.io.backends.registry import NO_BACKEND
+from toolrelay.io.tools.registry import ActiveTools, ToolsError, decode_definitions
+from toolrelay.server.errors import APIError
+from toolrelay.server.gateway import Gateway
+
+log = logging.getLogger("toolrelay.tools")
+
+
+class ToolsApi:
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    async def get(self, request: Request) -> Response:
+        if not self.gateway.backends.configured:
+            return _error(APIError(503, NO_BACKEND, type="api_error", code="llm_disabled"))
+        return _answer(await self.gateway.tools.store.get())
+
+    async def post(self, request: Request) -> Response:
+        gateway = self.gateway
+        if not gateway.backends.configured:
+            return _error(APIError(503, NO_BACKEND, type="api_error", code="llm_disabled"))
+        token = gateway.settings.admin_token
+        if token and not _authorised(request.headers.get("authorization"), token):
+            error = APIError(
+                401,
+                "POST /api/tools needs the admin token: Authorization: Bearer <token>",
+                type="authentication_error",
+                code="invalid_admin_token",
+            )
+            return _error(error, {"www-authenticate": "Bearer"})
+        try:
+            raw = await _read(request, gateway.settings.max_body_bytes)
+            definitions = decode_definitions(raw)
+        except ToolsError as exc:
+            return _error(APIError(400, f"Invalid tool definitions: {exc}", code="invalid_tools"))
+        except APIError as exc:
+            return _error(exc)
+        active = await gateway.tools.store.replace(definitions)
+        log.info(
+            "tool definitions replaced through POST /api/tools: %s",
+            ", ".join(definition.name for definition in definitions),
+        )
+        return _answer(active)
+
+
+def _authorised(header: str | None, token: str) -> bool:
+    scheme, _, given = (header or "").partition(" ")
+    # Constant time: how much of a guess matches must not show in the timing.
+    return hmac.compare_digest(
+        given.strip().encode() if scheme.lower() == "bearer" else b"", token.encode()
+    )
+
+
+async def _read(request: Request, limit: int) -> bytes:
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _answer(active: ActiveTools) -> Response:
+    body = {
+        "ok": True,
+        "count": len(active.definitions),
+        "source": active.source,
+        "tools": [definition.to_dict() for definition in active.definitions],
+    }
+    return _json(200, body)
+
+
+def _error(error: APIError, headers: dict[str, str] | None = None) -> Response:
+    return _json(error.status, {"ok": False, **error.to_dict()}, headers)
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status, headers, media_type="application/json")
+
+
+def _tools_answer(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ToolsAnswer"}}},
+    }
+
+
+def _tools_error(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ToolsError"}}},
+    }
+
+
+_DEFINITIONS = {
+    "application/json": {
+        "schema": {"type": "array", "items": {"$ref": "#/components/schemas/ToolDefinition"}}
+    }
+}
+
+# /docs: both endpoints under the tag "tools", with their request and response schemas.
+OPENAPI_PATHS: dict[str, Any] = {
+    "/api/tools": {
+        "get": {
+            "tags": ["tools"],
+            "summary": "The HTTP tool definitions in force and where they came from",
+            "responses": {
+                "200": _tools_answer("source: file (LLM_TOOLS_FILE), request (POST) or none"),
+                "503": _tools_error("No model server is configured: the LLM is disabled"),
+            },
+        },
+        "post": {
+            "tags": ["tools"],
+            "summary": "Replace the tool definitions from the next turn on (in memory only)",
+            "description": "The body is the same JSON array as a tools file. A turn already "
+            "running keeps the tools it started with; a restart restores the file's.",
+            "security": [{"adminToken": []}],
+            "requestBody": {"required": True, "content": _DEFINITIONS},
+            "responses": {
+                "200": _tools_answer("The definitions now in force (source: request)"),
+                "400": _tools_error(
+                    "Empty body, not UTF-8, not a JSON array, no tool definition, or an "
+                    "invalid entry (the message names the entry, the tool and the field)"
+                ),
+                "401": _tools_error("TOOLRELAY_ADMIN_TOKEN is set and the bearer token is not it"),
+                "413": _tools_error("The body is larger than max_body_bytes"),
+                "503": _tools_error("No model server is configured: the LLM is disabled"),
+            },
+        },
+    }
+}
+
+OPENAPI_SCHEMAS: dict[str, Any] = {
+    "ToolDefinition": {
+        "type": "object",
+        "required": ["name", "url"],
+        "additionalProperties": False,
+        "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+            "description": {"type": "string", "description": "What the model reads"},
+            "parameters": {
+                "type": "object",
+                "description": "JSON Schema of the arguments",
+                "default": {"type": "object", "properties": {}},
+            },
+            "url": {"type": "string", "description": "May hold {arg} placeholders"},
+            "method": {
+                "type": "string",
+                "default": "POST",
+                "description": "Any HTTP verb, case-insensitive, custom ones included",
+            },
+            "headers": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Sent verbatim; values may hold {arg} placeholders",
+            },
+        },
+    },
+    "ToolsAnswer": {
+        "type": "object",
+        "required": ["ok", "count", "source", "tools"],
+        "properties": {
+            "ok": {"type": "boolean", "const": True},
+            "count": {"type": "integer"},
+            "source": {"type": "string", "enum": ["file", "request", "none"]},
+            "tools": {"type": "array", "items": {"$ref": "#/components/schemas/ToolDefinition"}},
+        },
+    },
+    "ToolsError": {
+        "type": "object",
+        "required": ["ok", "error"],
+        "properties": {
+            "ok": {"type": "boolean", "const": False},
+            "error": {"$ref": "#/components/schemas/Error/properties/error"},
+        },
+    },
+}
+
+OPENAPI_SECURITY: dict[str, Any] = {
+    "adminToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "TOOLRELAY_ADMIN_TOKEN, required by POST /api/tools when it is set",
+    }
+}
+
+
+def document(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` (the gateway's OpenAPI document) with the tools endpoints added."""
+    spec.setdefault("paths", {}).update(OPENAPI_PATHS)
+    components = spec.setdefault("components", {})
+    components.setdefault("schemas", {}).update(OPENAPI_SCHEMAS)
+    components.setdefault("securitySchemes", {}).update(OPENAPI_SECURITY)
+    tags = spec.setdefault("tags", [])
+    if not any(tag.get("name") == "tools" for tag in tags):
+        tags.append({"name": "tools", "description": "HTTP tools toolrelay runs itself"})
+    return spec
