@@ -165,7 +165,7 @@ def test_events_in_order_with_prose_before_the_call_and_no_markup(
     }
     deltas = [event["text"] for event in events if event["type"] == "assistant_delta"]
     assert all("[" not in text and "TOOL" not in text for text in deltas)
-    answer = "Here is the weather for Paris: ok GET /weather/Paris"
+    answer = "Here is the weather in Paris: ok GET /weather/Paris"
     assert "".join(deltas) == "I'll check the weather in Paris.\n" + answer
     assert events[-1] == {"type": "assistant_end", "text": answer, "finish_reason": "stop"}
 
