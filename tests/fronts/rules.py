@@ -132,7 +132,7 @@ def check_responses_stream(raw: bytes) -> Response:
             assert item is None, "items never interleave"
             assert event["output_index"] == len(items)
             item = event["item"]
-            assert item["status"] == "in_progress"
+            assert item.get("status", "in_progress") == "in_progress"
             pieces = []
             continue
         assert item is not None, event
@@ -148,14 +148,19 @@ def check_responses_stream(raw: bytes) -> Response:
             pieces.append(event["delta"])
         elif kind in ("response.output_text.done", "response.reasoning_text.done"):
             assert event["text"] == "".join(pieces)
+        elif kind == "response.custom_tool_call_input.delta":
+            assert item["type"] == "custom_tool_call"
+            pieces.append(event["delta"])
+        elif kind == "response.custom_tool_call_input.done":
+            assert event["input"] == "".join(pieces)
         elif kind == "response.function_call_arguments.done":
             assert event["arguments"] == "".join(pieces) or (not pieces and event["arguments"])
             orjson.loads(event["arguments"])
         elif kind == "response.output_item.done":
             done = event["item"]
             assert (done["id"], done["type"]) == (item["id"], item["type"])
-            assert done["status"] == "completed"
-            if done["type"] == "function_call":
+            assert done.get("status", "completed") == "completed"
+            if done["type"] in ("function_call", "custom_tool_call"):
                 assert done["call_id"] == item["call_id"]
             items.append(done)
             item = None

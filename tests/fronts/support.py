@@ -7,6 +7,7 @@ from typing import Any
 from tests.weather import WEATHER_TOOL
 
 CITY = r"(?i)weather in (?P<city>\w+)"
+PATCH = "*** Begin Patch\n*** End Patch"
 SCENARIO: dict[str, Any] = {
     "rules": [
         {
@@ -22,6 +23,17 @@ SCENARIO: dict[str, Any] = {
             "answer": {
                 "content": 'Let me look.\n[TOOL_CALL]{"name": "get_weather", '
                 '"arguments": {"city": "{city}"}}[/TOOL_CALL]'
+            },
+        },
+        {
+            "match": {"tools": "native", "last_user": "(?i)patch"},
+            "answer": {"tool_calls": [{"name": "apply_patch", "arguments": {"input": PATCH}}]},
+        },
+        {
+            "match": {"tools": "prompt", "last_user": "(?i)patch"},
+            "answer": {
+                "content": '[TOOL_CALL]{"name": "apply_patch", "arguments": {"input": '
+                '"*** Begin Patch\\n*** End Patch"}}[/TOOL_CALL]'
             },
         },
         {
@@ -48,3 +60,10 @@ RESPONSES_TOOL: dict[str, Any] = {
     "parameters": WEATHER_TOOL["function"]["parameters"],
 }
 ASK = "What's the weather in Paris?"
+# Codex's freeform apply_patch: a custom tool with a grammar.
+CUSTOM_TOOL: dict[str, Any] = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Apply a patch to files.",
+    "format": {"type": "grammar", "syntax": "lark", "definition": 'start: "*** Begin Patch"'},
+}

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from tests.fronts.rules import check_responses_stream
-from tests.fronts.support import ASK, RESPONSES_TOOL, SCENARIO
+from tests.fronts.support import ASK, CUSTOM_TOOL, PATCH, RESPONSES_TOOL, SCENARIO
 from tests.gateway.support import GatewayServer, stack
 from toolrelay.simulator import Simulator
 
@@ -171,3 +171,43 @@ def test_failure_mid_stream_is_response_failed() -> None:
         failed = check_responses_stream(reply.content)
         assert failed.status == "failed" and failed.error is not None
         assert failed.error.code == "server_error"
+
+
+def test_custom_tools_round_trip(pair: Pair) -> None:
+    sim, gw = pair
+    client = gw.client()
+    first = client.responses.create(
+        model="toolrelay-sim", input="patch it", tools=[CUSTOM_TOOL, RESPONSES_TOOL]
+    )
+    call = first.output[-1]
+    assert call.type == "custom_tool_call" and call.name == "apply_patch"
+    assert call.input == PATCH
+    sent = sim.requests[-1].body
+    if "tools" in sent:
+        # Offered as a function taking the text, its grammar in the description.
+        function = sent["tools"][0]["function"]
+        assert function["parameters"]["required"] == ["input"]
+        assert "lark grammar" in function["description"]
+    streamed = check_responses_stream(
+        httpx.post(
+            gw.url + "/v1/responses",
+            json={
+                "model": "toolrelay-sim",
+                "input": "patch",
+                "tools": [CUSTOM_TOOL],
+                "stream": True,
+            },
+            timeout=20,
+        ).content
+    )
+    assert streamed.output[-1].type == "custom_tool_call"
+    follow = client.responses.create(
+        model="toolrelay-sim",
+        input=[
+            {"role": "user", "content": "patch it"},
+            call.model_dump(exclude_none=True),
+            {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "Done!"},
+        ],
+        tools=[CUSTOM_TOOL],
+    )
+    assert follow.output_text == "The apply_patch tool says: Done!"

@@ -17,11 +17,12 @@ from toolrelay.io.backends import Finish, Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.anthropic import MessagesFront
 from toolrelay.server.anthropic.request import read_messages
+from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses import ResponsesFront
 from toolrelay.server.responses.request import read_responses
 from toolrelay.server.responses.store import ResponseStore
-from toolrelay.server.responses.wire import ResponseBuilder, sse
+from toolrelay.server.responses.wire import ResponseBuilder
 
 SETTINGS = Settings()
 
@@ -124,6 +125,29 @@ def test_bad_fields_are_named(body: dict[str, Any], param: str) -> None:
     assert error.value.status == 400 and error.value.param == param
 
 
+def test_custom_tools_are_functions_taking_text() -> None:
+    tool = {"type": "custom", "name": "apply_patch", "description": "Patch files."}
+    turn = _read(
+        input=[
+            {"role": "user", "content": "fix it"},
+            {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "P"},
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "ok"},
+        ],
+        tools=[tool, {**tool, "name": "plain", "format": {"type": "text"}}],
+        tool_choice={"type": "custom", "name": "apply_patch"},
+    )
+    body = turn.round.body
+    assert turn.custom == {"apply_patch", "plain"}
+    assert body["tools"][0]["function"]["parameters"]["required"] == ["input"]
+    assert body["tools"][0]["function"]["description"] == "Patch files."
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "apply_patch"}}
+    assert body["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"input":"P"}'
+    assert body["messages"][2] == {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    with pytest.raises(APIError) as error:
+        _read(input="x", tools=[{**tool, "format": {"type": "grammar"}}])
+    assert error.value.param == "tools[0].format.definition"
+
+
 def test_store_is_bounded_and_can_be_off() -> None:
     store = ResponseStore(2)
     for n in range(3):
@@ -185,14 +209,15 @@ def test_arguments_beyond_64_bits_are_answered() -> None:
     cuts=st.lists(st.integers(0, 40), max_size=4),
     reasoning=st.booleans(),
     reason=st.sampled_from(["stop", "length", "tool_calls"]),
+    custom=st.booleans(),
 )
 def test_stream_and_response_agree(
-    plan: list[Any], cuts: list[int], reasoning: bool, reason: str
+    plan: list[Any], cuts: list[int], reasoning: bool, reason: str, custom: bool
 ) -> None:
     events = events_of(plan, cuts)
     finish = Finish(reason, {"prompt_tokens": 3, "completion_tokens": 4})
     echo = _read(input="x").echo
-    builder = ResponseBuilder("m", echo, reasoning)
+    builder = ResponseBuilder("m", echo, reasoning, frozenset({"get_weather"} if custom else ()))
     wire = builder.start()
     for event in events:
         wire += builder.event(event)
@@ -202,7 +227,8 @@ def test_stream_and_response_agree(
     assert streamed.model_dump(mode="json", exclude_unset=True) == final
     assert final["toolrelay_warning"] == "w"
     kinds = [item["type"] for item in final["output"]]
-    assert kinds.count("function_call") == sum(kind == "call" for kind, _ in plan)
+    call = "custom_tool_call" if custom else "function_call"
+    assert kinds.count(call) == sum(kind == "call" for kind, _ in plan)
     assert reasoning or "reasoning" not in kinds
     assert final["status"] == ("incomplete" if reason == "length" else "completed")
     assert final["usage"]["total_tokens"] == 7

@@ -12,7 +12,10 @@ line breaks a model writes around its calls, nor holds only them.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Literal
+
+import orjson
 
 from toolrelay.events import (
     ContentDelta,
@@ -41,7 +44,8 @@ class Blocks:
     def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
         raise NotImplementedError
 
-    def delta(self, kind: Kind, text: str) -> WireEvent:
+    def delta(self, kind: Kind, text: str) -> WireEvent | None:
+        """None when the front says nothing until the block closes."""
         raise NotImplementedError
 
     def close(self, kind: Kind, text: str, call: ToolCall | None) -> list[WireEvent]:
@@ -59,7 +63,8 @@ class Blocks:
             if self._kind != "call" or not event.text:
                 return []
             self._pieces.append(event.text)
-            return [self.delta("call", event.text)]
+            said = self.delta("call", event.text)
+            return [said] if said is not None else []
         if isinstance(event, ReasoningDelta):
             return self._add("reasoning", event.text) if self._reasoning else []
         if isinstance(event, ToolCallStart):
@@ -102,5 +107,17 @@ class Blocks:
         else:
             out = []
         self._pieces.append(text)
-        out.append(self.delta(kind, text))
+        said = self.delta(kind, text)
+        if said is not None:
+            out.append(said)
         return out
+
+
+def sse(event: WireEvent) -> bytes:
+    """One server-sent event, named by its ``type`` (both SDKs read the name)."""
+    return _head(event["type"]) + orjson.dumps(event) + b"\n\n"
+
+
+@cache
+def _head(name: str) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: "

@@ -19,7 +19,7 @@ import orjson
 
 from toolrelay.events import Event, ToolCall, ToolCallStart
 from toolrelay.io.backends import Finish
-from toolrelay.server.blocks import Blocks, Kind, WireEvent
+from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
 PING = b'event: ping\ndata: {"type":"ping"}\n\n'
@@ -122,12 +122,6 @@ def _json_object(text: str) -> str:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def sse(event: dict[str, Any]) -> bytes:
-    """One server-sent event; the SDK reads only events with an ``event:`` name."""
-    name: str = event["type"]
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
 
 
 class MessageEncoder:

@@ -18,10 +18,11 @@ from starlette.responses import Response
 from toolrelay.events import Event
 from toolrelay.io.backends import Finish, Reply, reply_events
 from toolrelay.io.settings import Settings
+from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import ResponsesTurn, input_messages, read_responses
 from toolrelay.server.responses.store import ResponseStore
-from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder, sse
+from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder
 from toolrelay.server.turn import Headers, client_auth, header
 
 
@@ -61,7 +62,7 @@ class ResponsesFront:
 
 
 def _builder(turn: ResponsesTurn) -> ResponseBuilder:
-    return ResponseBuilder(turn.round.model, turn.echo, turn.reasoning)
+    return ResponseBuilder(turn.round.model, turn.echo, turn.reasoning, turn.custom)
 
 
 class ResponseEncoder:

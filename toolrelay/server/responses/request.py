@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+import orjson
+
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.request import make_round, model_name, own_options
@@ -42,6 +44,8 @@ class ResponsesTurn(Turn):
     store: bool = False
     # The conversation so far (without the instructions), for the store.
     history: list[dict[str, Any]] = field(default_factory=list)
+    # Custom (freeform) tools: their calls are answered as custom_tool_call items.
+    custom: frozenset[str] = frozenset()
 
 
 def read_responses(
@@ -89,7 +93,7 @@ def read_responses(
     chat["messages"] = ([{"role": "system", "content": instructions}] if instructions else []) + (
         history
     )
-    tools = _tools(body.get("tools"))
+    tools, custom = _tools(body.get("tools"))
     if tools:
         chat["tools"] = tools
     choice = _tool_choice(body.get("tool_choice"))
@@ -123,6 +127,7 @@ def read_responses(
         reasoning=reasoning is not None,
         store=kept,
         history=history,
+        custom=custom,
     )
 
 
@@ -161,15 +166,18 @@ def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
         if kind == "message":
             out.append(_message(item, at))
         elif kind == "function_call":
-            _call(item, at, out)
-        elif kind == "function_call_output":
+            _call(item, at, out, _string(item.get("arguments") or "{}", at + ".arguments"))
+        elif kind == "custom_tool_call":
+            text = _string(item.get("input"), at + ".input")
+            _call(item, at, out, orjson.dumps({"input": text}).decode())
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id = _string(item.get("call_id"), at + ".call_id")
             output = _text(item.get("output"), at + ".output")
             out.append({"role": "tool", "tool_call_id": call_id, "content": output})
         elif kind != "reasoning":
             raise invalid(
-                f"'{at}.type': toolrelay takes message, function_call, function_call_output "
-                f"and reasoning items, not {kind!r}.",
+                f"'{at}.type': toolrelay takes message, function_call, custom_tool_call, their "
+                f"outputs and reasoning items, not {kind!r}.",
                 at + ".type",
             )
     return out
@@ -209,17 +217,13 @@ def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
     return {"role": role, "content": parts}
 
 
-def _call(item: dict[str, Any], where: str, out: list[dict[str, Any]]) -> None:
-    """A function_call item joins the assistant message before it, if that one
-    is the model's last turn."""
-    arguments = item.get("arguments")
+def _call(item: dict[str, Any], where: str, out: list[dict[str, Any]], arguments: str) -> None:
+    """A call item joins the assistant message before it, if that one is the
+    model's last turn."""
     call = {
         "id": _string(item.get("call_id"), where + ".call_id"),
         "type": "function",
-        "function": {
-            "name": _string(item.get("name"), where + ".name"),
-            "arguments": _string(arguments, where + ".arguments") if arguments else "{}",
-        },
+        "function": {"name": _string(item.get("name"), where + ".name"), "arguments": arguments},
     }
     last = out[-1] if out else None
     if last is not None and last["role"] == "assistant":
@@ -241,24 +245,33 @@ def _text(value: Any, where: str) -> str:
     _wrong(where, "a string or an array of text parts")
 
 
-def _tools(value: Any) -> list[dict[str, Any]]:
+def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:
+    """The tools as Chat Completions functions, and the names of the custom ones."""
     if value is None:
-        return []
+        return [], frozenset()
     if not isinstance(value, list):
         _wrong("tools", "an array")
     out = []
+    custom = set()
     for i, tool in enumerate(value):
         where = f"tools[{i}]"
         kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind != "function":
+        if kind not in ("function", "custom"):
             raise invalid(
                 f"'{where}.type': {kind!r} is a built-in tool that runs on OpenAI's servers; "
-                "toolrelay serves function tools only.",
+                "toolrelay serves function and custom tools.",
                 where + ".type",
             )
         name = tool.get("name")
         if not isinstance(name, str) or not name:
             _wrong(where + ".name", "a non-empty string")
+        description = tool.get("description")
+        if description is not None and not isinstance(description, str):
+            _wrong(where + ".description", "a string")
+        if kind == "custom":
+            out.append(_custom_tool(name, description, tool.get("format"), where))
+            custom.add(name)
+            continue
         function: dict[str, Any] = {"name": name}
         for key in ("description", "parameters", "strict"):
             if tool.get(key) is not None:
@@ -266,13 +279,34 @@ def _tools(value: Any) -> list[dict[str, Any]]:
         if not isinstance(function.get("parameters", {}), dict):
             _wrong(where + ".parameters", "an object")
         out.append({"type": "function", "function": function})
-    return out
+    return out, frozenset(custom)
+
+
+def _custom_tool(name: str, description: str | None, fmt: Any, where: str) -> dict[str, Any]:
+    """A custom (freeform) tool as a function taking its text as ``input``; a
+    grammar the model's text must follow is spelt out in the description."""
+    text = description or ""
+    if isinstance(fmt, dict) and fmt.get("type") == "grammar":
+        definition = fmt.get("definition")
+        if not isinstance(definition, str):
+            _wrong(where + ".format.definition", "a string")
+        syntax = fmt.get("syntax", "lark")
+        text += f"\n\nThe input must follow this {syntax} grammar:\n{definition}"
+    elif fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        _wrong(where + ".format", "a text or grammar format")
+    parameters = {
+        "type": "object",
+        "properties": {"input": {"type": "string", "description": "the tool's input, as text"}},
+        "required": ["input"],
+    }
+    function = {"name": name, "description": text.strip(), "parameters": parameters}
+    return {"type": "function", "function": function}
 
 
 def _tool_choice(value: Any) -> Any:
     if value is None or value in _CHOICES:
         return value
-    if isinstance(value, dict) and value.get("type") == "function":
+    if isinstance(value, dict) and value.get("type") in ("function", "custom"):
         name = _string(value.get("name"), "tool_choice.name")
         return {"type": "function", "function": {"name": name}}
     raise invalid(

@@ -28,6 +28,7 @@ from toolrelay.server.errors import APIError
 KEEPALIVE = b": keep-alive\n\n"
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 _PREFIXES = {"text": "msg_", "call": "fc_", "reasoning": "rs_"}
+_DELTAS = {"text": "response.output_text.delta", "reasoning": "response.reasoning_text.delta"}
 
 
 def _new_id(prefix: str) -> str:
@@ -35,8 +36,16 @@ def _new_id(prefix: str) -> str:
 
 
 class ResponseBuilder(Blocks):
-    def __init__(self, model: str, echo: dict[str, Any], reasoning: bool) -> None:
+    def __init__(
+        self,
+        model: str,
+        echo: dict[str, Any],
+        reasoning: bool,
+        custom: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__(reasoning)
+        # Calls of these (custom, freeform) tools are custom_tool_call items.
+        self._custom = custom
         self.response: dict[str, Any] = {
             "id": _new_id("resp_"),
             "object": "response",
@@ -54,6 +63,9 @@ class ResponseBuilder(Blocks):
         }
         self._output: list[dict[str, Any]] = self.response["output"]
         self._sequence = 0
+        # The open item's id and index, which every one of its events names.
+        self._item_id = ""
+        self._index = -1
 
     def _emit(self, kind: str, **fields: Any) -> WireEvent:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -61,7 +73,7 @@ class ResponseBuilder(Blocks):
         return event
 
     def _where(self) -> dict[str, Any]:
-        return {"item_id": self._output[-1]["id"], "output_index": len(self._output) - 1}
+        return {"item_id": self._item_id, "output_index": self._index}
 
     def start(self) -> list[WireEvent]:
         snapshot = {**self.response, "output": []}
@@ -72,19 +84,23 @@ class ResponseBuilder(Blocks):
 
     def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
         item: dict[str, Any] = {"id": _new_id(_PREFIXES[kind])}
-        if start is not None:
+        if start is not None and start.name in self._custom:
+            # The API gives custom tool calls no status.
+            item.update(id=_new_id("ctc_"), type="custom_tool_call", call_id=start.id)
+            item.update(name=start.name, input="")
+        elif start is not None:
             item.update(type="function_call", call_id=start.id, name=start.name, arguments="")
-        elif kind == "text":
-            item.update(type="message", role="assistant", content=[])
+            item["status"] = "in_progress"
         else:
-            item.update(type="reasoning", summary=[], content=[])
-        item["status"] = "in_progress"
+            if kind == "text":
+                item.update(type="message", role="assistant", content=[])
+            else:
+                item.update(type="reasoning", summary=[], content=[])
+            item["status"] = "in_progress"
         self._output.append(item)
-        out = [
-            self._emit(
-                "response.output_item.added", output_index=len(self._output) - 1, item=dict(item)
-            )
-        ]
+        self._item_id = item["id"]
+        self._index = len(self._output) - 1
+        out = [self._emit("response.output_item.added", output_index=self._index, item=dict(item))]
         if start is None:
             out.append(
                 self._emit(
@@ -96,27 +112,51 @@ class ResponseBuilder(Blocks):
             )
         return out
 
-    def delta(self, kind: Kind, text: str) -> WireEvent:
-        if kind == "text":
-            return self._emit(
-                "response.output_text.delta",
-                **self._where(),
-                content_index=0,
-                delta=text,
-                logprobs=[],
-            )
+    def delta(self, kind: Kind, text: str) -> WireEvent | None:
+        # The hot path: one literal per delta, no keyword merging.
+        if kind == "call" and self._output[-1]["type"] == "custom_tool_call":
+            return None  # its input is said whole when the call ends
+        sequence = self._sequence
+        self._sequence += 1
         if kind == "call":
-            return self._emit("response.function_call_arguments.delta", **self._where(), delta=text)
-        return self._emit(
-            "response.reasoning_text.delta", **self._where(), content_index=0, delta=text
-        )
+            return {
+                "type": "response.function_call_arguments.delta",
+                "sequence_number": sequence,
+                "item_id": self._item_id,
+                "output_index": self._index,
+                "delta": text,
+            }
+        event: WireEvent = {
+            "type": _DELTAS[kind],
+            "sequence_number": sequence,
+            "item_id": self._item_id,
+            "output_index": self._index,
+            "content_index": 0,
+            "delta": text,
+        }
+        if kind == "text":
+            event["logprobs"] = []
+        return event
 
     def close(self, kind: Kind, text: str, call: ToolCall | None) -> list[WireEvent]:
         item = self._output[-1]
         where = self._where()
-        item["status"] = "completed"
+        if "status" in item:
+            item["status"] = "completed"
         out = []
-        if kind == "call":
+        if item["type"] == "custom_tool_call":
+            value = (call.arguments if call is not None else _object(text)).get("input", "")
+            item["input"] = value if isinstance(value, str) else orjson.dumps(value).decode()
+            if item["input"]:
+                out.append(
+                    self._emit(
+                        "response.custom_tool_call_input.delta", **where, delta=item["input"]
+                    )
+                )
+            out.append(
+                self._emit("response.custom_tool_call_input.done", **where, input=item["input"])
+            )
+        elif kind == "call":
             item["arguments"] = call.arguments_json if call is not None else text or "{}"
             out.append(
                 self._emit(
@@ -182,6 +222,14 @@ class ResponseBuilder(Blocks):
         return self._emit("response.failed", response=self.response)
 
 
+def _object(text: str) -> dict[str, Any]:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _part(kind: Kind, text: str) -> dict[str, Any]:
     if kind == "text":
         return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
@@ -190,8 +238,3 @@ def _part(kind: Kind, text: str) -> dict[str, Any]:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def sse(event: WireEvent) -> bytes:
-    name: str = event["type"]
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
