@@ -77,9 +77,11 @@ _DOUBLE_QUOTED_SPECIAL = re.compile(r'["\\\x00-\x1f]')
 _SINGLE_QUOTED_SPECIAL = re.compile(r"['\\\x00-\x1f]")
 # A stretch of a double-quoted string that strict JSON decodes: plain text and
 # well-formed escapes. Unrolled (plain run, then escape + plain run, repeated) so
-# that each character is matched once.
+# that each character is matched once. A raw surrogate (never in decoded UTF-8)
+# is left to the lexer, so that every surrogate a run decodes to is an escape's.
 _JSON_STRING_RUN = re.compile(
-    r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
+    '[^"\\\\\x00-\x1f\ud800-\udfff]*'
+    '(?:\\\\(?:["\\\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\\\x00-\x1f\ud800-\udfff]*)*'
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SIMPLE_ESCAPES = {
@@ -153,7 +155,7 @@ class JsonLexer:
             return Tok.NEED_MORE, "", stop
         return Tok.NEED_MORE, "", start
 
-    def string_run(self, buf: str, pos: int) -> tuple[str, int]:
+    def string_run(self, buf: str, pos: int, final: bool) -> tuple[str, int]:
         """Decode the longest stretch of a double-quoted string at ``pos`` that strict JSON reads.
 
         Plain text and well-formed escapes come out in one piece, decoded by
@@ -161,27 +163,24 @@ class JsonLexer:
         look (the quote, a raw control character, an odd or cut escape).
         """
         stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
-        if stop == pos:
-            return "", pos
-        if buf.find("\\", pos, stop) < 0:
+        if stop == pos or buf.find("\\", pos, stop) < 0:
             return buf[pos:stop], stop
-        if stop < len(buf) and buf[stop] == '"':
-            text = scanstring(buf, pos)[0]  # decodes up to the quote, which follows
-        else:
-            text = scanstring(buf[pos:stop] + '"', 0)[0]
-        if _SURROGATE.search(text) is None:
-            return text, stop
-        # A lone or cut surrogate escape: the plain text before the first escape
-        # goes now, the escapes one at a time.
-        first = buf.find("\\", pos, stop)
-        return buf[pos:first], first
+        return _decoded_run(buf, pos, stop, final)
+
+    def json_string_run(self, buf: str, pos: int, final: bool) -> tuple[str, int]:
+        """``string_run`` written back as the inside of a JSON string, as JsonWriter writes it."""
+        stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if stop == pos or buf.find("\\", pos, stop) < 0:
+            return buf[pos:stop], stop  # nothing in it needs escaping
+        text, stop = _decoded_run(buf, pos, stop, final)
+        return escape_json_text(text), stop
 
     def _string_part(self, buf: str, pos: int, final: bool) -> tuple[Tok, str, int]:
         end = len(buf)
         if pos >= end:
             return Tok.NEED_MORE, "", pos
         if self.quote == '"':
-            text, stop = self.string_run(buf, pos)
+            text, stop = self.string_run(buf, pos, final)
             if stop > pos:
                 return Tok.STRING_CHUNK, text, stop
         else:
@@ -229,6 +228,24 @@ class JsonLexer:
         if 0xDC00 <= code < 0xE000:
             return Tok.STRING_CHUNK, "\ufffd", pos + 6
         return Tok.STRING_CHUNK, chr(code), pos + 6
+
+
+def _decoded_run(buf: str, pos: int, stop: int, final: bool) -> tuple[str, int]:
+    """``buf[pos:stop]``, plain text and well-formed escapes, decoded as ``_escape`` would.
+
+    The C decoder joins a surrogate pair as the lexer does; what it leaves
+    lone becomes U+FFFD, as in ``_escape``, except a high surrogate at the end
+    of the buffer, which waits for its partner.
+    """
+    if stop < len(buf) and buf[stop] == '"':
+        text = scanstring(buf, pos)[0]  # decodes up to the quote, which follows
+    else:
+        text = scanstring(buf[pos:stop] + '"', 0)[0]
+    if _SURROGATE.search(text) is None:
+        return text, stop
+    if not final and len(buf) - stop < 6 and "\ud800" <= text[-1] <= "\udbff":
+        text, stop = text[:-1], stop - 6
+    return _SURROGATE.sub("\ufffd", text), stop
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")

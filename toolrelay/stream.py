@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from itertools import groupby
 from typing import Any
 
-from toolrelay.events import ContentDelta, Event, ReasoningDelta
+from toolrelay.events import ContentDelta, Event, ReasoningDelta, ToolCallArgumentsDelta
 from toolrelay.formats import Dispatch, OpenerTable, opener_table
 from toolrelay.formats.base import Context, Region, Status
 from toolrelay.formats.reasoning import open_reasoning
@@ -199,14 +199,27 @@ class StreamParser:
 
 
 def _merge_text(events: list[Event]) -> list[Event]:
-    """Join neighbouring content (and reasoning) deltas produced by one feed."""
+    """Join neighbouring deltas of one kind produced by one feed.
+
+    Content with content, reasoning with reasoning, and a call's argument
+    fragments with each other: a feed gives each call at most one
+    ``ToolCallArgumentsDelta``, however many pieces its text was read in.
+    """
     if len(events) < 2:
         return events
     merged: list[Event] = []
-    for kind, run in groupby(events, type):
+    for kind, run in groupby(events, _kind):
         if kind is ContentDelta or kind is ReasoningDelta:
             text = "".join(e.text for e in run if isinstance(e, ContentDelta | ReasoningDelta))
             merged.append(ContentDelta(text) if kind is ContentDelta else ReasoningDelta(text))
+        elif type(kind) is int:
+            text = "".join(e.text for e in run if isinstance(e, ToolCallArgumentsDelta))
+            merged.append(ToolCallArgumentsDelta(kind, text))
         else:
             merged.extend(run)
     return merged
+
+
+def _kind(event: Event) -> object:
+    """What may merge with its neighbour: the type, or a call's index for argument deltas."""
+    return event.index if type(event) is ToolCallArgumentsDelta else type(event)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -157,3 +159,34 @@ def test_arguments_stream_before_the_call_closes(head: str) -> None:
     assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["f"]
     streamed = "".join(e.text for e in events if isinstance(e, ToolCallArgumentsDelta))
     assert streamed.endswith("abc" * 99)
+
+
+CODE = 'def f(x):\n    """Say "hi"."""\n\treturn x + "\\\\n"  # é 😀\n' * 40
+
+
+@pytest.mark.parametrize("size", [7, 64, 1000, 100_000])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "write", "arguments": {"text": ' + json.dumps(CODE) + "}}</tool_call>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>write<｜tool▁sep｜>"
+        + json.dumps({"text": CODE})
+        + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "[write(text=" + json.dumps(CODE) + ")]",
+        "<tool_call>\n<function=write>\n<parameter=text>\n" + CODE + "\n</parameter>\n</function>",
+    ],
+    ids=["hermes", "deepseek", "pythonic", "xml"],
+)
+def test_escapes_do_not_multiply_events(text: str, size: int) -> None:
+    """A feed gives at most one arguments delta per call, however many escapes it holds."""
+    parser = StreamParser([{"type": "function", "function": {"name": "write"}}])
+    arguments = ""
+    for start in range(0, len(text), size):
+        events = parser.feed(text[start : start + size])
+        deltas = [e for e in events if isinstance(e, ToolCallArgumentsDelta)]
+        assert len(deltas) <= 1
+        arguments += "".join(d.text for d in deltas)
+    events = parser.close()
+    assert len([e for e in events if isinstance(e, ToolCallArgumentsDelta)]) <= 1
+    arguments += "".join(e.text for e in events if isinstance(e, ToolCallArgumentsDelta))
+    assert json.loads(arguments)["text"].rstrip("\n") == CODE.rstrip("\n")

@@ -33,6 +33,7 @@ from toolrelay.events import (
 )
 from toolrelay.names import ToolSet
 from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value, load_json
+from toolrelay.strictjson import strict_json
 
 
 class Status(enum.Enum):
@@ -110,6 +111,16 @@ class Context:
                 self._raw_parts.append(self.buf[max(start, 0) : keep_from])
         self.base += keep_from
 
+    def checkpoint(self) -> tuple[Any, ...]:
+        """What reading a call changes here, to be put back by ``rollback``."""
+        return len(self.events), self.next_index, set(self._ids), self.save_raw()
+
+    def rollback(self, saved: tuple[Any, ...]) -> None:
+        """Forget every call read since ``checkpoint``: its events, indices, ids and text."""
+        emitted, self.next_index, self._ids, raw = saved
+        del self.events[emitted:]
+        self.restore_raw(raw)
+
     def save_raw(self) -> tuple[str, int, int, list[str]]:
         return self.buf, self.base, self._raw_from, self._raw_parts
 
@@ -148,6 +159,7 @@ class Call:
     __slots__ = (
         "_args",
         "_ctx",
+        "_decoded",
         "_held",
         "dropped",
         "id",
@@ -163,6 +175,7 @@ class Call:
         self._ctx = ctx
         self._args: list[str] = []
         self._held: list[str] = []
+        self._decoded: tuple[str, dict[str, Any]] | None = None  # see whole_arguments
         self.name: str | None = None
         self.raw_name: str | None = None  # the name as the model wrote it
         self.native_id: str | None = None
@@ -229,6 +242,12 @@ class Call:
         else:
             self._held.append(text)
 
+    def whole_arguments(self, text: str, value: dict[str, Any]) -> None:
+        """All of the arguments at once, as text and already decoded (``strict_json``'s path)."""
+        if not self._args and not self._held:
+            self._decoded = (text, value)
+        self.arguments(text)
+
     def held_arguments(self) -> str:
         """Argument text received before the call started (a call whose name is not known yet)."""
         return "".join(self._held)
@@ -241,7 +260,11 @@ class Call:
         if not self._args:
             self.arguments("{}")
         arguments_json = "".join(self._args)
-        arguments = load_json(arguments_json)
+        decoded = self._decoded
+        # The text is the very string decoded: no second decoding.
+        arguments = (
+            decoded[1] if decoded and decoded[0] is arguments_json else load_json(arguments_json)
+        )
         call = ToolCall(self.id, self.name, arguments, arguments_json)
         self._ctx.events.append(ToolCallEnd(self.index, call))
         self.dropped = True  # ended: nothing more may be added
@@ -260,7 +283,7 @@ class ArgumentStream:
     and the region rejects the call instead of inventing ``{}``.
     """
 
-    __slots__ = ("_call", "_complete", "_finished", "_lexer", "_sent", "_writer")
+    __slots__ = ("_call", "_complete", "_finished", "_lexer", "_sent", "_whole", "_writer")
 
     def __init__(self, call: Call) -> None:
         self._call = call
@@ -269,6 +292,7 @@ class ArgumentStream:
         self._finished = False
         self._complete = False  # the object closed as written
         self._sent = 0  # characters of arguments handed to the call
+        self._whole = False  # read at once by the C decoder
 
     @property
     def done(self) -> bool:
@@ -278,12 +302,12 @@ class ArgumentStream:
         again: its lexer may be inside a string that was never an object's
         and would swallow the end marker after it.
         """
-        return self._finished or self._writer.done
+        return self._finished or self._whole or self._writer.done
 
     @property
     def started(self) -> bool:
         """The arguments began as an object."""
-        return self._writer.started
+        return self._whole or self._writer.started
 
     @property
     def readable(self) -> bool:
@@ -306,6 +330,16 @@ class ArgumentStream:
                 return new_pos, None
             if tok is not Tok.BEGIN_OBJECT:
                 return new_pos, buf[new_pos] if new_pos < len(buf) else ""
+            decoded = strict_json(buf, new_pos - 1)
+            if decoded is not None:
+                value, encoded, end = decoded
+                arguments = encoded.decode()
+                self._whole = self._complete = True
+                self._sent = len(arguments)
+                if self._call.name is not None:
+                    self._call.start()
+                self._call.whole_arguments(arguments, value)
+                return end, None
         pos, other = lex_value(self._lexer, writer, buf, pos, final)
         if other is None and writer.done and not writer.dropped_key:
             self._complete = True

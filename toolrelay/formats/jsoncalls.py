@@ -27,7 +27,11 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
+
+from toolrelay.events import CallRejected
 from toolrelay.formats.base import (
     Call,
     Context,
@@ -39,8 +43,7 @@ from toolrelay.formats.base import (
     starts_or_partial,
 )
 from toolrelay.repair import MAX_DEPTH, JsonLexer, JsonWriter, Tok, lex_value
-
-_DOUBLE_QUOTED_SPECIAL = re.compile(r'["\\\x00-\x1f]')
+from toolrelay.strictjson import strict_json
 
 NAME_KEYS = frozenset({"name", "tool_name", "tool", "function_name", "recipient_name"})
 ARGUMENT_KEYS = frozenset({"arguments", "parameters", "input", "args", "params"})
@@ -142,9 +145,11 @@ class JsonCallsRegion:
         "_frames",
         "_fresh",
         "_lexer",
+        "_opened",
         "_options",
         "_started_any",
         "_token_at",
+        "_whole",
     )
 
     def __init__(self, ctx: Context, options: JsonCallsOptions) -> None:
@@ -162,21 +167,30 @@ class JsonCallsRegion:
         self._failed = False
         self._token_at = 0  # where the token being handled starts in the buffer
         self._end = 0  # where it ends
+        self._opened = ""  # the opener was the value's own bracket, not read yet
+        self._whole: dict[str, Any] | None = None  # an arguments object decoded at once
 
     @property
     def may_fallback(self) -> bool:
         return not self._options.marked and not self._started_any and not self._claimed
 
     def open_with(self, bracket: str) -> None:
-        """The opener was the value's own first bracket, already consumed."""
-        self._token(Tok.BEGIN_OBJECT if bracket == "{" else Tok.BEGIN_ARRAY, bracket)
+        """The opener was the value's own first bracket, consumed, and right before ``pos``."""
+        self._opened = bracket
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if self._opened:
+            bracket, self._opened = self._opened, ""
+            end = self._whole_value(buf, pos - 1)
+            if end is not None:
+                pos = end
+            else:
+                self._token(Tok.BEGIN_OBJECT if bracket == "{" else Tok.BEGIN_ARRAY, bracket)
         while True:
             if self._failed:
                 return pos, Status.FALLBACK
             if self._lexer.quote == '"':
-                pos = self._stream_string_run(buf, pos)
+                pos = self._stream_string_run(buf, pos, final)
                 if pos == len(buf) and not final:
                     return pos, Status.CONTINUE
             if not self._frames:
@@ -200,19 +214,18 @@ class JsonCallsRegion:
             self._end = new_pos
             self._token(tok, text)
 
-    def _stream_string_run(self, buf: str, pos: int) -> int:
-        """The hot path: plain text inside a streaming string argument goes straight out.
+    def _stream_string_run(self, buf: str, pos: int, final: bool) -> int:
+        """The hot path: text inside a streaming string argument goes straight out.
 
-        Text between a double-quoted string's special characters needs no
-        escaping and changes no state, so it skips the lexer and the writer.
+        Plain text and well-formed escapes change no state: they skip the
+        token loop and the writer, escapes decoded and written back in bulk.
         """
         top = self._frames[-1] if self._frames else None
         if type(top) is not _Value or top.purpose != "args" or not top.writer.in_string_value:
             return pos
-        special = _DOUBLE_QUOTED_SPECIAL.search(buf, pos)
-        stop = len(buf) if special is None else special.start()
-        if stop > pos:
-            top.record.call.arguments(buf[pos:stop])
+        text, stop = self._lexer.json_string_run(buf, pos, final)
+        if text:
+            top.record.call.arguments(text)
         return stop
 
     # -- between top-level values ------------------------------------------------
@@ -236,6 +249,11 @@ class JsonCallsRegion:
                 if at_end is None and not final:
                     return wait_at, None
             if char in "{[" and (first or options.several):
+                end = self._whole_value(buf, pos)
+                if end is not None:
+                    first = False
+                    pos = end
+                    continue
                 self._token_at, self._end = pos, pos + 1
                 self._token(Tok.BEGIN_OBJECT if char == "{" else Tok.BEGIN_ARRAY, char)
                 return pos + 1, None
@@ -273,6 +291,88 @@ class JsonCallsRegion:
 
     def _end_status(self) -> Status:
         return Status.FALLBACK if self.may_fallback else Status.DONE
+
+    # -- a whole value at once ---------------------------------------------------
+
+    def _whole_value(self, buf: str, pos: int) -> int | None:
+        """Read the value at ``pos`` with the C decoder and replay its tokens; None: lex it.
+
+        The machine above still decides everything (names, ids, wrappers,
+        what is a call): it gets the tokens the lexer would have given it,
+        except that an arguments object comes whole, as the text JsonWriter
+        would have written for it (``strict_json``). Taken only when the
+        value's shape is one of calls (objects, lists of them, strings,
+        ``null``), and undone when the replay makes a region that may still
+        be prose fail or rejects a call, since where the failure is and what
+        the rejected call's text was are read from the text.
+        """
+        decoded = strict_json(buf, pos)
+        if decoded is None or not _call_shaped(decoded[0]):
+            return None
+        ctx = self._ctx
+        state = (self._fresh, self._claimed, self._started_any)
+        emitted = len(ctx.events)
+        saved = ctx.checkpoint()
+        self._token_at, self._end = pos, decoded[2]
+        if self._replay(decoded[0]) and not any(
+            type(event) is CallRejected for event in ctx.events[emitted:]
+        ):
+            return decoded[2]
+        self._fresh, self._claimed, self._started_any = state
+        ctx.rollback(saved)
+        self._frames.clear()
+        self._failed = False
+        return None
+
+    def _replay(self, value: Any) -> bool:
+        """The tokens of ``value`` into the machine; False if it failed on them."""
+        todo: list[Any] = [value]  # values to replay, and tokens as (Tok, text) pairs
+        while todo:
+            item = todo.pop()
+            if type(item) is tuple:
+                self._token(*item)
+            elif item is None:
+                self._token(Tok.ATOM, "null")
+            elif type(item) is str:
+                self._token(Tok.STRING_START, '"')
+                if item:
+                    self._token(Tok.STRING_CHUNK, item)
+                self._token(Tok.STRING_END, '"')
+            else:
+                self._open(item, todo)
+            if self._failed:
+                return False
+        return True
+
+    def _open(self, value: dict[str, Any] | list[Any], todo: list[Any]) -> None:
+        """Open a container: the machine takes it whole, skips it, or reads its members."""
+        frames = self._frames
+        depth = len(frames)
+        if type(value) is dict:
+            self._whole = value  # taken whole if the machine makes it the arguments
+            self._token(Tok.BEGIN_OBJECT, "{")
+            self._whole = None
+        else:
+            self._token(Tok.BEGIN_ARRAY, "[")
+        if len(frames) == depth:
+            return  # taken whole as the arguments
+        if type(frames[-1]) is _Value:
+            frames.pop()  # a value the machine skips: skipped whole
+            return
+        members: list[Any] = []
+        if type(value) is dict:
+            for key, member in value.items():
+                members += [(Tok.STRING_START, '"')]
+                if key:
+                    members += [(Tok.STRING_CHUNK, key)]
+                members += [(Tok.STRING_END, '"'), (Tok.COLON, ":"), member, (Tok.COMMA, ",")]
+        else:
+            for member in value:
+                members += [member, (Tok.COMMA, ",")]
+        if members:
+            members.pop()  # no comma after the last member
+        members.append((Tok.END_OBJECT, "}") if type(value) is dict else (Tok.END_ARRAY, "]"))
+        todo.extend(reversed(members))
 
     # -- inside a value ----------------------------------------------------------
 
@@ -452,6 +552,15 @@ class JsonCallsRegion:
 
     def _begin_arguments(self, record: _CallRecord, tok: Tok, text: str) -> None:
         record.args = _Args.OBJECT
+        if self._whole is not None:
+            # Decoded at once (see _whole_value): the whole object goes out as it is.
+            arguments = orjson.dumps(self._whole).decode()
+            record.args_complete = True
+            record.args_sent += len(arguments)
+            record.call.whole_arguments(arguments, self._whole)
+            self._whole = None
+            self._maybe_start(record)
+            return
         value = _Value("args", record)
         self._frames.append(value)
         self._value_token(value, tok, text)
@@ -581,6 +690,26 @@ class JsonCallsRegion:
         record.call.reject(reason)
         if self.may_fallback:
             self._failed = True
+
+
+def _call_shaped(value: Any) -> bool:
+    """Objects, lists of objects, strings and null, outside arguments objects (taken whole)."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if type(item) is list:
+            if not all(type(entry) is dict for entry in item):
+                return False
+            todo += item
+        elif type(item) is dict:
+            for key, entry in item.items():
+                if type(entry) is dict and key in ARGUMENT_KEYS:
+                    continue
+                if type(entry) is dict or type(entry) is list:
+                    todo.append(entry)
+                elif entry is not None and type(entry) is not str:
+                    return False
+    return True
 
 
 def _object_text(text: str) -> str | None:

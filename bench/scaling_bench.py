@@ -1,0 +1,232 @@
+"""Adversarial scaling: every hostile input family doubled from 8k to 256k characters.
+
+A parser that is linear takes twice as long for twice the text; one that
+rescans takes four times as long. Each family (issue 17's list, every marker
+the parser knows repeated and followed by blanks, nesting, long numbers and
+words, a seeded markup soup) is parsed finished and streamed in deltas of 1
+and 7 characters, at 8k, 16k, ..., 256k characters, and the ratio of each
+doubling is reported (goal: ≤ 2.3 everywhere). Times are the best of a few
+runs; a shared machine only ever adds time.
+
+Run: ``.venv/bin/python bench/scaling_bench.py [--write] [--only SUBSTRING]``
+(``--write`` replaces bench/RESULTS.md's "Parser scaling" section).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import random
+import sys
+import time
+from collections.abc import Callable
+
+from results import write_section  # type: ignore[import-not-found]
+
+from toolrelay import StreamParser, parse_tool_calls
+from toolrelay.formats import opener_table
+
+SIZES = (8_000, 16_000, 32_000, 64_000, 128_000, 256_000)
+MODES = (0, 1, 7)  # 0: finished (parse_tool_calls); n: streamed n characters at a time
+GOAL = 2.3
+CAP = 20.0  # seconds: a family slower than this at one size is not run larger
+RUNS = 3
+
+Family = Callable[[int], str]
+
+
+def repeat(unit: str) -> Family:
+    return lambda size: (unit * (size // len(unit) + 1))[:size]
+
+
+def prefixed(prefix: str, unit: str, suffix: str = "") -> Family:
+    return lambda size: prefix + repeat(unit)(size) + suffix
+
+
+def soup(seed: int) -> Family:
+    """Markup soup: every marker, brackets, quotes, escapes, digits and words, mixed."""
+    markers = sorted(opener_table("auto").openers)
+    pieces = [
+        *markers,
+        *(m.replace("<", "</", 1) for m in markers if m.startswith("<")),
+        '{"name": "f", "arguments": {"a": ',
+        '{"name":',
+        "[f(a=",
+        "<parameter=a>",
+        "</parameter>",
+        "<function=f>",
+        "</function>",
+        "<|message|>",
+        "<|call|>",
+        "<｜tool▁sep｜>",
+        "<｜tool▁call▁end｜>",
+        "{",
+        "}",
+        "[",
+        "]",
+        '"',
+        "'",
+        "\\",
+        "\\u12",
+        "\\ud800",
+        ":",
+        ",",
+        "\n",
+        "    ",
+        "12345678901234567890",
+        "word",
+        "true",
+        "<",
+        ">",
+    ]
+
+    def make(size: int) -> str:
+        rng = random.Random(seed)
+        out: list[str] = []
+        length = 0
+        while length < size:
+            piece = rng.choice(pieces)
+            out.append(piece)
+            length += len(piece)
+        return "".join(out)[:size]
+
+    return make
+
+
+def families() -> dict[str, Family]:
+    call = '<tool_call>{"name": "f", "arguments": {"a": '
+    found: dict[str, Family] = {
+        # Issue 17's list.
+        "<think> repeated, unclosed": repeat("<think>"),
+        "<seed:think> repeated, unclosed": repeat("<seed:think>"),
+        "<|START_THINKING|> repeated, unclosed": repeat("<|START_THINKING|>"),
+        "every reasoning opener, unclosed": repeat(
+            "<think><seed:think><|START_THINKING|><|inner_prefix|>"
+        ),
+        "unclosed <think> around calls": repeat('<think><tool_call>{"name": "f"'),
+        "objects nested in arguments": prefixed(call, '{"a": '),
+        "arrays nested in arguments": prefixed(call, "["),
+        "an integer in arguments": prefixed(call, "7", "}}</tool_call>"),
+        "digits then a letter in arguments": lambda n: prefixed(call, "1")(n) + "a}}",
+        "'{\"name\":' repeated": repeat('{"name":'),
+        "a bare word in arguments": prefixed(call, "x", "}}</tool_call>"),
+        "<|channel|> repeated": repeat("<|channel|>"),
+        "<|start|>assistant repeated": repeat("<|start|>assistant"),
+        "DeepSeek openers repeated": repeat("<｜tool▁calls▁begin｜>"),
+        "DeepSeek calls opened, never closed": prefixed(
+            "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>f<｜tool▁sep｜>{"
+        ),
+        # Strings and escapes.
+        "quotes in arguments": prefixed(call, '"'),
+        "backslashes in a string": prefixed(call + '"', "\\\\"),
+        "escapes in a string": prefixed(call + '"', 'a\\n\\"\\t\\u00e9'),
+        "lone surrogate escapes": prefixed(call + '"', "\\ud800"),
+        "a string never closed, bare in prose": prefixed(
+            'Note {"name": "f", "arguments": {"a": "', "x"
+        ),
+        "a call object never closed, bare": prefixed('{"name": "f", "arguments": ', '{"a": '),
+        "'{\"arguments\": {' repeated": repeat('{"arguments": {'),
+        "a wrapper nested": repeat('{"function": '),
+        "a wrapper list nested": repeat('{"tool_calls": ['),
+        "leaked tags in arguments": prefixed(call, "<x>"),
+        "long blanks in arguments": prefixed(call, " ", "1}}"),
+        # Other engines.
+        "pythonic calls opened": repeat("[f("),
+        "pythonic value nested": prefixed("[f(a=", "["),
+        "pythonic strings": prefixed("[f(a='", "x"),
+        "XML parameters opened": prefixed("<tool_call>\n<function=f>\n", "<parameter=a>"),
+        "XML value": prefixed("<tool_call>\n<function=f>\n<parameter=a>\n", "x <y> "),
+        "XML tags never closed": repeat("<function=f"),
+        "Harmony headers": repeat("<|channel|>commentary to=functions.f "),
+        "code with brackets and tags": repeat(
+            'function f(x) { if (x) { return {a: [1, 2], b: "{c}"}; } } // [note] <b>\n'
+        ),
+        "markup soup (seed 1)": soup(1),
+        "markup soup (seed 2)": soup(2),
+    }
+    for marker in sorted(opener_table("auto").openers):
+        found[f"{marker!r} repeated"] = repeat(marker)
+        found[f"{marker!r} then blanks"] = prefixed(marker, " ")
+        found[f"{marker!r} then a word"] = prefixed(marker, "a")
+    return found
+
+
+def run(text: str, mode: int, repeats: int = 1) -> float:
+    """CPU seconds of one parse: on a shared machine, waiting for a core is not the parser's."""
+    gc.collect()
+    start = time.process_time()
+    for _ in range(repeats):
+        if mode == 0:
+            parse_tool_calls(text)
+        else:
+            parser = StreamParser()
+            feed = parser.feed
+            for at in range(0, len(text), mode):
+                feed(text[at : at + mode])
+            parser.close()
+    return (time.process_time() - start) / repeats
+
+
+def measure(family: Family, mode: int) -> tuple[list[float], list[float]]:
+    """The best of RUNS runs at each size, the sizes taken in turn so that they share conditions."""
+    texts = [family(size) for size in SIZES]
+    times = [float("inf")] * len(SIZES)
+    # A run too short for the clock is repeated within one measurement.
+    repeats = max(1, int(0.01 / max(run(texts[0], mode), 1e-6)))
+    for _ in range(RUNS):
+        for i, text in enumerate(texts):
+            if i and times[i - 1] > CAP:
+                break
+            times[i] = min(times[i], run(text, mode, max(1, repeats >> i)))
+    times = [t for t in times if t != float("inf")]
+    ratios = [b / a for a, b in itertools.pairwise(times) if a > 0]
+    return times, ratios
+
+
+def main() -> str:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--write", action="store_true")
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+    chosen = {k: v for k, v in families().items() if args.only in k}
+    rows = []
+    worst = 0.0
+    slowest = 0.0
+    for name, family in chosen.items():
+        for mode in MODES:
+            times, ratios = measure(family, mode)
+            top = max(ratios) if ratios else float("inf")
+            worst = max(worst, top)
+            slowest = max(slowest, times[-1])
+            label = "finished" if mode == 0 else f"{mode}-char deltas"
+            cells = " | ".join(f"{r:.2f}" for r in ratios)
+            missing = " | —" * (len(SIZES) - 1 - len(ratios))
+            flag = "" if top <= GOAL else " **over**"
+            rows.append(
+                f"| {name} | {label} | {times[0] * 1e3:.1f} | {times[-1] * 1e3:.0f} | "
+                f"{cells}{missing} | {top:.2f}{flag} |"
+            )
+            print(rows[-1], file=sys.stderr, flush=True)
+    header = [
+        "## Parser scaling",
+        "",
+        f"Measured by `bench/scaling_bench.py` on {time.strftime('%Y-%m-%d')}, "
+        f"Python {sys.version.split()[0]}: {len(chosen)} hostile input families, each "
+        "parsed finished and streamed in 1- and 7-character deltas at 8k, 16k, …, 256k "
+        "characters; the CPU time of each doubling over the one before (best of "
+        f"{RUNS} runs, the sizes in turn). Linear is 2.0; the goal is ≤ 2.3 everywhere.",
+        "",
+        f"Worst ratio of any doubling: **{worst:.2f}**; slowest 256k run: {slowest * 1e3:.0f} ms.",
+        "",
+        "| family | mode | 8k ms | 256k ms | ×16k | ×32k | ×64k | ×128k | ×256k | worst |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    return "\n".join(header + rows) + "\n"
+
+
+if __name__ == "__main__":
+    report = main()
+    print(report)
+    if "--write" in sys.argv:
+        write_section("## Parser scaling", report)

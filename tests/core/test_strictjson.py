@@ -1,0 +1,130 @@
+"""The C decoder's path gives exactly what the lenient reader gives, or stands aside.
+
+A finished parse reads a well-formed call with ``json``'s C scanner; a stream
+of small deltas never has a whole value at hand and reads it token by token.
+Every text here is parsed both ways and must agree to the character: the
+cases are the ones where a C decoder and the lenient writer could differ.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from streamcheck import check_stream  # type: ignore[import-not-found]
+
+from toolrelay import parse_tool_calls
+from toolrelay.repair import MAX_DEPTH
+from toolrelay.strictjson import strict_json
+
+TRICKY_ARGUMENTS = [
+    '{"a": 1, "a": 2}',  # a duplicate key
+    '{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}',
+    '{"a\\u003a": 1, "a:": 2}',  # an escaped colon in a duplicate key
+    '{"x": "\\\\u003a", "y": 1}',  # text that looks like an escaped colon
+    '{"a": 1e999}',  # beyond a double
+    '{"a": -1e999, "b": null}',
+    '{"a": "null", "b": 1e400}',
+    '{"a": NaN}',
+    '{"a": Infinity}',
+    '{"a": -0, "b": -0.0, "c": 1E5, "d": 2.50, "e": 1e-400}',
+    '{"a": 123456789012345678901234567890}',  # beyond 64 bits
+    '{"a": ' + "7" * 5000 + "}",  # beyond Python's digit limit
+    '{"a": "\\ud800"}',  # a lone surrogate
+    '{"a": "\\udc00\\ud83d\\ude00\\ud83d"}',
+    '{"a": "\\u00e9\\n\\t\\"\\/\\b\\f\\r"}',
+    '{"a": ' + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "}",
+    '{"a": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}",  # one level too deep
+    '{"a": ' + "[" * 300 + "]" * 300 + "}",
+    '{"a": "' + "x" * 3000 + '"}',
+    '{"rows": [' + ", ".join(f'{{"id": {i}, "v": {i}.5, "n": null}}' for i in range(40)) + "]}",
+    '{"rows": [' + ", ".join(f'{{"id": {i}, "id": {i}}}' for i in range(40)) + "]}",
+    '{"rows": [' + ", ".join(f'{{"id": {i}, "v": 1e999}}' for i in range(40)) + "]}",
+    "{}",
+    '{"": ""}',
+]
+
+WRAPPERS = [
+    '<tool_call>{{"name": "f", "arguments": {args}}}</tool_call>',
+    '<tool_call>{{"arguments": {args}, "name": "f", "id": "c1"}}</tool_call>',
+    '<tool_call>[{{"name": "f", "arguments": {args}}}, {{"name": "g", "arguments": {args}}}]'
+    "</tool_call>",
+    '<tool_call>{{"function": {{"name": "f", "arguments": {args}}}, "type": "function"}}'
+    "</tool_call>",
+    '{{"tool_calls": [{{"name": "f", "arguments": {args}}}]}}',
+    'Sure: {{"name": "f", "parameters": {args}}} done',
+    '[TOOL_CALLS] [{{"name": "f", "arguments": {args}}}]',
+    "[TOOL_CALLS]f{args}",
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{args}<｜tool▁call▁end｜>",
+    "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{args}<|call|>",
+    '<tool_call>{{"name": "f", "name": "g", "arguments": {args}}}</tool_call>',
+    '<tool_call>{{"name": "f", "arguments": {args}, "arguments": {{"z": 1}}}}</tool_call>',
+    '<tool_call>{{"name": "f", "arguments": {args}, "extra": 1}}</tool_call>',
+    '{{"name": "f", "arguments": {args}, "note": "x"}}',
+]
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+@pytest.mark.parametrize("arguments", TRICKY_ARGUMENTS)
+def test_whole_and_streamed_agree(wrapper: str, arguments: str) -> None:
+    text = wrapper.format(args=arguments)
+    step = max(1, len(text) // 40)
+    check_stream(text, list(range(0, len(text), step)))
+    check_stream(text, [len(text) // 2])
+
+
+def _strict_text(text: str) -> str | None:
+    decoded = strict_json(text, 0)
+    return None if decoded is None else decoded[1].decode()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "a": 2}',
+        '{"a": 1e999}',
+        '{"a": NaN}',
+        '{"a": 123456789012345678901234567890}',
+        '{"a": "\\ud800"}',
+        '{"a": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}",
+        '{"a": ',
+        "{'a': 1}",
+    ],
+)
+def test_what_the_c_path_refuses(text: str) -> None:
+    assert _strict_text(text) is None
+    assert _strict_text('{"rows": [' + ",".join([text] * 20) + "]}") is None  # counted, too
+
+
+def test_what_the_c_path_takes() -> None:
+    assert _strict_text('{"a" : [1, 2.50, -0, 1E5, true, null, "\\u00e9"]}') == (
+        '{"a":[1,2.5,0,100000.0,true,null,"é"]}'
+    )
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    arguments=st.dictionaries(st.text(max_size=6), json_values, max_size=6), indent=st.booleans()
+)
+def test_any_arguments_read_at_once_as_token_by_token(
+    arguments: dict[str, Any], indent: bool
+) -> None:
+    body = json.dumps({"name": "f", "arguments": arguments}, indent=2 if indent else None)
+    text = "<tool_call>" + body + "</tool_call>"
+    (call,) = parse_tool_calls(text).calls
+    assert call.arguments == json.loads(call.arguments_json)
+    check_stream(text, list(range(0, len(text), 5)))
