@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from toolrelay.events import Event, ToolCall
+from toolrelay.events import CallRejected, Event, RejectedCall, ToolCall
 from toolrelay.formats.base import ArgumentStream, Call, Context
 from toolrelay.names import ToolSet
 from toolrelay.repair import json_text, repair_json
@@ -26,14 +26,21 @@ def new_call_id() -> str:
     return "call_" + uuid.uuid4().hex[:24]
 
 
-def make_call(call_id: Any, name: Any, arguments: Any, tools: ToolSet) -> ToolCall | None:
-    """A strict call from upstream parts; None when the name is not a declared tool."""
-    if not isinstance(name, str):
-        return None
-    resolved = tools.resolve(name)
+NOT_AN_OBJECT = "the arguments are not a JSON object"
+
+
+def make_call(call_id: Any, name: Any, arguments: Any, tools: ToolSet) -> ToolCall | RejectedCall:
+    """A strict call from upstream parts, or why it cannot be used (a name that
+    is not one declared tool, arguments that are not an object)."""
+    raw_name = name if isinstance(name, str) else None
+    resolved = tools.resolve(raw_name) if raw_name else None
     if resolved is None:
-        return None
+        return RejectedCall(
+            raw_name, _written(raw_name, arguments), tools.unresolved(raw_name or "")
+        )
     args = _arguments(arguments)
+    if args is None:
+        return RejectedCall(raw_name, _written(raw_name, arguments), NOT_AN_OBJECT)
     return ToolCall(
         id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
         name=resolved,
@@ -44,11 +51,14 @@ def make_call(call_id: Any, name: Any, arguments: Any, tools: ToolSet) -> ToolCa
     )
 
 
-def _arguments(raw: Any) -> dict[str, Any]:
+def _arguments(raw: Any) -> dict[str, Any] | None:
+    """The arguments object upstream sent; None when what it sent is not one."""
     if isinstance(raw, dict):
         return raw
-    if not isinstance(raw, str) or not raw.strip():
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}
+    if not isinstance(raw, str):
+        return None
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -58,8 +68,13 @@ def _arguments(raw: Any) -> dict[str, Any]:
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError:
-            return {}
-    return value if isinstance(value, dict) else {}
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def _written(name: str | None, arguments: Any) -> str:
+    """A call as upstream sent it, for the model to be shown its attempt."""
+    return json_text({"name": name, "arguments": arguments})
 
 
 class _Slot:
@@ -117,9 +132,19 @@ class NativeStream:
         return self._drain()
 
     def close(self) -> list[Event]:
-        """The calls still open, completed as they stand."""
+        """The calls still open, completed as they stand, and the calls that
+        could not be used, as ``CallRejected``."""
         self._advance(final=True)
+        for slot in self._slots:
+            if not slot.call.started:  # ended without ever being a call
+                self._ctx.events.append(CallRejected(self._rejection(slot)))
         return self._drain()
+
+    def _rejection(self, slot: _Slot) -> RejectedCall:
+        parts = [part if isinstance(part, str) else json_text(part) for part in slot.queued]
+        arguments: Any = "".join(parts)
+        reason = slot.call.rejection or self._ctx.tools.unresolved(slot.name or "")
+        return RejectedCall(slot.name, _written(slot.name, arguments), reason)
 
     def _drain(self) -> list[Event]:
         events = self._ctx.events
@@ -200,6 +225,10 @@ class NativeStream:
                 call.set_name(slot.name)
             if call.dropped or call.name is None:
                 slot.ended = True  # not a declared tool, or never named: no call
+            elif not call.started and not _opens_object(slot.queued):
+                if not final:
+                    return  # no arguments yet, or not an object: read whole at the end
+                self._finish_whole(slot)
             else:
                 call.start()
                 queued, slot.queued = slot.queued, []
@@ -235,13 +264,28 @@ class NativeStream:
             slot.stream.finish()
             self._end(slot)
 
+    def _finish_whole(self, slot: _Slot) -> None:
+        """A call whose arguments did not open an object: none at all ({}), a
+        double-encoded object, or no object (the call is rejected)."""
+        text = "".join(part for part in slot.queued if isinstance(part, str))
+        arguments = _arguments(text)
+        if arguments is None:
+            slot.call.reject(NOT_AN_OBJECT)
+            slot.ended = True
+            return
+        slot.queued = []
+        slot.call.start()
+        slot.call.arguments(json_text(arguments))
+        self._end(slot)
+
     def _finish(self, slot: _Slot) -> None:
         if slot.raw is None and slot.pending:
             _, other = slot.stream.feed(slot.pending, 0, True)
             if other is not None and not slot.stream.started:
                 slot.raw = [slot.pending]
         if slot.raw is not None:
-            slot.call.arguments(json_text(_arguments("".join(slot.raw))))
+            # Begun as an object, then not one: what streamed stands.
+            slot.call.arguments(json_text(_arguments("".join(slot.raw)) or {}))
         else:
             slot.stream.finish()
         self._end(slot)
@@ -251,12 +295,16 @@ class NativeStream:
         slot.ended = True
 
 
-def message_calls(message: dict[str, Any], tools: ToolSet) -> list[ToolCall]:
-    """The strict calls of a non-streamed ``message.tool_calls`` array."""
+def message_calls(
+    message: dict[str, Any], tools: ToolSet
+) -> tuple[list[ToolCall], list[RejectedCall]]:
+    """The strict calls of a non-streamed ``message.tool_calls`` array, and the
+    calls that cannot be used."""
     raw = message.get("tool_calls")
     if not isinstance(raw, list):
-        return []
+        return [], []
     out = []
+    rejected = []
     for entry in raw:
         if not isinstance(entry, dict):
             continue
@@ -264,9 +312,11 @@ def message_calls(message: dict[str, Any], tools: ToolSet) -> list[ToolCall]:
         if not isinstance(function, dict):
             continue
         call = make_call(entry.get("id"), function.get("name"), function.get("arguments"), tools)
-        if call is not None:
+        if isinstance(call, ToolCall):
             out.append(call)
-    return _distinct_ids(out)
+        else:
+            rejected.append(call)
+    return _distinct_ids(out), rejected
 
 
 def _distinct_ids(calls: list[ToolCall]) -> list[ToolCall]:
@@ -279,3 +329,14 @@ def _distinct_ids(calls: list[ToolCall]) -> list[ToolCall]:
         seen.add(call.id)
         out.append(call)
     return out
+
+
+def _opens_object(queued: list[str | dict[str, Any]]) -> bool:
+    """Whether a call's first arguments open a JSON object (so they may stream)."""
+    for part in queued:
+        if isinstance(part, dict):
+            return True
+        text = part.lstrip()
+        if text:
+            return text[0] == "{"
+    return False

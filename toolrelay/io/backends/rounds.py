@@ -334,16 +334,16 @@ async def _attempt(
     reasoning = _text(message.get("reasoning_content") or message.get("reasoning"))
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else None
     tools = _parse_tools(req)
-    calls = []
+    calls: list[ToolCall] = []
     rejected: list[RejectedCall] = []
     if mode == "native" and req.has_tools:
-        calls = message_calls(message, ToolSet(tools))
+        calls, rejected = message_calls(message, ToolSet(tools))
     if req.has_tools and content:
         # Parsed like a stream of it would be: markup never stays in content.
         parsed = parse_tool_calls(content, tools=tools, format=_format(req, mode))
         content = parsed.content
         reasoning = _join(reasoning, parsed.reasoning)
-        rejected = parsed.rejected
+        rejected = [*rejected, *parsed.rejected]
         if parsed.calls and not calls:  # a native call wins over its text twin
             if mode == "native" and req.plan.mode != "none":
                 backend.learn(req.model, "emits_text_calls")
@@ -674,7 +674,7 @@ async def _relay_round(
     if state.text_calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
-    swallowed = not state.saw_text and not state.calls and finish != "length"
+    swallowed = not (state.saw_text or state.calls or state.rejected) and finish != "length"
     if req.has_tools and swallowed and req.plan.mode != "none":
         # The stream came back empty although tools were sent: the backend's
         # streamed tool parsing lost the call. Ask once without streaming. (A
@@ -703,7 +703,17 @@ class _StreamState:
     :class:`NativeStream`, merged into one sequence of calls: indices in the
     order calls start, one call open at a time, the call limit applied."""
 
-    __slots__ = ("_index", "_open", "_waiting", "calls", "limit", "native", "parser", "saw_text")
+    __slots__ = (
+        "_index",
+        "_open",
+        "_waiting",
+        "calls",
+        "limit",
+        "native",
+        "parser",
+        "rejected",
+        "saw_text",
+    )
 
     def __init__(
         self, parser: StreamParser | None, native: NativeStream | None, limit: int | None
@@ -712,6 +722,8 @@ class _StreamState:
         self.native = native
         self.limit = limit
         self.calls = 0
+        # Calls that could not be used: the stream did hold a call.
+        self.rejected = 0
         self.saw_text = False
         # Per source (text, native): its index -> the client's; None: over the limit.
         self._index: tuple[dict[int, int | None], dict[int, int | None]] = ({}, {})
@@ -751,6 +763,7 @@ class _StreamState:
                 else:
                     self._call_event(event, native, out)
             else:
+                self.rejected += isinstance(event, CallRejected)
                 out.append(event)
 
     def _call_event(
