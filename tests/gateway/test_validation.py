@@ -17,10 +17,13 @@ from typing import Any
 import openai
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.gateway.support import GatewayServer, gateway
 from toolrelay.correction import CORRECTION_MARKER
 from toolrelay.simulator import Simulator, SimulatorConfig
+from toolrelay.validate import validate_arguments
 
 WEATHER: dict[str, Any] = {
     "type": "function",
@@ -124,6 +127,22 @@ def _rules() -> list[dict[str, Any]]:
                 "answer": {"content": "Let me check.\n" + _text_call(name, arguments)},
             }
         )
+    # Whatever arguments the question carries, sent as the model's (fuzzing).
+    fuzz = "(?s)^fuzz:(?P<args>.*)$"
+    rules.append(
+        {
+            "match": {"last_user": fuzz, "tools": "native"},
+            "answer": {"tool_calls": [{"name": "get_weather", "arguments": "{args}"}]},
+        }
+    )
+    rules.append(
+        {
+            "match": {"last_user": fuzz, "tools": "prompt"},
+            "answer": {
+                "content": '[TOOL_CALL]{"name": "get_weather", "arguments": {args}}[/TOOL_CALL]'
+            },
+        }
+    )
     rules.append({"answer": {"content": "no rule"}})
     return rules
 
@@ -310,3 +329,37 @@ def test_held_calls_go_out_in_as_many_deltas_as_they_came(sim: Simulator, questi
         # The invalid first call never reached the client; the correction came whole.
         assert "celcius" in "".join(counts["off"])
         assert "".join(counts["repair"]) == json.dumps(RIGHT, separators=(",", ":"))
+
+
+ARGUMENT_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 20) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+ARGUMENT_OBJECTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "city": ARGUMENT_VALUES,
+        "days": ARGUMENT_VALUES | st.integers(-3, 20).map(str),
+        "unit": st.sampled_from(["celsius", "fahrenheit", "kelvin", "Celsius"]),
+    },
+).map(json.dumps)
+ARGUMENT_TEXTS = ARGUMENT_OBJECTS | ARGUMENT_VALUES.map(json.dumps) | st.text(max_size=20)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(arguments=ARGUMENT_TEXTS, stream=st.booleans())
+def test_whatever_the_model_sends_the_client_gets_valid_calls_or_words(
+    gw: GatewayServer, arguments: str, stream: bool
+) -> None:
+    reply = ask(gw, f"fuzz:{arguments}", stream=stream)
+    for name, called in reply["calls"]:
+        checked = validate_arguments(WEATHER, called)
+        assert name == "get_weather" and checked.ok and not checked.coercions
+    if not reply["calls"]:
+        assert reply["content"] and reply["content"].strip()
+        assert reply["finish_reason"] == "stop" and reply["warning"]
