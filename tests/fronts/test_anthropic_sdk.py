@@ -239,3 +239,17 @@ def test_count_tokens_is_an_estimate(pair: Pair) -> None:
     assert raw.status_code == 400 and orjson.loads(raw.content)["error"]["type"] == (
         "invalid_request_error"
     )
+
+
+def test_a_stop_sequence_is_reported(pair: Pair) -> None:
+    _, gw = pair
+    client = _client(gw)
+    ask = {"model": "toolrelay-sim", "max_tokens": 100, "stop_sequences": ["STOP", "rain"]}
+    message = client.messages.create(messages=_ask("hello rain world"), **ask)  # type: ignore[arg-type]
+    assert message.stop_reason == "stop_sequence" and message.stop_sequence == "rain"
+    assert message.content[0].text == "You said: hello"
+    with client.messages.stream(messages=_ask("hello rain world"), **ask) as stream:  # type: ignore[arg-type]
+        final = stream.get_final_message()
+    assert final.stop_reason == "stop_sequence" and final.stop_sequence == "rain"
+    plain = client.messages.create(messages=_ask("hello world"), **ask)  # type: ignore[arg-type]
+    assert plain.stop_reason == "end_turn" and plain.stop_sequence is None

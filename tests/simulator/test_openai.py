@@ -288,3 +288,20 @@ def test_request_log_records_what_the_model_received(start_simulator, wire, weat
         ("GET", "/v1/models"),
     ]
     assert sim.requests[0].body["messages"] == weather_question
+
+
+def test_stop_sequences_end_the_text_as_vllm_says(default_sim, wire):
+    ask = {"model": "qwen3:8b", "messages": [{"role": "user", "content": "one STOP two"}]}
+    whole = wire.http(default_sim).post("/v1/chat/completions", json={**ask, "stop": ["STOP"]})
+    [choice] = whole.json()["choices"]
+    assert choice["message"]["content"].endswith("You said: one ")
+    assert choice["finish_reason"] == "stop" and choice["stop_reason"] == "STOP"
+    streamed = wire.http(default_sim).post(
+        "/v1/chat/completions", json={**ask, "stop": "STOP", "stream": True}
+    )
+    chunks = wire.sse(streamed.text)[:-1]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert text.endswith("You said: one ")
+    assert chunks[-1]["choices"][0]["stop_reason"] == "STOP"
+    plain = wire.http(default_sim).post("/v1/chat/completions", json=ask)
+    assert plain.json()["choices"][0]["stop_reason"] is None

@@ -71,6 +71,8 @@ class Reply:
     calls: tuple[Call, ...]
     finish_reason: str
     prompt_tokens: int
+    # The stop sequence that ended the content (vLLM's `stop_reason`), if one did.
+    stop_reason: str | None = None
 
     @property
     def completion_tokens(self) -> int:
@@ -185,6 +187,10 @@ def _render(
             finish_reason = finish_reason or "stop"
     if turn.single_call:
         calls = calls[:1]
+    content, stop_reason = _stopped(content, turn.stop)
+    if stop_reason is not None:
+        # Generation ends at the stop sequence: nothing after it is written.
+        calls, finish_reason = [], "stop"
     finish_reason = finish_reason or ("tool_calls" if calls else "stop")
     return Reply(
         content=content,
@@ -196,7 +202,17 @@ def _render(
         ),
         finish_reason=finish_reason,
         prompt_tokens=turn.prompt_tokens,
+        stop_reason=stop_reason,
     )
+
+
+def _stopped(content: str, stops: tuple[str, ...]) -> tuple[str, str | None]:
+    """The content up to the first stop sequence in it, and that sequence."""
+    found = [(content.find(stop), stop) for stop in stops if stop in content]
+    if not found:
+        return content, None
+    at, stop = min(found)
+    return content[:at], stop
 
 
 def _inside_reasoning(content: str, reasoning: str) -> tuple[str, str]:

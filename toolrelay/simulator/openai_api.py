@@ -102,6 +102,8 @@ class _Completion:
                     "message": message,
                     "logprobs": None,
                     "finish_reason": reply.finish_reason,
+                    # vLLM's field: the stop sequence that ended the text, else null.
+                    "stop_reason": reply.stop_reason,
                 }
             ],
             "usage": _usage(reply),
@@ -128,13 +130,22 @@ class _Completion:
                 for piece in pieces(_streamed_arguments(call.arguments, config), size):
                     fragment = {"index": index, "function": {"arguments": piece}}
                     yield self._chunk({"tool_calls": [fragment]}, turn)
-        yield self._chunk({}, turn, "stop" if swallowed else reply.finish_reason)
+        finish = "stop" if swallowed else reply.finish_reason
+        yield self._chunk({}, turn, finish, reply.stop_reason)
         if turn.include_usage:
             yield self._event([], turn, _usage(reply))
         yield b"data: [DONE]\n\n"
 
-    def _chunk(self, delta: dict[str, Any], turn: Turn, finish_reason: str | None = None) -> bytes:
+    def _chunk(
+        self,
+        delta: dict[str, Any],
+        turn: Turn,
+        finish_reason: str | None = None,
+        stop_reason: str | None = None,
+    ) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        if stop_reason is not None:
+            choice["stop_reason"] = stop_reason
         return self._event([choice], turn, None)
 
     def _event(self, choices: list[Any], turn: Turn, usage: dict[str, int] | None) -> bytes:

@@ -74,6 +74,8 @@ class Turn:
     prompt_tokens: int
     # Distinguishes requests, for deterministic ids.
     digest: str
+    # The request's stop sequences (OpenAI's `stop`), honoured as vLLM does.
+    stop: tuple[str, ...] = ()
 
 
 def openai_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
@@ -86,6 +88,13 @@ def openai_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
     tools = () if config.strip_tools else _tools(body.get("tools"))
     choice = None if config.strip_tools or config.ignore_tool_choice else body.get("tool_choice")
     single_call = config.honour_parallel_tool_calls and body.get("parallel_tool_calls") is False
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        stop = [stop]
+    if stop is not None and not (
+        isinstance(stop, list) and all(isinstance(item, str) for item in stop)
+    ):
+        raise BadRequest("'stop' must be a string or an array of strings", "stop")
     return _turn(
         body,
         tools,
@@ -94,6 +103,7 @@ def openai_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
         include_usage,
         digest,
         single_call=single_call,
+        stop=tuple(item for item in stop or () if item),
     )
 
 
@@ -132,6 +142,7 @@ def _turn(
     digest: str,
     *,
     single_call: bool = False,
+    stop: tuple[str, ...] = (),
 ) -> Turn:
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -168,6 +179,7 @@ def _turn(
         tool_name=result_tool or (offered[0] if offered else ""),
         prompt_tokens=prompt_tokens,
         digest=digest,
+        stop=stop,
     )
 
 

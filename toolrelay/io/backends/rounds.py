@@ -151,6 +151,9 @@ class Reply:
     warning: str | None = None
     # Calls that cannot be used (an unknown name, a copied example, ...).
     rejected: list[RejectedCall] = field(default_factory=list)
+    # The request's stop sequence that ended the text, when the backend says
+    # which (vLLM's and SGLang's ``stop_reason``).
+    stop_sequence: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,8 @@ class Finish:
     reason: str
     usage: dict[str, Any] | None = None
     warning: str | None = None
+    # As Reply.stop_sequence.
+    stop_sequence: str | None = None
 
 
 StreamItem = Event | Opened | Finish
@@ -369,7 +374,18 @@ async def _attempt(
         usage=usage,
         mode=mode,
         rejected=rejected,
+        stop_sequence=None if calls else _stop_sequence(req, choice),
     )
+
+
+def _stop_sequence(req: RoundRequest, choice: dict[str, Any]) -> str | None:
+    """The stop sequence the backend says ended the text: one the request gave
+    (vLLM and SGLang name it in ``stop_reason``; a token id is not one)."""
+    said = choice.get("stop_reason")
+    if not isinstance(said, str):
+        return None
+    stop = req.body.get("stop")
+    return said if said == stop or (isinstance(stop, list) and said in stop) else None
 
 
 async def complete_round(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
@@ -575,7 +591,7 @@ async def _stream_unchecked(
             task.cancel()
         if done:
             yield [Opened(reply.mode)]
-        yield [*reply_events(reply), Finish(reply.finish_reason, reply.usage, reply.warning)]
+        yield [*reply_events(reply), _finish_of(reply, reply.usage)]
         return
 
     async def attempt(mode: RoundMode) -> tuple[RoundMode, ChunkStream, _FirstRead]:
@@ -641,6 +657,7 @@ async def _relay_round(
     # Copies of the examples exist only where the prompt showed them.
     cleaner = EchoCleaner(injected_texts(req, mode), tools if mode == "rescue" else None)
     finish: Any = None
+    stop_sequence: str | None = None
     usage: dict[str, Any] | None = None
     async for batch in _batches(chunks, first):
         out: list[StreamItem] = []
@@ -663,6 +680,7 @@ async def _relay_round(
                     state.feed_native(delta["tool_calls"], out)
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
+                stop_sequence = _stop_sequence(req, choice)
         if out and cleaner:
             out = _cleaned(cleaner, out)
         if out:
@@ -684,14 +702,20 @@ async def _relay_round(
         log.info("model %s: a streamed round came back empty; asking without streaming", req.model)
         reply = await _complete_unchecked(backend, req, counters)
         last.extend(reply_events(reply))
-        last.append(Finish(reply.finish_reason, reply.usage or usage, reply.warning))
+        last.append(_finish_of(reply, reply.usage or usage))
         yield last
         return
     called = state.calls > cleaner.removed_calls
     if req.has_tools:
         _watch_silence(backend, req, mode, called)
-    last.append(Finish(_finish_reason(req, called, finish), usage))
+    stopped = None if called else stop_sequence
+    last.append(Finish(_finish_reason(req, called, finish), usage, stop_sequence=stopped))
     yield last
+
+
+def _finish_of(reply: Reply, usage: dict[str, Any] | None) -> Finish:
+    """The end of a stream that relays a finished reply."""
+    return Finish(reply.finish_reason, usage, reply.warning, reply.stop_sequence)
 
 
 def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:

@@ -36,7 +36,7 @@ class MessagesFront:
         builder = MessageBuilder(turn.round.model, turn.thinking)
         for event in reply_events(reply):
             builder.event(event)
-        builder.finish(Finish(reply.finish_reason, reply.usage), extra)
+        builder.finish(Finish(reply.finish_reason, reply.usage, None, reply.stop_sequence), extra)
         return builder.message
 
     def encoder(self, turn: MessagesTurn) -> MessageEncoder:

@@ -95,8 +95,11 @@ class MessageBuilder(Blocks):
     def finish(self, finish: Finish, extra: dict[str, Any]) -> list[WireEvent]:
         """Close the message: the last events, with toolrelay's own keys on ``message_delta``."""
         out = self.end_block()
+        stop_sequence = None
         if any(block["type"] == "tool_use" for block in self._content):
             reason = "tool_use"
+        elif finish.stop_sequence is not None:
+            reason, stop_sequence = "stop_sequence", finish.stop_sequence
         else:
             reason = _STOP_REASONS.get(finish.reason, "end_turn")
         usage = finish.usage or {}
@@ -104,8 +107,8 @@ class MessageBuilder(Blocks):
             "input_tokens": _count(usage.get("prompt_tokens")),
             "output_tokens": _count(usage.get("completion_tokens")),
         }
-        self.message.update(stop_reason=reason, usage=counts, **extra)
-        delta = {"stop_reason": reason, "stop_sequence": None}
+        self.message.update(stop_reason=reason, stop_sequence=stop_sequence, usage=counts, **extra)
+        delta = {"stop_reason": reason, "stop_sequence": stop_sequence}
         out.append({"type": "message_delta", "delta": delta, "usage": counts, **extra})
         out.append({"type": "message_stop"})
         return out

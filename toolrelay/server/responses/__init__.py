@@ -44,7 +44,7 @@ class ResponsesFront:
         builder = _builder(turn)
         for event in reply_events(reply):
             builder.event(event)
-        builder.finish(Finish(reply.finish_reason, reply.usage), extra)
+        builder.finish(Finish(reply.finish_reason, reply.usage, None, reply.stop_sequence), extra)
         self.keep(turn, builder.response)
         return builder.response
 
