@@ -176,7 +176,8 @@ def report(small: dict[str, float], large: dict[str, float], held: float) -> str
             "JSON Schema, small (3 parameters, 0.2 kB) and large (48 parameters, nested",
             f"arrays of objects through a `$ref`, patterns, enums; {len(orjson.dumps(LARGE))} B).",
             f"Best of {RUNS} runs, µs per call, Python {platform.python_version()},",
-            f"{platform.machine()}, {os.cpu_count()} CPUs (shared machine).",
+            f"{platform.machine()}, {os.cpu_count()} CPUs, shared: load average "
+            f"{os.getloadavg()[0]:.1f} while measuring.",
             "",
             "| per call | small | large |",
             "|---|---|---|",
