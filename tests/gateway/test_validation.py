@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 import yaml
@@ -363,3 +364,23 @@ def test_whatever_the_model_sends_the_client_gets_valid_calls_or_words(
     if not reply["calls"]:
         assert reply["content"] and reply["content"].strip()
         assert reply["finish_reason"] == "stop" and reply["warning"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_anthropic_front_gets_the_repaired_call(gw: GatewayServer, stream: bool) -> None:
+    client = anthropic.Anthropic(base_url=gw.url, api_key="none", max_retries=0, timeout=20)
+    function = WEATHER["function"]
+    request: Any = {
+        "model": "sim",
+        "max_tokens": 200,
+        "messages": [{"role": "user", "content": "enum weather in Paris, fix"}],
+        "tools": [{"name": function["name"], "input_schema": function["parameters"]}],
+    }
+    if stream:
+        with client.messages.stream(**request) as events:
+            message = events.get_final_message()
+    else:
+        message = client.messages.create(**request)
+    calls = [block for block in message.content if block.type == "tool_use"]
+    assert [(call.name, call.input) for call in calls] == [("get_weather", RIGHT)]
+    assert message.stop_reason == "tool_use"
