@@ -48,8 +48,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from toolrelay.io.backends import Backend, BackendError
+    from toolrelay.io.backends.http import Limits
     from toolrelay.io.doctor import ModelUnknown, examine, save
     from toolrelay.io.settings import Settings, describe_error, load_config_file
+    from toolrelay.io.urls import redact_url
 
     explicit = given(args, "backend", "backend_kind", "config")
     try:
@@ -64,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
 
     async def main() -> Any:
-        backend = Backend(config, timeout=args.timeout, connect_timeout=min(args.timeout, 10.0))
+        limits = Limits(timeout=args.timeout, connect_timeout=min(args.timeout, 10.0))
+        backend = Backend(config, limits=limits)
         try:
             return await examine(backend, args.model, _progress(err))
         finally:
@@ -73,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = asyncio.run(main())
     except BackendError as exc:
-        return _fail(args, f"cannot reach the backend at {config.url}: {exc.message}", 1)
+        return _fail(
+            args, f"cannot reach the backend at {redact_url(config.url)}: {exc.message}", 1
+        )
     except ModelUnknown as exc:
         return _fail(args, str(exc), 2)
     saved = None

@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
     from toolrelay.io.settings import Settings, describe_error
     from toolrelay.io.tools.registry import ToolsError
+    from toolrelay.io.urls import redact_url
     from toolrelay.server import create_app
     from toolrelay.server.logs import configure_logging
 
@@ -134,7 +135,11 @@ def run(args: argparse.Namespace) -> int:
     for backend in backends:
         kind = "kind detected at startup" if backend.kind == "auto" else f"kind {backend.kind}"
         log.info(
-            "backend %s: %s (%s, tool mode %s)", backend.name, backend.url, kind, backend.tool_mode
+            "backend %s: %s (%s, tool mode %s)",
+            backend.name,
+            redact_url(backend.url),
+            kind,
+            backend.tool_mode,
         )
     if not backends:
         log.warning("no model server is configured (--backend): the LLM is disabled")

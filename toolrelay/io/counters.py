@@ -16,6 +16,11 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "fallbacks": ("automatic fallbacks, by reason", "reason"),
     "required_unmet": ("required or named tool_choice still unmet after the re-ask", ""),
     "backend_errors": ("backend failures, by HTTP status returned to the client", "status"),
+    "broken_streams": (
+        "backend streams that ended without [DONE], by how (reset, no_done, timeout, "
+        "invalid_utf8, line_too_long, too_large, error_event)",
+        "reason",
+    ),
     "stuck": ("stuck detector signals, by mode/pattern/level", "signal"),
     "validation": (
         "tool calls checked against their tool's schema, by outcome "

@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from toolrelay.formats import format_names
+from toolrelay.io.urls import redact_url
 from toolrelay.profiles import get_profile
 
 BackendKind = Literal["auto", "openai", "vllm", "sglang", "ollama", "lmstudio", "llamacpp"]
@@ -178,6 +179,36 @@ class Settings(BaseSettings):
         default=600.0, description="seconds to wait for the backend's answer or next streamed chunk"
     )
     connect_timeout: float = Field(default=10.0, description="seconds to connect to the backend")
+    total_timeout: float = Field(
+        default=1800.0,
+        gt=0,
+        description="seconds one backend request may take in all, streamed or not (then 504)",
+    )
+    max_response_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="a backend answer (or stream) larger than this is a 502",
+    )
+    max_line_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description="a streamed line from a backend longer than this is a 502",
+    )
+    follow_redirects: bool = Field(
+        default=False,
+        description="follow a backend's redirects (off: a redirect is a 502 naming it)",
+    )
+    pool_size: int = Field(default=1024, ge=1, description="concurrent requests to each backend")
+    pool_queue: int = Field(
+        default=1024,
+        ge=0,
+        description="requests that may wait for a backend slot; more get a 503 with Retry-After",
+    )
+    pool_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds a request may wait for a backend slot (then 503 with Retry-After)",
+    )
     keepalive_interval: float = Field(
         default=10.0, description="seconds of backend silence before an SSE keep-alive comment"
     )
@@ -295,8 +326,11 @@ class Settings(BaseSettings):
             # settings describe no backend and would only mislead.
             hidden |= {"backend", "backend_kind", "tool_mode", "omit_tool_choice"}
         data = self.model_dump(mode="json", exclude=hidden)
+        if "backend" in data:
+            data["backend"] = redact_url(data["backend"])
         data["backends"] = [
-            b.model_dump(mode="json", exclude={"api_key"}) for b in self.backend_configs()
+            {**b.model_dump(mode="json", exclude={"api_key"}), "url": redact_url(b.url)}
+            for b in self.backend_configs()
         ]
         return data
 

@@ -18,6 +18,7 @@ class APIError(Exception):
         param: str | None = None,
         type: str = "invalid_request_error",
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -25,6 +26,8 @@ class APIError(Exception):
         self.param = param
         self.type = type
         self.code = code
+        # Response headers that go with the error (Retry-After, WWW-Authenticate).
+        self.headers = headers or {}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,11 +47,19 @@ def invalid(message: str, param: str | None = None) -> APIError:
 def upstream(exc: BackendError) -> APIError:
     """The backend's failure: its own 4xx as is, its 5xx as a 502 ``backend_error``
     (it is up: it answered), 502 ``backend_unavailable`` when it never answered,
+    503 ``backend_busy`` (with ``Retry-After``) when every slot to it is taken,
     504 ``backend_timeout`` when it did not answer in time."""
+    headers = {"retry-after": str(exc.retry_after)} if exc.retry_after is not None else None
     if exc.status < 500:
-        return APIError(exc.status, exc.message, type="invalid_request_error", code="backend_error")
-    if exc.status == 504:
-        code = "backend_timeout"
+        return APIError(
+            exc.status,
+            exc.message,
+            type="invalid_request_error",
+            code="backend_error",
+            headers=headers,
+        )
+    if exc.status in (503, 504):
+        code = "backend_busy" if exc.status == 503 else "backend_timeout"
     else:
         code = "backend_unavailable" if exc.upstream_status is None else "backend_error"
-    return APIError(exc.status, exc.message, type="api_error", code=code)
+    return APIError(exc.status, exc.message, type="api_error", code=code, headers=headers)

@@ -56,7 +56,7 @@ class Gateway:
 async def _backend_health(backend: Backend) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": backend.name,
-        "url": backend.base_url,
+        "url": backend.shown_url,
         "kind": backend.known_kind or backend.config.kind,
         "reachable": False,
         "error": None,
@@ -83,8 +83,8 @@ async def _check_backend(backend: Backend) -> None:
         log.warning(
             "backend %s at %s does not answer (%s): requests to it fail with 502 until it does",
             backend.name,
-            backend.base_url,
+            backend.shown_url,
             reason,
         )
         return
-    log.info("backend %s at %s answers: %s server", backend.name, backend.base_url, kind)
+    log.info("backend %s at %s answers: %s server", backend.name, backend.shown_url, kind)

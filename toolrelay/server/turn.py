@@ -150,7 +150,7 @@ class TurnRoute(Generic[TurnT]):
         except Exception as exc:
             error, outcome = self._failure(exc, "toolrelay failed to handle the request")
             status, body = self.front.error(error)
-            await send_json(send, status, body)
+            await send_json(send, status, body, error.headers)
         counters.inc("requests", outcome)
 
     def _failure(self, exc: Exception, bug: str) -> tuple[APIError, str]:
@@ -321,8 +321,12 @@ def client_auth(headers: Headers) -> str | None:
     return auth
 
 
-async def send_json(send: Send, status: int, body: Any) -> None:
+async def send_json(
+    send: Send, status: int, body: Any, extra_headers: dict[str, str] | None = None
+) -> None:
     data = orjson.dumps(body)
     headers = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]
+    if extra_headers:
+        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra_headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})

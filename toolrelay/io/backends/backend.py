@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.facts import CapabilityCache, Fact
-from toolrelay.io.backends.http import ChunkStream, HttpClient
+from toolrelay.io.backends.http import ChunkStream, HttpClient, Limits
 from toolrelay.io.backends.probe import detect_kind, probe_native_tools, root_url
 from toolrelay.io.settings import BackendConfig, ToolMode
+from toolrelay.io.urls import split_url
 
 RoundMode = Literal["native", "rescue"]
 
@@ -46,16 +47,23 @@ class Backend:
         config: BackendConfig,
         *,
         capability_ttl: float = 600.0,
-        timeout: float = 600.0,
-        connect_timeout: float = 10.0,
+        limits: Limits | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
-        self.base_url = config.url.rstrip("/")
+        url = split_url(config.url)
+        # Without the URL's userinfo and query: those are credentials, sent by the client.
+        self.base_url = url.base
+        # The URL as it may be shown (/health, errors, logs): secrets hidden.
+        self.shown_url = url.shown
         self.root_url = root_url(self.base_url)
         self.client = HttpClient(
-            api_key=config.api_key, timeout=timeout, connect_timeout=connect_timeout
+            api_key=config.api_key,
+            authorization=url.authorization,
+            query=url.query,
+            limits=limits,
         )
+        self._own_credentials = bool(config.api_key or url.authorization)
         self.facts = CapabilityCache(ttl=capability_ttl)
         self._kind: str | None = None if config.kind == "auto" else config.kind
         self._kind_lock = asyncio.Lock()
@@ -76,7 +84,7 @@ class Backend:
 
     def _auth(self, client_auth: str | None) -> str | None:
         # A configured key wins; without one the client's own credentials pass through.
-        return None if self.config.api_key else client_auth
+        return None if self._own_credentials else client_auth
 
     async def complete(self, body: dict[str, Any], *, auth: str | None = None) -> dict[str, Any]:
         """POST ``/chat/completions`` without streaming and return the answer.

@@ -54,14 +54,30 @@ _UNRELATED = ("context length", "context window", "maximum context", "too many t
 
 class BackendError(Exception):
     """A backend failed to answer: ``status`` is what the gateway should reply
-    (the backend's own 4xx, 502 for unreachable or 5xx, 504 for a timeout);
-    ``upstream_status`` is the backend's own status, None when it never answered."""
+    (the backend's own 4xx, 502 for unreachable or 5xx, 503 when it is busy,
+    504 for a timeout); ``upstream_status`` is the backend's own status, None
+    when it never answered.
 
-    def __init__(self, status: int, message: str, *, upstream_status: int | None = None) -> None:
+    ``reason`` names how a stream that had started ended badly (``reset``,
+    ``no_done``, ``timeout``, ...; the ``broken_streams`` counter's label);
+    ``retry_after`` is the seconds a client should wait before trying again.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        upstream_status: int | None = None,
+        reason: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.upstream_status = upstream_status
+        self.reason = reason
+        self.retry_after = retry_after
 
     @property
     def refusal(self) -> Refusal | None:

@@ -2,11 +2,22 @@
 
 aiohttp rather than httpx: on this machine class it adds less latency per
 request and per streamed line (``bench/gateway_bench.py`` measures both).
+
+Nothing a backend sends may pass a broken answer off as a finished one or hold
+the gateway without bound: a stream is complete only with its ``[DONE]``;
+every request has a total deadline besides the silence timeout; answers and
+streamed lines have size limits; answers are never inflated (the client asks
+for ``identity`` and refuses a compressed answer) and redirects are not
+followed unless configured. Requests to one backend wait for one of
+``pool_size`` slots in a bounded queue, and past it get a 503 with a
+``Retry-After``, never a connect timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -14,6 +25,61 @@ import aiohttp
 import orjson
 
 from toolrelay.io.backends.errors import BackendError, BackendTimeout, BackendUnreachable
+from toolrelay.io.urls import redact_text, redact_url, with_query
+
+# How long a client told to come back (503) should wait, in seconds.
+RETRY_AFTER = 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one backend request may take; each is a setting (docs/gateway.md)."""
+
+    timeout: float = 600.0  # seconds of silence
+    total_timeout: float = 1800.0  # seconds in all
+    connect_timeout: float = 10.0
+    max_response_bytes: int = 64 * 1024 * 1024
+    max_line_bytes: int = 8 * 1024 * 1024
+    follow_redirects: bool = False
+    pool_size: int = 1024
+    pool_queue: int = 1024
+    pool_timeout: float = 30.0
+
+
+class _Slots:
+    """``size`` requests at once; at most ``queue`` more wait, each ``timeout`` s at most."""
+
+    def __init__(self, size: int, queue: int, timeout: float) -> None:
+        self._free = asyncio.Semaphore(size)
+        self._size = size
+        self._queue = queue
+        self._timeout = timeout
+        self._waiting = 0
+
+    async def acquire(self, shown: str) -> None:
+        if not self._free.locked():
+            await self._free.acquire()  # a free slot: no suspension
+            return
+        if self._waiting >= self._queue:
+            raise _busy(f"{self._size} requests are running and {self._waiting} waiting", shown)
+        self._waiting += 1
+        try:
+            await asyncio.wait_for(self._free.acquire(), self._timeout)
+        except asyncio.TimeoutError:
+            raise _busy(f"no slot freed up within {self._timeout:g} s", shown) from None
+        finally:
+            self._waiting -= 1
+
+    def release(self) -> None:
+        self._free.release()
+
+
+def _busy(why: str, shown: str) -> BackendError:
+    return BackendError(
+        503,
+        f"backend at {shown} is busy: {why} (pool_size, pool_queue); try again shortly",
+        retry_after=RETRY_AFTER,
+    )
 
 
 class ChunkStream:
@@ -23,13 +89,31 @@ class ChunkStream:
     a relay can forward them in one write: under load that amortises the
     wake-up and the system calls over many chunks. ``[DONE]`` ends the
     iteration; a payload with a non-empty top-level ``error`` raises
-    :class:`BackendError`, as the openai SDK does.
+    :class:`BackendError`, as the openai SDK does, and so does every other
+    end (``reason`` says which): the connection breaking, the body ending
+    without ``[DONE]``, bytes that are not UTF-8, a line or a stream over its
+    limit, the total deadline.
+
+    Lines are cut as they arrive; a line split over many reads is joined
+    once, so the work stays linear in its length.
     """
 
-    def __init__(self, response: aiohttp.ClientResponse, url: str) -> None:
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        shown: str,
+        limits: Limits,
+        slots: _Slots,
+        started: float,
+    ) -> None:
         self._response = response
-        self._url = url
-        self._pending = b""
+        self._shown = shown
+        self._limits = limits
+        self._slots: _Slots | None = slots
+        self._started = started  # when the request was sent: the total deadline counts from it
+        self._line: list[bytes] = []  # the pieces of a line not ended yet
+        self._line_bytes = 0
+        self._received = 0
         self._done = False
 
     def __aiter__(self) -> ChunkStream:
@@ -41,20 +125,47 @@ class ChunkStream:
                 data = await self._response.content.readany()
             except asyncio.TimeoutError as exc:
                 await self.aclose()
-                raise BackendTimeout(f"backend stream from {self._url} went silent") from exc
+                raise self._timeout() from exc
             except aiohttp.ClientError as exc:
                 await self.aclose()
-                raise BackendUnreachable(f"backend stream from {self._url} broke: {exc}") from exc
+                raise self._broken("reset", f"broke off: {_reason(exc)}") from exc
             if not data:
-                self._done = True
-                data = b"\n"  # flush a last line that had no newline
-            lines = (self._pending + data).split(b"\n")
-            self._pending = lines.pop()
-            batch = await self._decode(lines)
+                await self.aclose()
+                raise self._broken("no_done", "ended without [DONE]: the answer may be cut short")
+            self._received += len(data)
+            if self._received > self._limits.max_response_bytes:
+                await self.aclose()
+                raise self._broken(
+                    "too_large",
+                    f"exceeds max_response_bytes ({self._limits.max_response_bytes} bytes)",
+                )
+            batch = await self._decode(self._lines(data))
             if batch:
                 return batch
         await self.aclose()
         raise StopAsyncIteration
+
+    def _lines(self, data: bytes) -> list[bytes]:
+        """The lines ``data`` completes; the rest waits for the next read."""
+        limit = self._limits.max_line_bytes
+        if b"\n" not in data:
+            self._line.append(data)
+            self._line_bytes += len(data)
+            if self._line_bytes > limit:
+                raise self._too_long()
+            return []
+        lines = data.split(b"\n")
+        if self._line:
+            self._line.append(lines[0])
+            lines[0] = b"".join(self._line)
+            self._line.clear()
+        tail = lines.pop()
+        if tail:
+            self._line.append(tail)
+        self._line_bytes = len(tail)
+        if len(lines[0]) > limit or (len(data) > limit and max(map(len, lines)) > limit):
+            raise self._too_long()
+        return lines
 
     async def _decode(self, lines: list[bytes]) -> list[dict[str, Any]]:
         batch = []
@@ -68,14 +179,46 @@ class ChunkStream:
             try:
                 chunk = orjson.loads(payload)
             except orjson.JSONDecodeError:
+                try:
+                    payload.decode()
+                except UnicodeDecodeError:
+                    await self.aclose()
+                    raise self._broken("invalid_utf8", "sent bytes that are not UTF-8") from None
                 continue  # a server's stray non-JSON line; clients skip it too
             if not isinstance(chunk, dict):
                 continue
             if chunk.get("error"):  # as the SDK checks it: a null or empty error is none
                 await self.aclose()
-                raise BackendError(502, error_message(chunk, ""), upstream_status=200)
+                raise BackendError(
+                    502, error_message(chunk, ""), upstream_status=200, reason="error_event"
+                )
             batch.append(chunk)
         return batch
+
+    def _broken(self, reason: str, what: str) -> BackendError:
+        return BackendError(502, f"backend stream from {self._shown} {what}", reason=reason)
+
+    def _too_long(self) -> BackendError:
+        # Raised from _lines, before anything is decoded: close here too.
+        self._response.close()
+        self._release()
+        limit = self._limits.max_line_bytes
+        return self._broken(
+            "line_too_long", f"sent a line longer than max_line_bytes ({limit} bytes)"
+        )
+
+    def _timeout(self) -> BackendError:
+        total = self._limits.total_timeout
+        if time.monotonic() - self._started >= total * 0.99:
+            what = f"did not finish within total_timeout ({total:g} s)"
+        else:
+            what = f"went silent for timeout ({self._limits.timeout:g} s)"
+        return BackendError(504, f"backend stream from {self._shown} {what}", reason="timeout")
+
+    def _release(self) -> None:
+        if self._slots is not None:
+            self._slots.release()
+            self._slots = None
 
     async def aclose(self) -> None:
         if self._done:
@@ -84,6 +227,7 @@ class ChunkStream:
             # Stopped early (the client left, or an error): closing the
             # connection tells the server to stop generating.
             self._response.close()
+        self._release()
 
     async def __aenter__(self) -> ChunkStream:
         return self
@@ -98,26 +242,51 @@ class ChunkStream:
 
 
 class HttpClient:
-    """One connection pool to one model server."""
+    """One connection pool to one model server.
+
+    ``authorization`` is the server's own credentials (``Bearer`` from an
+    ``api_key``, ``Basic`` from the URL's userinfo); ``query`` (from the
+    backend URL) is added to every request.
+    """
 
     def __init__(
-        self, *, api_key: str | None = None, timeout: float = 600.0, connect_timeout: float = 10.0
+        self,
+        *,
+        api_key: str | None = None,
+        authorization: str | None = None,
+        query: str = "",
+        limits: Limits | None = None,
     ) -> None:
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=connect_timeout, sock_read=timeout
+        self.limits = limits or Limits()
+        if api_key:
+            authorization = f"Bearer {api_key}"
+        # identity: a compressed answer could inflate without bound (a "zip bomb").
+        self._headers = {"Accept-Encoding": "identity"}
+        if authorization:
+            self._headers["Authorization"] = authorization
+        self._query = query
+        self._client_timeout = aiohttp.ClientTimeout(
+            total=self.limits.total_timeout,
+            connect=self.limits.connect_timeout,
+            sock_read=self.limits.timeout,
         )
         self._session: aiohttp.ClientSession | None = None
+        self._slots: _Slots | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
         # Created lazily: aiohttp wants a running event loop.
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers,
-                timeout=self._timeout,
-                connector=aiohttp.TCPConnector(limit=256, ttl_dns_cache=300),
+                timeout=self._client_timeout,
+                # The slots bound concurrency; the connector must never make a
+                # request wait (its wait would count against connect_timeout).
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                auto_decompress=False,
                 json_serialize=lambda obj: orjson.dumps(obj).decode(),
             )
+            limits = self.limits
+            self._slots = _Slots(limits.pool_size, limits.pool_queue, limits.pool_timeout)
         return self._session
 
     async def aclose(self) -> None:
@@ -132,56 +301,166 @@ class HttpClient:
 
         ``auth`` is an ``Authorization`` value for this request only."""
         data = None if body is None else orjson.dumps(body)
+        shown = redact_url(url)
+        session = self._get_session()
+        assert self._slots is not None
+        slots = self._slots
+        await slots.acquire(shown)
+        started = time.monotonic()
         try:
-            async with self._get_session().request(
-                method, url, data=data, headers=_headers(data is not None, auth)
+            async with session.request(
+                method,
+                with_query(url, self._query),
+                data=data,
+                headers=_headers(data is not None, auth),
+                allow_redirects=self.limits.follow_redirects,
             ) as response:
-                raw = await response.read()
+                self._check_answer(response, shown)
+                raw = await self._read(response, shown)
                 if response.status >= 400:
                     raise _status_error(response.status, raw, url)
         except asyncio.TimeoutError as exc:
-            raise BackendTimeout(f"backend at {url} did not answer in time") from exc
+            raise self._timeout(started, shown) from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise BackendError(502, f"backend at {shown} {_payload(exc)}") from exc
         except aiohttp.ClientError as exc:
-            raise BackendUnreachable(f"backend at {url} is unreachable: {exc}") from exc
+            raise BackendUnreachable(
+                f"backend at {shown} is unreachable: {self._scrub(_reason(exc), url)}"
+            ) from exc
+        finally:
+            slots.release()
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise BackendError(502, f"backend at {url} sent invalid JSON: {exc}") from exc
+            raise BackendError(502, f"backend at {shown} sent invalid JSON: {exc}") from exc
 
     async def open_stream(self, url: str, body: Any, auth: str | None = None) -> ChunkStream:
         """POST and wait for the answer's headers; an error status raises here,
         before the caller has committed to a streamed reply."""
+        shown = redact_url(url)
+        session = self._get_session()
+        assert self._slots is not None
+        slots = self._slots
+        await slots.acquire(shown)
+        started = time.monotonic()
         try:
-            response = await self._get_session().post(
-                url, data=orjson.dumps(body), headers=_headers(True, auth)
+            response = await session.post(
+                with_query(url, self._query),
+                data=orjson.dumps(body),
+                headers=_headers(True, auth),
+                allow_redirects=self.limits.follow_redirects,
             )
         except asyncio.TimeoutError as exc:
-            raise BackendTimeout(f"backend at {url} did not answer in time") from exc
+            slots.release()
+            raise self._timeout(started, shown) from exc
         except aiohttp.ClientError as exc:
-            raise BackendUnreachable(f"backend at {url} is unreachable: {exc}") from exc
+            slots.release()
+            raise BackendUnreachable(
+                f"backend at {shown} is unreachable: {self._scrub(_reason(exc), url)}"
+            ) from exc
+        except BaseException:
+            slots.release()
+            raise
+        try:
+            self._check_answer(response, shown)
+            if response.status >= 400 or response.content_type in _NOT_STREAMS:
+                raise await self._not_a_stream(response, url, shown)
+        except BaseException:
+            response.close()
+            slots.release()
+            raise
+        return ChunkStream(response, shown, self.limits, slots, started)
+
+    async def _not_a_stream(
+        self, response: aiohttp.ClientResponse, url: str, shown: str
+    ) -> BackendError:
+        """The error for an answer to a streamed request that is not a stream."""
+        try:
+            raw = await self._read(response, shown)
+        except aiohttp.ClientPayloadError as exc:
+            return BackendError(502, f"backend at {shown} {_payload(exc)}")
+        except BackendError as exc:
+            return exc
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            raw = b""
         if response.status >= 400:
-            try:
-                raw = await response.read()
-            except (aiohttp.ClientError, asyncio.TimeoutError):
-                raw = b""
-            response.release()
-            raise _status_error(response.status, raw, url)
-        if response.content_type == "application/json":
-            # Some servers report errors this way, with a 200, even when asked to stream.
-            raw = await response.read()
-            response.release()
-            try:
-                message = error_message(orjson.loads(raw), "")
-            except orjson.JSONDecodeError:
-                message = ""
-            raise BackendError(
+            return _status_error(response.status, raw, url)
+        if response.content_type == "text/html":
+            return BackendError(
                 502,
-                f"backend answered a streamed request without streaming: {message or raw[:200]!r}",
+                f"backend at {shown} answered a streamed request with an HTML page "
+                f"(HTTP {response.status}), not an event stream: {_excerpt(raw)}",
                 upstream_status=response.status,
             )
-        return ChunkStream(response, url)
+        # Some servers report errors this way, with a 200, even when asked to stream.
+        try:
+            message = error_message(orjson.loads(raw), "")
+        except orjson.JSONDecodeError:
+            message = ""
+        return BackendError(
+            502,
+            f"backend answered a streamed request without streaming: {message or _excerpt(raw)}",
+            upstream_status=response.status,
+        )
+
+    def _check_answer(self, response: aiohttp.ClientResponse, shown: str) -> None:
+        if 300 <= response.status < 400:
+            location = redact_url(response.headers.get("Location", ""))
+            raise BackendError(
+                502,
+                f"backend at {shown} answered {response.status} with a redirect to "
+                f"{location or 'nowhere'}; set the backend URL to where it points "
+                "(follow_redirects is off)",
+                upstream_status=response.status,
+            )
+        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise BackendError(
+                502,
+                f"backend at {shown} sent a {encoding}-compressed answer though none was "
+                "asked for; toolrelay does not inflate answers",
+                upstream_status=response.status,
+            )
+        limit = self.limits.max_response_bytes
+        if response.content_length is not None and response.content_length > limit:
+            raise BackendError(
+                502,
+                f"backend at {shown} announced {response.content_length} bytes, over "
+                f"max_response_bytes ({limit} bytes)",
+                upstream_status=response.status,
+            )
+
+    async def _read(self, response: aiohttp.ClientResponse, shown: str) -> bytes:
+        """The whole body, up to ``max_response_bytes``."""
+        limit = self.limits.max_response_bytes
+        pieces: list[bytes] = []
+        size = 0
+        while True:
+            piece = await response.content.readany()
+            if not piece:
+                return b"".join(pieces)
+            size += len(piece)
+            if size > limit:
+                response.close()
+                raise BackendError(
+                    502, f"backend at {shown} sent more than max_response_bytes ({limit} bytes)"
+                )
+            pieces.append(piece)
+
+    def _timeout(self, started: float, shown: str) -> BackendTimeout:
+        total = self.limits.total_timeout
+        if time.monotonic() - started >= total * 0.99:
+            return BackendTimeout(
+                f"backend at {shown} did not finish within total_timeout ({total:g} s)"
+            )
+        return BackendTimeout(f"backend at {shown} did not answer in time")
+
+    def _scrub(self, text: str, url: str) -> str:
+        return redact_text(redact_text(text, url), "?" + self._query)
 
 
+# Answers to a streamed request that are not a stream, whatever their status.
+_NOT_STREAMS = frozenset({"application/json", "text/html"})
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
 
@@ -192,6 +471,21 @@ def _headers(json_body: bool, auth: str | None) -> dict[str, str] | None:
     if json_body:
         headers.update(_JSON_HEADERS)
     return headers
+
+
+def _reason(exc: aiohttp.ClientError) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _payload(exc: aiohttp.ClientPayloadError) -> str:
+    """What a body that broke off tells: shorter than announced, or cut."""
+    if "content length" in str(exc).lower():
+        return "sent an answer shorter than its Content-Length (the connection closed early)"
+    return f"broke off in the middle of its answer: {_reason(exc)}"
+
+
+def _excerpt(raw: bytes) -> str:
+    return repr(raw[:200].decode("utf-8", "replace"))
 
 
 def error_message(body: Any, fallback: str) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.http import Limits
 from toolrelay.io.settings import Settings
 
 NO_BACKEND = "no model server is configured (--backend or TOOLRELAY_BACKEND): the LLM is disabled"
@@ -18,8 +19,7 @@ class Backends:
             Backend(
                 config,
                 capability_ttl=settings.capability_ttl,
-                timeout=settings.timeout,
-                connect_timeout=settings.connect_timeout,
+                limits=limits_of(settings),
             )
             for config in settings.backend_configs()
         ]
@@ -52,3 +52,17 @@ class Backends:
     async def aclose(self) -> None:
         for backend in self._all:
             await backend.aclose()
+
+
+def limits_of(settings: Settings) -> Limits:
+    return Limits(
+        timeout=settings.timeout,
+        total_timeout=settings.total_timeout,
+        connect_timeout=settings.connect_timeout,
+        max_response_bytes=settings.max_response_bytes,
+        max_line_bytes=settings.max_line_bytes,
+        follow_redirects=settings.follow_redirects,
+        pool_size=settings.pool_size,
+        pool_queue=settings.pool_queue,
+        pool_timeout=settings.pool_timeout,
+    )

@@ -328,13 +328,7 @@ async def _attempt(
 ) -> Reply:
     body = await backend_body(backend, req, mode, strict=strict, constrained=constrained)
     answer = await backend.complete(body, auth=req.auth)
-    choices = answer.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else {}
-    if not isinstance(choice, dict):
-        choice = {}
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        message = {}
+    choice, message = _choice_message(answer)
     content = _text(message.get("content"))
     reasoning = _text(message.get("reasoning_content") or message.get("reasoning"))
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else None
@@ -386,6 +380,31 @@ def _stop_sequence(req: RoundRequest, choice: dict[str, Any]) -> str | None:
         return None
     stop = req.body.get("stop")
     return said if said == stop or (isinstance(stop, list) and said in stop) else None
+
+
+def _choice_message(answer: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The answer's first choice and its message; a 502 saying what is wrong
+    when the answer is not a chat completion (never an empty reply instead)."""
+    choices = answer.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise _not_a_completion("'choices' is not a non-empty array", choices)
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise _not_a_completion("'choices[0]' is not an object", choice)
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise _not_a_completion("'choices[0].message' is not an object", message)
+    content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise _not_a_completion(
+            "'choices[0].message.content' is not a string, an array of parts or null", content
+        )
+    return choice, message
+
+
+def _not_a_completion(what: str, value: Any) -> BackendError:
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:80] + "…"
+    return BackendError(502, f"backend's answer is not a chat completion: {what} (got {shown})")
 
 
 async def complete_round(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
@@ -656,35 +675,19 @@ async def _relay_round(
     )
     # Copies of the examples exist only where the prompt showed them.
     cleaner = EchoCleaner(injected_texts(req, mode), tools if mode == "rescue" else None)
-    finish: Any = None
-    stop_sequence: str | None = None
-    usage: dict[str, Any] | None = None
-    async for batch in _batches(chunks, first):
-        out: list[StreamItem] = []
-        for chunk in batch:
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-            choices = chunk.get("choices")
-            if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
-                continue
-            choice = choices[0]
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning and isinstance(reasoning, str):
-                    out.append(ReasoningDelta(reasoning))
-                content = delta.get("content")
-                if content and isinstance(content, str):
-                    state.feed(content, out)
-                if delta.get("tool_calls"):
-                    state.feed_native(delta["tool_calls"], out)
-            if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
-                stop_sequence = _stop_sequence(req, choice)
-        if out and cleaner:
-            out = _cleaned(cleaner, out)
-        if out:
-            yield out
+    try:
+        async for batch in _batches(chunks, first):
+            out: list[StreamItem] = []
+            for chunk in batch:
+                state.take(chunk, out)
+            if out and cleaner:
+                out = _cleaned(cleaner, out)
+            if out:
+                yield out
+    except BackendError as exc:
+        # The stream started and then broke: counted by how it ended.
+        counters.inc("broken_streams", exc.reason or "error")
+        raise
     last: list[StreamItem] = []
     state.close(last)
     if cleaner:
@@ -692,7 +695,7 @@ async def _relay_round(
     if state.text_calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
-    swallowed = not (state.saw_text or state.calls or state.rejected) and finish != "length"
+    swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
     if req.has_tools and swallowed and req.plan.mode != "none":
         # The stream came back empty although tools were sent: the backend's
         # streamed tool parsing lost the call. Ask once without streaming. (A
@@ -702,14 +705,17 @@ async def _relay_round(
         log.info("model %s: a streamed round came back empty; asking without streaming", req.model)
         reply = await _complete_unchecked(backend, req, counters)
         last.extend(reply_events(reply))
-        last.append(_finish_of(reply, reply.usage or usage))
+        last.append(_finish_of(reply, reply.usage or state.usage))
         yield last
         return
     called = state.calls > cleaner.removed_calls
     if req.has_tools:
         _watch_silence(backend, req, mode, called)
+    stop_sequence = _stop_sequence(req, state.finish_choice) if state.finish_choice else None
     stopped = None if called else stop_sequence
-    last.append(Finish(_finish_reason(req, called, finish), usage, stop_sequence=stopped))
+    last.append(
+        Finish(_finish_reason(req, called, state.finish), state.usage, stop_sequence=stopped)
+    )
     yield last
 
 
@@ -732,11 +738,14 @@ class _StreamState:
         "_open",
         "_waiting",
         "calls",
+        "finish",
+        "finish_choice",
         "limit",
         "native",
         "parser",
         "rejected",
         "saw_text",
+        "usage",
     )
 
     def __init__(
@@ -749,11 +758,36 @@ class _StreamState:
         # Calls that could not be used: the stream did hold a call.
         self.rejected = 0
         self.saw_text = False
+        self.finish: Any = None  # the backend's finish_reason
+        self.finish_choice: dict[str, Any] | None = None  # the choice that carried it
+        self.usage: dict[str, Any] | None = None
         # Per source (text, native): its index -> the client's; None: over the limit.
         self._index: tuple[dict[int, int | None], dict[int, int | None]] = ({}, {})
         self._open: bool | None = None  # the source of the call being streamed
         # Call events of the other source, held while a call is open.
         self._waiting: list[tuple[bool, Event]] = []
+
+    def take(self, chunk: dict[str, Any], out: list[StreamItem]) -> None:
+        """One ``chat.completion.chunk`` from the backend."""
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return
+        choice = choices[0]
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning and isinstance(reasoning, str):
+                out.append(ReasoningDelta(reasoning))
+            content = delta.get("content")
+            if content and isinstance(content, str):
+                self.feed(content, out)
+            if delta.get("tool_calls"):
+                self.feed_native(delta["tool_calls"], out)
+        if choice.get("finish_reason"):
+            self.finish = choice["finish_reason"]
+            self.finish_choice = choice
 
     @property
     def text_calls(self) -> int:

@@ -79,7 +79,7 @@ async def examine(backend: Backend, model: str | None, progress: Progress | None
     observations = await run_probes(backend, model, progress)
     by_name = {o.probe.name: o for o in observations}
     return Report(
-        url=backend.base_url,
+        url=backend.shown_url,
         model=model,
         kind=kind,
         description=description,
