@@ -115,7 +115,7 @@ def _print(out: Console, report: Any, saved: str | None) -> None:
 
     out.print(
         Text.assemble(
-            ("toolrelay doctor", "bold"), f"  {report.model} at {report.url} ({report.kind})"
+            ("toolrelay doctor", "bold"), f"  {report.model} at {report.shown_url} ({report.kind})"
         )
     )
     checks = Table(box=box.SIMPLE, show_header=True, header_style="bold")

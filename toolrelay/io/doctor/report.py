@@ -17,7 +17,8 @@ class ModelUnknown(Exception):
 
 @dataclass(frozen=True)
 class Report:
-    url: str
+    url: str  # as configured, credentials included: what a saved config needs
+    shown_url: str  # with its secrets hidden: what is printed
     model: str
     kind: str
     description: SelfDescription
@@ -38,7 +39,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "backend": self.url,
+            "backend": self.shown_url,
             "model": self.model,
             "kind": self.kind,
             "model_listed": self.model in self.description.listed,
@@ -79,7 +80,8 @@ async def examine(backend: Backend, model: str | None, progress: Progress | None
     observations = await run_probes(backend, model, progress)
     by_name = {o.probe.name: o for o in observations}
     return Report(
-        url=backend.shown_url,
+        url=backend.config.url,
+        shown_url=backend.shown_url,
         model=model,
         kind=kind,
         description=description,
