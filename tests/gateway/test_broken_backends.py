@@ -35,32 +35,46 @@ HELLO = sse_event({"role": "assistant", "content": "Hel"})
 FINISHED = sse_event({"content": "lo"}) + sse_event({}, "stop")
 
 
+def _pause() -> None:
+    # The stream has started at the client (its first read is relayed) before it breaks;
+    # a stream that breaks in its very first read is a 502 before any stream.
+    time.sleep(0.1)
+
+
 def _reset(request: RawRequest, conn: socket.socket) -> str:
     conn.sendall(sse_head() + chunk(HELLO))
-    time.sleep(0.05)
+    _pause()
     return "reset"
 
 
 def _close_delimited(request: RawRequest, conn: socket.socket) -> str:
     # No Content-Length, no chunking: the body ends when the connection does,
     # so a crash looks like a normal end. Only [DONE] tells them apart.
-    conn.sendall(sse_head(chunked=False) + HELLO + FINISHED)
+    conn.sendall(sse_head(chunked=False) + HELLO)
+    _pause()
+    conn.sendall(FINISHED)
     return "close"
 
 
 def _chunked_without_done(request: RawRequest, conn: socket.socket) -> str:
-    conn.sendall(sse_head() + chunk(HELLO + FINISHED) + chunk(b""))
+    conn.sendall(sse_head() + chunk(HELLO))
+    _pause()
+    conn.sendall(chunk(FINISHED) + chunk(b""))
     return "close"
 
 
 def _invalid_utf8(request: RawRequest, conn: socket.socket) -> str:
     bad = b'data: {"choices": [{"index": 0, "delta": {"content": "caf\xe9"}}]}\n\n'
-    conn.sendall(sse_head() + chunk(HELLO + bad + FINISHED + b"data: [DONE]\n\n") + chunk(b""))
+    conn.sendall(sse_head() + chunk(HELLO))
+    _pause()
+    conn.sendall(chunk(bad + FINISHED + b"data: [DONE]\n\n") + chunk(b""))
     return "close"
 
 
 def _endless_line(request: RawRequest, conn: socket.socket) -> str:
-    conn.sendall(sse_head() + chunk(HELLO + b'data: {"choices": "'))
+    conn.sendall(sse_head() + chunk(HELLO))
+    _pause()
+    conn.sendall(chunk(b'data: {"choices": "'))
     for _ in range(256):  # 4 MB at most, well past the test's 64 kB line limit
         conn.sendall(chunk(b"a" * 16384))
     return "hang"
@@ -322,3 +336,15 @@ def test_waiting_for_a_slot_ends_at_pool_timeout() -> None:
         assert "0.5 s" in waited.json()["error"]["message"]
         release.set()
         running.result(timeout=20)
+
+
+def test_a_stream_broken_in_its_first_read_is_a_502() -> None:
+    def broken_at_once(request: RawRequest, conn: socket.socket) -> str:
+        bad = b'data: {"choices": [{"index": 0, "delta": {"content": "caf\xe9"}}]}\n\n'
+        conn.sendall(sse_head() + chunk(bad + FINISHED) + chunk(b""))
+        return "close"
+
+    with RawBackend(broken_at_once) as backend, gateway(backend.url + "/v1", **LIMITS) as gw:
+        reply = httpx.post(gw.url + "/v1/chat/completions", json=STREAM, timeout=20)
+        assert reply.status_code == 502
+        assert "not UTF-8" in reply.json()["error"]["message"]

@@ -127,31 +127,53 @@ class TurnRoute(Generic[TurnT]):
         self.front = front
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        gateway = self.gateway
-        counters = gateway.counters
         try:
-            raw = await read_body(receive, gateway.settings.max_body_bytes)
+            raw = await read_body(receive, self.gateway.settings.max_body_bytes)
+        except APIError as exc:
+            outcome = await self._refuse(exc, send)
+        else:
+            # The body is in: all the client can still send is its departure,
+            # which cancels the turn, and with it the request to the backend,
+            # wherever it stands (before the backend's headers included).
+            watch = _ClientWatch(receive)
+            try:
+                outcome = await self._turn(raw, scope, send)
+            except asyncio.CancelledError:
+                if not watch.gone:
+                    raise
+                outcome = "client_gone"
+            finally:
+                watch.stop()
+        self.gateway.counters.inc("requests", outcome)
+
+    async def _turn(self, raw: bytes, scope: Scope, send: Send) -> str:
+        """Answer the request; the outcome for the request counter."""
+        gateway = self.gateway
+        try:
             turn = self.front.read(decode(raw), scope["headers"])
             note(scope, model=turn.round.model)
             extra: dict[str, Any] = {}
-            verdict = loops.check(turn.round, turn.stuck_mode, gateway.settings, counters)
+            verdict = loops.check(turn.round, turn.stuck_mode, gateway.settings, gateway.counters)
             if verdict is not None:
                 turn.round = loops.final_answer_request(turn.round, verdict)
                 extra["toolrelay_stuck"] = verdict.to_public_dict()
             if turn.stream:
-                outcome = await self._stream(turn, extra, scope, send, receive)
-            else:
-                reply = await complete_turn(gateway, turn.round)
-                note(scope, mode=reply.mode)
-                if reply.warning:
-                    extra["toolrelay_warning"] = reply.warning
-                await send_json(send, 200, self.front.answer(turn, reply, extra))
-                outcome = "ok"
+                return await self._stream(turn, extra, scope, send)
+            reply = await complete_turn(gateway, turn.round)
+            note(scope, mode=reply.mode)
+            if reply.warning:
+                extra["toolrelay_warning"] = reply.warning
+            await send_json(send, 200, self.front.answer(turn, reply, extra))
+            return "ok"
         except Exception as exc:
-            error, outcome = self._failure(exc, "toolrelay failed to handle the request")
-            status, body = self.front.error(error)
-            await send_json(send, status, body, error.headers)
-        counters.inc("requests", outcome)
+            return await self._refuse(exc, send)
+
+    async def _refuse(self, exc: Exception, send: Send) -> str:
+        """Answer ``exc`` before any stream started; the outcome for the counter."""
+        error, outcome = self._failure(exc, "toolrelay failed to handle the request")
+        status, body = self.front.error(error)
+        await send_json(send, status, body, error.headers)
+        return outcome
 
     def _failure(self, exc: Exception, bug: str) -> tuple[APIError, str]:
         """The error to answer for ``exc`` and the outcome for the request counter."""
@@ -168,35 +190,28 @@ class TurnRoute(Generic[TurnT]):
         log.exception(bug)
         return APIError(500, bug, type="server_error"), "error"
 
-    async def _stream(
-        self, turn: TurnT, extra: dict[str, Any], scope: Scope, send: Send, receive: Receive
-    ) -> str:
+    async def _stream(self, turn: TurnT, extra: dict[str, Any], scope: Scope, send: Send) -> str:
         """Stream the turn; the outcome for the request counter."""
         items = stream_turn(self.gateway, turn.round)
-        # Errors up to Opened are answered with a status; later ones in the stream.
-        (opened,) = await items.__anext__()
-        if isinstance(opened, Opened) and opened.mode is not None:
-            note(scope, mode=opened.mode)
-        encoder = self.front.encoder(turn)
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-        writer = _StreamWriter(send, self.gateway.settings.keepalive_interval, encoder.keepalive)
-        relay = asyncio.create_task(self._relay_stream(items, encoder, writer, extra))
-        watcher = asyncio.create_task(_watch_disconnect(receive, writer))
         try:
-            await asyncio.wait({relay, watcher}, return_when=asyncio.FIRST_COMPLETED)
-            outcome = relay.result() if relay.done() else "client_gone"
+            # Errors up to Opened are answered with a status; later ones in the stream.
+            (opened,) = await items.__anext__()
+            if isinstance(opened, Opened) and opened.mode is not None:
+                note(scope, mode=opened.mode)
+            encoder = self.front.encoder(turn)
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            writer = _StreamWriter(
+                send, self.gateway.settings.keepalive_interval, encoder.keepalive
+            )
+            try:
+                outcome = await self._relay_stream(items, encoder, writer, extra)
+            finally:
+                writer.stop()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return outcome
         finally:
-            writer.stop()
-            watcher.cancel()
-            if not relay.done():
-                # The client left while the relay waits for the backend, which
-                # may stay silent for long: cancelling the relay closes the
-                # backend's connection now, which stops the generation there.
-                relay.cancel()
-                await asyncio.wait({relay})
+            # Closing the round closes the backend's stream (the client left, say).
             await items.aclose()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-        return outcome
 
     async def _relay_stream(
         self,
@@ -213,7 +228,7 @@ class TurnRoute(Generic[TurnT]):
             error, outcome = self._failure(exc, "toolrelay failed while streaming")
             await writer.write(encoder.error(error))
             return outcome
-        return "client_gone" if writer.disconnected else "ok"
+        return "ok"
 
 
 async def _relay(
@@ -223,8 +238,6 @@ async def _relay(
     extra: dict[str, Any],
 ) -> None:
     async for batch in batches:
-        if writer.disconnected:
-            return
         out = []
         for item in batch:
             if isinstance(item, Finish):
@@ -245,7 +258,6 @@ class _StreamWriter:
     def __init__(self, send: Send, interval: float, keepalive: bytes) -> None:
         self._send = send
         self._last = time.monotonic()
-        self.disconnected = False
         self._keepalive = (
             asyncio.create_task(self._beat(interval, keepalive)) if interval > 0 else None
         )
@@ -267,13 +279,24 @@ class _StreamWriter:
             self._keepalive.cancel()
 
 
-async def _watch_disconnect(receive: Receive, writer: _StreamWriter) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            writer.disconnected = True
-            writer.stop()
-            return
+class _ClientWatch:
+    """Cancels the current task when the client disconnects."""
+
+    def __init__(self, receive: Receive) -> None:
+        self.gone = False
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self._watcher = asyncio.create_task(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.gone = True
+        self._task.cancel()
+
+    def stop(self) -> None:
+        self._watcher.cancel()
 
 
 def decode(raw: bytes) -> dict[str, Any]:
