@@ -26,9 +26,7 @@ def test_a_client_that_leaves_cancels_the_backend_request(stream: bool) -> None:
         gateway(backend.url + "/v1", keepalive_interval=0) as gw,
     ):
         with pytest.raises(httpx.ReadTimeout):
-            httpx.post(
-                gw.url + "/v1/chat/completions", json={**ASK, "stream": stream}, timeout=0.5
-            )
+            httpx.post(gw.url + "/v1/chat/completions", json={**ASK, "stream": stream}, timeout=0.5)
         # The client is gone; the backend must see the gateway hang up too.
         assert backend.client_left.wait(5), "the backend request outlived the client"
         deadline = time.monotonic() + 5

@@ -78,6 +78,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="fail every completion request with this HTTP status (default: never)",
     )
     parser.add_argument(
+        "--request-log",
+        type=int,
+        metavar="N",
+        help="requests kept for inspection, the oldest dropped first (default 1000)",
+    )
+    parser.add_argument(
         "--refuse-tools",
         metavar="MESSAGE",
         help="refuse requests with tools with MESSAGE (the probes still claim tool support)",
@@ -102,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             "status",
             "refuse_tools",
             "refuse_tools_status",
+            "request_log",
         ]
         if getattr(args, name) is not None
     }

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from toolrelay.io.backends import (
     complete_round,
     stream_round,
 )
+from toolrelay.repair import MAX_DEPTH as MAX_NESTING
 from toolrelay.rescue import RescueRequestError
 from toolrelay.server import loops
 from toolrelay.server.errors import APIError, invalid, upstream
@@ -299,6 +301,11 @@ class _ClientWatch:
         self._watcher.cancel()
 
 
+# orjson writes at most 254 levels of nesting; a value wrapped in this many
+# lists fails to encode exactly when it nests deeper than MAX_NESTING.
+_WRAP = 254 - MAX_NESTING
+
+
 def decode(raw: bytes) -> dict[str, Any]:
     try:
         body = orjson.loads(raw)
@@ -306,7 +313,46 @@ def decode(raw: bytes) -> dict[str, Any]:
         raise invalid(f"The request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
+    if _too_deep(body, _WRAP):
+        # What the gateway accepts it must be able to forward (and to read).
+        param = next((key for key, value in body.items() if _too_deep(value, _WRAP + 1)), None)
+        raise invalid(
+            f"The request nests deeper than {MAX_NESTING} levels, toolrelay's limit"
+            + (f" ('{param}' does)." if param else "."),
+            param,
+        )
     return body
+
+
+class _Wrapper(threading.local):
+    """Per thread, ``_WRAP`` nested lists around a slot, built once."""
+
+    def __init__(self) -> None:
+        self.slot: list[Any] = [None]
+        self.outer: list[Any] = self.slot
+        for _ in range(_WRAP - 1):
+            self.outer = [self.outer]
+
+
+_wrapper = _Wrapper()
+
+
+def _too_deep(value: Any, wrap: int) -> bool:
+    """Whether ``value`` nests deeper than 254 levels once inside ``wrap`` lists."""
+    if wrap == _WRAP:
+        _wrapper.slot[0] = value
+        wrapped: Any = _wrapper.outer
+    else:
+        wrapped = value
+        for _ in range(wrap):
+            wrapped = [wrapped]
+    try:
+        orjson.dumps(wrapped)
+    except orjson.JSONEncodeError:
+        return True
+    finally:
+        _wrapper.slot[0] = None
+    return False
 
 
 async def read_body(receive: Receive, limit: int) -> bytes:

@@ -52,6 +52,8 @@ class SimulatorConfig:
     fail_after_chunks: int | None = None
     # Fail every completion request with this HTTP status; None: never.
     status: int | None = None
+    # How many requests `Simulator.requests` keeps (the oldest go first).
+    request_log: int = 1000
 
     def __post_init__(self) -> None:
         if self.capabilities is not None:
@@ -67,6 +69,8 @@ class SimulatorConfig:
             raise ValueError("cut_streamed_arguments must be at least 1")
         if self.status is not None and not 400 <= self.status <= 599:
             raise ValueError("status must be an HTTP error status (400-599)")
+        if self.request_log < 0:
+            raise ValueError("request_log must not be negative")
         if not 400 <= self.refuse_tools_status <= 599:
             raise ValueError("refuse_tools_status must be an HTTP error status (400-599)")
 

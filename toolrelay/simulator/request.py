@@ -121,6 +121,30 @@ def token_count(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+def _json_size(value: Any) -> int:
+    """The length of ``value`` as compact JSON, near enough for a token count.
+
+    Walked without recursion: a client may nest deeper than orjson writes
+    (254 levels) or Python recurses (1,000)."""
+    size = 0
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            size += 2 + max(len(item) - 1, 0)
+            for key, member in item.items():
+                size += len(str(key)) + 3
+                pending.append(member)
+        elif isinstance(item, list):
+            size += 2 + max(len(item) - 1, 0)
+            pending.extend(item)
+        elif isinstance(item, str):
+            size += len(item) + 2
+        else:
+            size += len(str(item))  # None, True, False: as long as null, true, false
+    return size
+
+
 def message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -160,7 +184,7 @@ def _turn(
     offered = [str(tool["name"]) for tool in tools] or _prompt_tool_names(messages)
     prompt_tokens = sum(4 + token_count(message_text(m.get("content"))) for m in messages)
     if tools:
-        prompt_tokens += token_count(orjson.dumps(list(tools)).decode())
+        prompt_tokens += (_json_size(list(tools)) + 3) // 4
     return Turn(
         model=model,
         tools=tools,
@@ -245,9 +269,11 @@ def _tool_choice(value: Any, has_tools: bool) -> str:
             mode = allowed.get("mode")
             if mode in ("auto", "required"):
                 return str(mode)
-    raise BadRequest(
-        f"invalid value for 'tool_choice': {orjson.dumps(value).decode()}", "tool_choice"
-    )
+    try:
+        shown = orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        shown = "a value nested too deep to show"
+    raise BadRequest(f"invalid value for 'tool_choice': {shown}", "tool_choice")
 
 
 def _is_system(message: Mapping[str, Any]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 import uvicorn
@@ -41,7 +42,7 @@ class Simulator(BackgroundServer):
         return self.url + "/v1"
 
     @property
-    def requests(self) -> list[RecordedRequest]:
+    def requests(self) -> deque[RecordedRequest]:
         state: SimulatorState = self.app.state.simulator
         return state.requests
 

@@ -129,6 +129,7 @@ class Settings(_Strict):
     delay_ms: int | None = Field(default=None, ge=0)
     fail_after_chunks: int | None = Field(default=None, ge=0)
     status: int | None = Field(default=None, ge=400, le=599)
+    request_log: int | None = Field(default=None, ge=0)
 
 
 class Scenario(_Strict):

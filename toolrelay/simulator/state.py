@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +26,13 @@ class RecordedRequest:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
 class SimulatorState:
-    config: SimulatorConfig
-    requests: list[RecordedRequest] = field(default_factory=list)
+    """The config, and the last ``config.request_log`` requests received."""
+
+    def __init__(self, config: SimulatorConfig) -> None:
+        self.config = config
+        # Bounded: a long-running simulator (a load test) must not keep every request.
+        self.requests: deque[RecordedRequest] = deque(maxlen=config.request_log)
 
 
 def state_of(request: Request) -> SimulatorState:
