@@ -137,9 +137,9 @@ class TurnRoute(Generic[TurnT]):
             # The body is in: all the client can still send is its departure,
             # which cancels the turn, and with it the request to the backend,
             # wherever it stands (before the backend's headers included).
-            watch = _ClientWatch(receive)
+            watch = _ClientWatch(receive, send)
             try:
-                outcome = await self._turn(raw, scope, send)
+                outcome = await self._turn(raw, scope, watch.send)
             except asyncio.CancelledError:
                 if not watch.gone:
                     raise
@@ -282,23 +282,42 @@ class _StreamWriter:
 
 
 class _ClientWatch:
-    """Cancels the current task when the client disconnects."""
+    """Cancels the current task when the client disconnects before its answer is sent.
 
-    def __init__(self, receive: Receive) -> None:
+    No watcher task to cancel at the end: the pending ``receive()`` returns by
+    itself once the response is complete (uvicorn then reports a disconnect),
+    and its callback, seeing the response complete, does nothing.
+    """
+
+    def __init__(self, receive: Receive, send: Send) -> None:
         self.gone = False
+        self._complete = False
         task = asyncio.current_task()
         assert task is not None
         self._task = task
-        self._watcher = asyncio.create_task(self._watch(receive))
+        self._send = send
+        self._receive = receive
+        self._pending = asyncio.ensure_future(receive())
+        self._pending.add_done_callback(self._received)
 
-    async def _watch(self, receive: Receive) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        self.gone = True
-        self._task.cancel()
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self._complete = True  # from here on, a disconnect is the normal end
+        await self._send(message)
+
+    def _received(self, pending: asyncio.Future[Message]) -> None:
+        if self._complete or pending.cancelled() or pending.exception() is not None:
+            return
+        if pending.result()["type"] == "http.disconnect":
+            self.gone = True
+            self._task.cancel()
+        else:  # not a disconnect (nothing else is expected after the body): listen on
+            self._pending = asyncio.ensure_future(self._receive())
+            self._pending.add_done_callback(self._received)
 
     def stop(self) -> None:
-        self._watcher.cancel()
+        if not self._complete:
+            self._pending.cancel()
 
 
 # orjson writes at most 254 levels of nesting; a value wrapped in this many
