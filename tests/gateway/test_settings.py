@@ -209,3 +209,35 @@ def test_health_shows_only_the_backends_in_force(tmp_path: Path) -> None:
     assert [b["url"] for b in shown["backends"]] == [url]
     assert isinstance(health["counters"]["text_calls"], int)
     assert isinstance(health["counters"]["requests"], dict)
+
+
+def test_force_manual_tools_is_seed_000s_name_for_rescue(tmp_path: Path) -> None:
+    path = _config(
+        tmp_path,
+        {
+            "backends": [
+                {"name": "nehanda", "url": "http://10.0.0.7/v1", "force_manual_tools": True}
+            ],
+            "models": {
+                "qwen3": {"force_manual_tools": True},
+                "llama": {"force_manual_tools": False},
+            },
+        },
+    )
+    settings = Settings(config=path)
+    assert settings.backend_configs()[0].tool_mode == "rescue"
+    assert settings.round_options("qwen3")["tool_mode"] == "rescue"
+    assert settings.round_options("llama")["tool_mode"] is None
+    with pytest.raises(ValueError, match="force_manual_tools: true contradicts tool_mode: native"):
+        Settings(models={"m": {"force_manual_tools": True, "tool_mode": "native"}})
+
+
+def test_a_forced_manual_model_is_rescued_through_the_gateway(tmp_path: Path) -> None:
+    path = _config(tmp_path, {"models": {"toolrelay-sim": {"force_manual_tools": True}}})
+    with Simulator() as sim, GatewayServer(Settings(config=path, backend=sim.openai_url)) as gw:
+        reply = gw.client().chat.completions.create(
+            model="toolrelay-sim", messages=ASK_WEATHER, tools=[WEATHER_TOOL]
+        )
+        (call,) = reply.choices[0].message.tool_calls or []
+        assert call.function.name == "get_weather"
+        assert "tools" not in sim.requests[-1].body

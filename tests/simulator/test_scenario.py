@@ -263,3 +263,34 @@ def test_the_documented_examples_load_and_behave(start_simulator, wire):
     native = ask(sim, wire, user("find x"), tools=[{"type": "function", "function": {"name": "s"}}])
     assert native["message"]["content"] == "<think>I should search.</think>Let me look that up."
     assert native["finish_reason"] == "stop"
+
+
+def test_last_tool_picks_the_rule_for_each_step_of_a_task(start_simulator, wire):
+    scenario = {
+        "rules": [
+            {
+                "match": {"last_tool": "^read_file$"},
+                "answer": {"content": "read: {last_tool_result}"},
+            },
+            {"match": {"last_tool": "list"}, "answer": {"tool_calls": [{"name": "read_file"}]}},
+            {"answer": {"tool_calls": [{"name": "list_directory"}]}},
+        ]
+    }
+    sim = start_simulator(scenario)
+    client = wire.openai(sim)
+    tools = [
+        {"type": "function", "function": {"name": name}} for name in ("list_directory", "read_file")
+    ]
+    messages: list = [{"role": "user", "content": "what is in notes.txt?"}]
+    names = []
+    for result in ("notes.txt", "hello"):
+        reply = client.chat.completions.create(model="m", messages=messages, tools=tools)
+        (call,) = reply.choices[0].message.tool_calls or []
+        names.append(call.function.name)
+        messages += [
+            reply.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": result},
+        ]
+    final = client.chat.completions.create(model="m", messages=messages, tools=tools)
+    assert names == ["list_directory", "read_file"]
+    assert final.choices[0].message.content == "read: hello"

@@ -65,10 +65,27 @@ def _known_profile(name: str) -> str:
 ProfileName = Annotated[str, AfterValidator(_known_profile)]
 
 
+def _force_manual_tools(data: Any) -> Any:
+    """Seed 000's ``force_manual_tools: true`` is ``tool_mode: rescue`` (tools in
+    the prompt, calls parsed from the text); ``false`` changes nothing."""
+    if not isinstance(data, dict) or "force_manual_tools" not in data:
+        return data
+    data = dict(data)
+    forced = data.pop("force_manual_tools")
+    if not isinstance(forced, bool):
+        raise ValueError("force_manual_tools must be true or false")
+    if forced:
+        if data.get("tool_mode") not in (None, "rescue"):
+            raise ValueError(f"force_manual_tools: true contradicts tool_mode: {data['tool_mode']}")
+        data["tool_mode"] = "rescue"
+    return data
+
+
 class ModelOverride(BaseModel):
     """Per-model settings; unset fields fall back to the backend's or the global ones."""
 
     model_config = ConfigDict(extra="forbid")
+    _manual = model_validator(mode="before")(_force_manual_tools)
 
     backend: str | None = None
     tool_mode: ToolMode | None = None
@@ -88,6 +105,7 @@ class BackendConfig(BaseModel):
     """One model server, addressed like the openai SDK's ``base_url``."""
 
     model_config = ConfigDict(extra="forbid")
+    _manual = model_validator(mode="before")(_force_manual_tools)
 
     name: str = "default"
     url: str = DEFAULT_BACKEND_URL
@@ -317,6 +335,20 @@ class Settings(BaseSettings):
 
     def override_for(self, model: str) -> ModelOverride:
         return self.models.get(model) or _NO_OVERRIDE
+
+    def round_options(self, model: str) -> dict[str, Any]:
+        """The options of a ``RoundRequest`` for ``model``: its config entry's,
+        else the global settings (a request may still choose its own)."""
+        override = self.override_for(model)
+        return {
+            "format": override.format or self.format,
+            "tool_mode": override.tool_mode,
+            "omit_tool_choice": override.omit_tool_choice,
+            "profile": override.profile or self.profile,
+            "finish_reason_named": override.finish_reason_named or self.finish_reason_named,
+            "validate": override.validation or self.validation,
+            "stream_tools": override.stream_tools is not False,
+        }
 
     def public_dict(self) -> dict[str, Any]:
         """The settings in force, without secrets (for ``/health``)."""

@@ -89,8 +89,8 @@ def own_options(
 ) -> OwnOptions:
     """The sampling profile, the stuck detector's mode (the body field, else the
     header) and the validation mode, from any front's body, else the settings."""
-    override = settings.override_for(model)
-    profile = _optional(body, "toolrelay_profile", str) or override.profile or settings.profile
+    configured = settings.round_options(model)
+    profile = _optional(body, "toolrelay_profile", str) or configured["profile"]
     if profile is not None:
         try:
             get_profile(profile)
@@ -103,9 +103,7 @@ def own_options(
             stuck_mode = parse_mode(requested_mode)
         except ValueError as exc:
             raise invalid(str(exc), "toolrelay_stuck_mode") from None
-    validate = (
-        _optional(body, "toolrelay_validate", str) or override.validation or settings.validation
-    )
+    validate = _optional(body, "toolrelay_validate", str) or configured["validate"]
     if validate not in _VALIDATE_MODES:
         raise invalid(
             f"'toolrelay_validate' must be one of {', '.join(_VALIDATE_MODES)}.",
@@ -119,17 +117,11 @@ def make_round(
 ) -> RoundRequest:
     """The round for a Chat Completions body (checked, ``model`` set, toolrelay's
     own fields removed), with the model's configured options."""
-    override = settings.override_for(backend_body["model"])
+    configured = settings.round_options(backend_body["model"])
     try:
         return RoundRequest.from_body(
             backend_body,
-            format=override.format or settings.format,
-            tool_mode=override.tool_mode,
-            omit_tool_choice=override.omit_tool_choice,
-            profile=options.profile,
-            finish_reason_named=override.finish_reason_named or settings.finish_reason_named,
-            validate=options.validate,
-            stream_tools=override.stream_tools is not False,
+            **{**configured, "profile": options.profile, "validate": options.validate},
             auth=auth,
         )
     except RescueRequestError as exc:

@@ -118,6 +118,10 @@ def _match(match: Match, turn: Turn) -> dict[str, str] | None:
         return None
     if match.model is not None and not match.model.search(turn.model):
         return None
+    if match.last_tool is not None and not (
+        turn.last_tool and match.last_tool.search(turn.last_tool)
+    ):
+        return None
     if isinstance(match.repair, bool) and match.repair != bool(turn.repair_directive):
         return None
     if isinstance(match.repair, re.Pattern) and not match.repair.search(turn.repair_directive):

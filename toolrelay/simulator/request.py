@@ -71,6 +71,8 @@ class Turn:
     last_tool_result: str
     # The tool the last result came from, else the first tool offered, else "".
     tool_name: str
+    # The tool the last result came from; "" when the conversation does not end with one.
+    last_tool: str
     prompt_tokens: int
     # Distinguishes requests, for deterministic ids.
     digest: str
@@ -201,6 +203,7 @@ def _turn(
         is_tool_result=bool(results),
         last_tool_result="\n".join(results),
         tool_name=result_tool or (offered[0] if offered else ""),
+        last_tool=result_tool if results else "",
         prompt_tokens=prompt_tokens,
         digest=digest,
         stop=stop,

@@ -57,6 +57,8 @@ class Match(_Strict):
     # The late [SYSTEM DIRECTIVE] text of the last user message (the rescue
     # path's, or a native re-ask's): its regular expression is found in it.
     directive: re.Pattern[str] | None = None
+    # The tool the conversation's last result came from.
+    last_tool: re.Pattern[str] | None = None
 
     @field_validator("last_user")
     @classmethod
