@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the OpenAI-compatible gateway in front of a model server",
     ),
     "simulate": ("toolrelay.cli.simulate", "serve a model-server simulator (a test double)"),
+    "chat": ("toolrelay.cli.chat", "chat with a model that uses tools, in the terminal"),
     "doctor": (
         "toolrelay.cli.doctor",
         "probe a model server's tool calling and say what to set",

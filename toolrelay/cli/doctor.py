@@ -17,6 +17,7 @@ import orjson
 from pydantic import ValidationError
 from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -141,7 +142,7 @@ def _print(out: Console, report: Any, saved: str | None) -> None:
         for fix in report.diagnosis.fixes:
             flags = f": {fix.flags}" if fix.flags else ""
             out.print(Text(f"- {fix.problem}{flags}"), highlight=False)
-            out.print(Text(f"  {fix.advice}", style="dim"), highlight=False)
+            out.print(Padding(Text(fix.advice, style="dim"), (0, 0, 0, 2)), highlight=False)
 
 
 def _outcome(seen: Any) -> str:

@@ -1,0 +1,49 @@
+"""What the chat agent's built-in tools share: a declaration, the workspace,
+and failures the model can read."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from toolrelay.cli.chat.approval import Declined
+from toolrelay.cli.chat.workspace import OutsideWorkspace, Workspace
+from toolrelay.io.tools import ToolOutput
+
+
+class ToolFailure(Exception):
+    """An expected failure (no such file, a bad pattern): its text goes to the model."""
+
+
+class BuiltinTool(ABC):
+    """A tool of the agent itself; subclasses set the declaration and ``call``."""
+
+    name = ""
+    description = ""
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def declaration(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    async def run(self, arguments: dict[str, Any], max_chars: int) -> ToolOutput:
+        try:
+            return ToolOutput(await self.call(max_chars=max_chars, **arguments))
+        except (ToolFailure, OutsideWorkspace, Declined) as exc:
+            return ToolOutput(f"Error: {exc}", is_error=True)
+        except OSError as exc:
+            where = f" ({self.workspace.show(exc.filename)})" if exc.filename else ""
+            return ToolOutput(f"Error: {exc.strerror or exc}{where}", is_error=True)
+
+    @abstractmethod
+    async def call(self, *args: Any, **arguments: Any) -> str:
+        """The result text; raises ToolFailure (or OSError) for the model to read."""
