@@ -41,6 +41,12 @@ from toolrelay.io.backends import (
 from toolrelay.repair import MAX_DEPTH as MAX_NESTING
 from toolrelay.rescue import RescueRequestError
 from toolrelay.server import loops
+from toolrelay.server.agent import (
+    ServerTools,
+    complete_agent_turn,
+    server_tools,
+    stream_agent_turn,
+)
 from toolrelay.server.errors import APIError, invalid, upstream
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import note
@@ -105,14 +111,22 @@ class Front(Protocol[TurnT]):
         """Status and JSON body of an error answered before any stream started."""
 
 
-async def complete_turn(gateway: Gateway, req: RoundRequest) -> Reply:
-    """The turn's finished answer."""
+async def complete_turn(
+    gateway: Gateway, req: RoundRequest, tools: ServerTools | None = None
+) -> Reply:
+    """The turn's finished answer (with server tools: the agent loop's)."""
+    if tools is not None:
+        return await complete_agent_turn(gateway, req, tools)
     return await complete_round(gateway.backends.for_model(req.model), req, gateway.counters)
 
 
-def stream_turn(gateway: Gateway, req: RoundRequest) -> AsyncGenerator[list[StreamItem], None]:
+def stream_turn(
+    gateway: Gateway, req: RoundRequest, tools: ServerTools | None = None
+) -> AsyncGenerator[list[StreamItem], None]:
     """The turn's answer as batches of items: ``[Opened()]`` first (errors before
     it are refusals to start), the last batch ending with one :class:`Finish`."""
+    if tools is not None:
+        return stream_agent_turn(gateway, req, tools)
     return stream_round(
         gateway.backends.for_model(req.model),
         req,
@@ -159,9 +173,12 @@ class TurnRoute(Generic[TurnT]):
             if verdict is not None:
                 turn.round = loops.final_answer_request(turn.round, verdict)
                 extra["toolrelay_stuck"] = verdict.to_public_dict()
+            tools = None
+            if verdict is None:
+                tools = await server_tools(gateway, turn.round, turn.stuck_mode, extra)
             if turn.stream:
-                return await self._stream(turn, extra, scope, send)
-            reply = await complete_turn(gateway, turn.round)
+                return await self._stream(turn, extra, scope, send, tools)
+            reply = await complete_turn(gateway, turn.round, tools)
             note(scope, mode=reply.mode)
             if reply.warning:
                 extra["toolrelay_warning"] = reply.warning
@@ -192,9 +209,16 @@ class TurnRoute(Generic[TurnT]):
         log.exception(bug)
         return APIError(500, bug, type="server_error"), "error"
 
-    async def _stream(self, turn: TurnT, extra: dict[str, Any], scope: Scope, send: Send) -> str:
+    async def _stream(
+        self,
+        turn: TurnT,
+        extra: dict[str, Any],
+        scope: Scope,
+        send: Send,
+        tools: ServerTools | None,
+    ) -> str:
         """Stream the turn; the outcome for the request counter."""
-        items = stream_turn(self.gateway, turn.round)
+        items = stream_turn(self.gateway, turn.round, tools)
         try:
             # Errors up to Opened are answered with a status; later ones in the stream.
             (opened,) = await items.__anext__()

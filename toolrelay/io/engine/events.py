@@ -68,9 +68,12 @@ class LoopGuard:
 
 @dataclass(frozen=True)
 class RoundEnd:
+    """A completion is over; ``mode`` is how it went (``native`` or ``rescue``)."""
+
     index: int
     finish_reason: str
     usage: Mapping[str, Any] | None = None
+    mode: str | None = None
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,14 @@ from typing import Any
 from toolrelay import StreamParser
 from toolrelay.events import ContentDelta, ToolCall, ToolCallEnd
 from toolrelay.events import ReasoningDelta as ParsedReasoning
-from toolrelay.io.backends import Backend, Finish, RoundRequest, complete_round, stream_round
+from toolrelay.io.backends import (
+    Backend,
+    Finish,
+    Opened,
+    RoundRequest,
+    complete_round,
+    stream_round,
+)
 from toolrelay.io.backends.rounds import TOOL_FIELDS
 from toolrelay.io.counters import Counters
 from toolrelay.io.engine.events import (
@@ -133,7 +140,7 @@ async def run_turn(
                 yield event
         usage = _add_usage(usage, outcome.usage)
         warning = outcome.warning or warning
-        yield RoundEnd(index, outcome.finish_reason, outcome.usage)
+        yield RoundEnd(index, outcome.finish_reason, outcome.usage, outcome.mode)
         index += 1
         calls = outcome.calls if not last else []
         if not calls:
@@ -195,6 +202,7 @@ class _Outcome:
     finish_reason: str = "stop"
     usage: dict[str, Any] | None = None
     warning: str | None = None
+    mode: str | None = None
 
     @property
     def content(self) -> str:
@@ -211,6 +219,8 @@ async def _stream(
                     outcome.finish_reason = item.reason
                     outcome.usage = item.usage
                     outcome.warning = item.warning
+                elif isinstance(item, Opened):
+                    outcome.mode = item.mode or outcome.mode
                 else:
                     yield item
 
@@ -222,6 +232,7 @@ async def _complete(
     outcome.finish_reason = reply.finish_reason
     outcome.usage = reply.usage
     outcome.warning = reply.warning
+    outcome.mode = reply.mode
     if reply.reasoning:
         yield ParsedReasoning(reply.reasoning)
     if reply.content:
