@@ -561,18 +561,19 @@ def lex_value(
     return pos, None
 
 
-def repair_json(text: str, depth: int = 0) -> Any:
+def repair_json(text: str, depth: int = 0, *, lossless: bool = False) -> Any:
     """Parse sloppy JSON text leniently; None when it holds no JSON value.
 
     Sloppiness is repaired (quotes, commas, literals, truncation); text that is
     not JSON at all (``{not json}``), or nests deeper than MAX_DEPTH (less
     ``depth``, where the value will sit), is not turned into a value. Trailing
-    text after the first complete value is ignored.
+    text after the first complete value is ignored. ``lossless``: None, too,
+    when the repair would leave out a key that has no value (``{not}``).
     """
     lexer = JsonLexer()
     writer = JsonWriter(depth)
     _, stopped_at = lex_value(lexer, writer, text, 0, True)
-    if stopped_at is not None:
+    if stopped_at is not None or (lossless and writer.dropped_key):
         return None  # something that is not JSON stood inside the value
     writer.finish()
     out = writer.take()

@@ -3,11 +3,19 @@
 XML-style formats deliver every parameter as text; the schema says what it
 was meant to be. A value that does not fit its declared type is kept as the
 model wrote it rather than guessed at.
+
+A schema may allow several types, as a list (``"type": ["string", "null"]``)
+or with ``anyOf``/``oneOf``; both are read alike. When ``string`` is one of
+them, the text becomes another type only when it is that type's JSON
+spelling exactly (``null``, ``42``, ``true``, a JSON object): a string that
+is not only a string keeps its text otherwise (``"042"``, ``"yes"``). Without
+``string``, the text is read leniently for each type in turn.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,8 +53,22 @@ def schema_types(schema: Mapping[str, Any] | None) -> list[str]:
 
 
 def is_string_schema(schema: Mapping[str, Any] | None) -> bool:
-    types = schema_types(schema)
-    return bool(types) and types[0] == "string"
+    """The value can only be a string: its text streams as one."""
+    return schema_types(schema) == ["string"]
+
+
+def is_nullable_string(schema: Mapping[str, Any] | None) -> bool:
+    """A string or null (``Optional[str]``): a string once its text cannot be ``null``."""
+    return schema_types(schema) == ["string", "null"]
+
+
+def could_be_null(text: str) -> bool:
+    """Whether the text of a nullable string so far may still turn out to be ``null``."""
+    left = text.lstrip()
+    word = left.rstrip()
+    if word != left:  # blanks after the word: nothing more can join it
+        return word in ("", "null")
+    return "null".startswith(word)
 
 
 _MISSING = object()
@@ -76,8 +98,28 @@ def _as_type(text: str, kind: str) -> Any:
         expected = dict if kind == "object" else list
         value = _escaped_json(stripped)
         if not isinstance(value, expected):
-            value = repair_json(stripped, depth=1)
+            value = repair_json(stripped, depth=1, lossless=True)
         return value if isinstance(value, expected) else _MISSING
+    return _MISSING
+
+
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_JSON_LITERALS = {"true": True, "false": False}
+
+
+def _as_exact(text: str, kind: str) -> Any:
+    """``text`` as a ``kind`` value only if it is that value's JSON spelling (blanks aside)."""
+    stripped = text.strip()
+    if kind == "null":
+        return None if stripped == "null" else _MISSING
+    if kind == "boolean":
+        return _JSON_LITERALS.get(stripped, _MISSING)
+    if kind in ("integer", "number"):
+        return _as_type(stripped, kind) if _JSON_NUMBER.fullmatch(stripped) else _MISSING
+    if kind in ("object", "array"):
+        brackets = "{}" if kind == "object" else "[]"
+        if stripped[:1] == brackets[0] and stripped[-1:] == brackets[1]:
+            return _as_type(stripped, kind)
     return _MISSING
 
 
@@ -122,6 +164,13 @@ def coerce_text(text: str, schema: Mapping[str, Any] | None) -> Any:
         if not isinstance(value, (dict, list)):
             value = repair_json(text.strip(), depth=1) if _looks_like_json(text) else _MISSING
         return text if value is _MISSING or (value is None and text.strip() != "null") else value
+    if "string" in types and len(types) > 1:
+        for kind in types:
+            if kind != "string":
+                value = _as_exact(text, kind)
+                if value is not _MISSING:
+                    return value
+        return text
     for kind in types:
         value = _as_type(text, kind)
         if value is not _MISSING:

@@ -1,10 +1,12 @@
-"""Cohere Command R7B: ``<|START_ACTION|>[{…}]<|END_ACTION|>``.
+"""Cohere Command R7B and Command A: ``<|START_ACTION|>[{…}]<|END_ACTION|>``.
 
 Each object is ``{"tool_call_id": …, "tool_name": …, "parameters": …}``.
 
-Plain answers come wrapped in ``<|START_RESPONSE|>…<|END_RESPONSE|>``: those
-two markers are dropped and the text between them is content. Thinking
-(``<|START_THINKING|>``) is a reasoning wrapper.
+Plain answers come wrapped in ``<|START_RESPONSE|>…<|END_RESPONSE|>``
+(Command R7B) or ``<|START_TEXT|>…<|END_TEXT|>`` (Command A, Cohere 2):
+those markers are dropped and the text between them is content, as is the
+turn's ``<|END_OF_TURN_TOKEN|>``. Thinking (``<|START_THINKING|>``) is a
+reasoning wrapper, which ``<|START_TEXT|>`` also ends.
 """
 
 from __future__ import annotations
@@ -29,7 +31,15 @@ FORMAT = Format(
     description="<|START_ACTION|>[{tool_call_id, tool_name, parameters}]<|END_ACTION|>",
     openers=(
         json_opener("<|START_ACTION|>", JsonCallsOptions(end_marker="<|END_ACTION|>")),
-        Opener("<|START_RESPONSE|>", _drop),
-        Opener("<|END_RESPONSE|>", _drop),
+        *(
+            Opener(marker, _drop)
+            for marker in (
+                "<|START_RESPONSE|>",
+                "<|END_RESPONSE|>",
+                "<|START_TEXT|>",
+                "<|END_TEXT|>",
+                "<|END_OF_TURN_TOKEN|>",
+            )
+        ),
     ),
 )

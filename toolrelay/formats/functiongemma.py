@@ -33,7 +33,7 @@ from toolrelay.formats.base import (
 )
 from toolrelay.formats.markup import stray_token
 from toolrelay.repair import escape_json_text, json_text
-from toolrelay.schema import coerce_text, is_string_schema, schema_types
+from toolrelay.schema import coerce_text, is_nullable_string, is_string_schema, schema_types
 
 _MAX_HEADER = 256
 _HEADER_RUN = re.compile(r"[^{<]*")
@@ -103,7 +103,12 @@ class _String:
 
     def __init__(self, schema: dict[str, Any] | None) -> None:
         self.schema = schema
-        self.typed = bool(schema_types(schema)) and not is_string_schema(schema)
+        # A nullable string is read like an untyped one: held while it may be a literal.
+        self.typed = (
+            bool(schema_types(schema))
+            and not is_string_schema(schema)
+            and not is_nullable_string(schema)
+        )
         self.streaming = is_string_schema(schema)
         self.held: list[str] = []
 

@@ -41,7 +41,7 @@ from toolrelay.formats.base import (
     starts_or_partial,
 )
 from toolrelay.repair import escape_json_text, json_text
-from toolrelay.schema import coerce_text, is_string_schema
+from toolrelay.schema import coerce_text, could_be_null, is_nullable_string, is_string_schema
 
 # Longest tag (attributes included) that is waited for; a longer one is garbage.
 TAG_LIMIT = 256
@@ -216,6 +216,11 @@ class _Mode(enum.Enum):
     STREAM = 0  # a string: streamed as a JSON string
     HOLD = 1  # typed or schema-less: coerced when complete
     IGNORE = 2  # part of a dropped call, or after JSON arguments
+    MAYBE_NULL = 3  # a string or null: held while it may be "null", then streamed
+
+
+# A nullable string's text longer than this streams as a string, whatever it holds.
+_NULL_WINDOW = 64
 
 
 class _Value:
@@ -575,6 +580,8 @@ class XmlParamsRegion:
         elif is_string_schema(schema) or (not schema and text_flag is True):
             value = _Value(key, _Mode.STREAM, schema, trim)
             call.arguments(self._key_prefix(key) + '"')
+        elif is_nullable_string(schema):
+            value = _Value(key, _Mode.MAYBE_NULL, schema, trim)
         else:
             value = _Value(key, _Mode.HOLD, schema or None, trim)
         self._value = value
@@ -619,8 +626,15 @@ class XmlParamsRegion:
         if value.mode is _Mode.STREAM:
             if self._call is not None:
                 self._call.arguments(escape_json_text(certain))
-        else:
-            value.parts.append(certain)
+            return
+        value.parts.append(certain)
+        if value.mode is _Mode.MAYBE_NULL and self._call is not None:
+            held = "".join(value.parts)
+            if len(held) > _NULL_WINDOW or not could_be_null(held):
+                # A string after all: it streams from here on.
+                self._call.arguments(self._key_prefix(value.key) + '"' + escape_json_text(held))
+                value.parts.clear()
+                value.mode = _Mode.STREAM
 
     def _close_value(self) -> None:
         value = self._value
