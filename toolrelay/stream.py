@@ -20,8 +20,9 @@ from itertools import groupby
 from typing import Any
 
 from toolrelay.events import ContentDelta, Event, ReasoningDelta, ToolCallArgumentsDelta
-from toolrelay.formats import Dispatch, OpenerTable, opener_table
+from toolrelay.formats import Dispatch, OpenerTable, bracket, fenced, opener_table
 from toolrelay.formats.base import Context, Region, Status
+from toolrelay.formats.fenced import HeldFences
 from toolrelay.formats.reasoning import open_reasoning
 from toolrelay.names import ToolSet
 
@@ -64,6 +65,7 @@ class StreamParser:
         "_buf",
         "_closed",
         "_ctx",
+        "_fences",
         "_opener",
         "_pos",
         "_region",
@@ -94,6 +96,9 @@ class StreamParser:
         # single-character markers before this buffer position are not tried again.
         self._barrier = 0
         self._closed = False
+        # Calls read from fences wait while a [TOOL_CALL] block may still come (seed 000).
+        openers = self._table.openers
+        self._fences = HeldFences() if bracket.MARKER in openers else None
 
     @property
     def orphan_close(self) -> bool:
@@ -112,14 +117,16 @@ class StreamParser:
         if not self._closed:
             self._closed = True
             self._run(final=True)
+            if self._fences is not None and self._fences.holding:
+                self._fences.flush(self._ctx)
         return self._take()
 
     def _take(self) -> list[Event]:
         events = self._ctx.events
-        if not events:
-            return []
         self._ctx.events = []
-        return _merge_text(events)
+        if self._fences is not None:
+            events = self._fences.take(events)
+        return _merge_text(events) if events else []
 
     def _run(self, final: bool) -> None:
         buf = self._buf
@@ -143,6 +150,12 @@ class StreamParser:
                         self._region = region.chosen
                     break
                 self._region = None
+                fences = self._fences
+                if fences is not None:
+                    if status is Status.DONE:
+                        fences.end(ctx, pos)
+                    else:
+                        fences.cancel()
                 if status is Status.FALLBACK or status is Status.DROP_OPENER:
                     ctx.unmark()  # no call was read
                     if self._replay:
@@ -181,10 +194,17 @@ class StreamParser:
             self._opener = marker
             keep_from = start
             ctx.mark(start)  # a call the region rejects is reported from its opener on
+            if self._fences is not None:
+                if marker == bracket.MARKER and self._fences.holding:
+                    self._fences.give_back(ctx)
+                elif marker in fenced.MARKERS and not ctx.bracket_seen:
+                    self._fences.begin(ctx, start)
             self._region = factory(ctx, marker)
             ctx.at_start = False
             pos = start + len(marker)
         if keep_from:
+            if self._fences is not None:
+                self._fences.trim(ctx, keep_from)
             ctx.trim(keep_from)
             self._buf = buf[keep_from:]
         self._pos = pos - keep_from

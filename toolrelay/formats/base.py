@@ -43,6 +43,48 @@ class Status(enum.Enum):
     DROP_OPENER = 3  # not a call, but the opener is markup: drop it, rescan after it
 
 
+class KeptText:
+    """Text of the output from an offset on, kept as the parser trims its buffer.
+
+    Offsets count from the start of the whole output; ``buf`` starts at
+    ``base``. The parser hands over what it drops (``trim``), so the text
+    survives however the output was cut into deltas.
+    """
+
+    __slots__ = ("_parts", "start")
+
+    def __init__(self) -> None:
+        self.start = -1  # -1: nothing is kept
+        self._parts: list[str] = []
+
+    def mark(self, start: int) -> None:
+        self.start = start
+        self._parts = []
+
+    def clear(self) -> None:
+        self.start = -1
+        self._parts = []
+
+    def copy(self) -> KeptText:
+        kept = KeptText()
+        kept.start = self.start
+        kept._parts = list(self._parts)
+        return kept
+
+    def trim(self, buf: str, base: int, keep_from: int) -> None:
+        """``buf[:keep_from]`` leaves the buffer: keep what of it is ours."""
+        if self.start >= 0:
+            start = self.start - base
+            if start < keep_from:
+                self._parts.append(buf[max(start, 0) : keep_from])
+
+    def text(self, buf: str, base: int, pos: int) -> str:
+        """The kept text up to ``buf[pos]``."""
+        if self.start < 0:
+            return ""
+        return "".join(self._parts) + buf[max(self.start - base, 0) : pos]
+
+
 class Context:
     """State shared by the parser and its regions: declared tools, ids, output.
 
@@ -54,10 +96,10 @@ class Context:
     __slots__ = (
         "_id_prefix",
         "_ids",
-        "_raw_from",
-        "_raw_parts",
+        "_raw",
         "at_start",
         "base",
+        "bracket_seen",
         "buf",
         "events",
         "format_name",
@@ -79,41 +121,34 @@ class Context:
         self.unclosed: set[str] = set()  # closers of reasoning blocks that never close
         self.reasoning_seen = False  # a reasoning block was entered
         self.orphan_close = False  # a closing reasoning tag came before any opening one
+        self.bracket_seen = False  # a [TOOL_CALL] block was met (fenced calls are then text)
         self._id_prefix = "call_" + secrets.token_hex(8)
         self._ids: set[str] = set()
         self.buf = ""  # the parser's buffer, as the regions are fed it
         self.base = 0  # where ``buf`` starts in the whole output
-        self._raw_from = -1  # where the marked call starts in the whole output; -1: none
-        self._raw_parts: list[str] = []  # its text that the parser trimmed off ``buf``
+        self._raw = KeptText()  # the text of the call being read
 
     def mark(self, pos: int) -> None:
         """The call being read starts at ``buf[pos]``."""
-        self._raw_from = self.base + pos
-        self._raw_parts = []
+        self._raw.mark(self.base + pos)
 
     def raw(self, pos: int) -> str:
         """The text from the last ``mark`` up to ``buf[pos]``."""
-        if self._raw_from < 0:
-            return ""
-        start = max(self._raw_from - self.base, 0)
-        return "".join(self._raw_parts) + self.buf[start:pos]
+        return self._raw.text(self.buf, self.base, pos)
 
     def unmark(self) -> None:
         """No call is being read: the parser need not keep its text."""
-        self._raw_from = -1
-        self._raw_parts = []
+        self._raw.clear()
 
     def trim(self, keep_from: int) -> None:
         """The parser drops ``buf[:keep_from]``: keep what belongs to the marked call."""
-        if self._raw_from >= 0:
-            start = self._raw_from - self.base
-            if start < keep_from:
-                self._raw_parts.append(self.buf[max(start, 0) : keep_from])
+        self._raw.trim(self.buf, self.base, keep_from)
         self.base += keep_from
 
     def checkpoint(self) -> tuple[Any, ...]:
         """What reading a call changes here, to be put back by ``rollback``."""
-        return len(self.events), self.next_index, set(self._ids), self.save_raw()
+        raw = (self.buf, self.base, self._raw.copy())
+        return len(self.events), self.next_index, set(self._ids), raw
 
     def rollback(self, saved: tuple[Any, ...]) -> None:
         """Forget every call read since ``checkpoint``: its events, indices, ids and text."""
@@ -121,11 +156,14 @@ class Context:
         del self.events[emitted:]
         self.restore_raw(raw)
 
-    def save_raw(self) -> tuple[str, int, int, list[str]]:
-        return self.buf, self.base, self._raw_from, self._raw_parts
+    def save_raw(self) -> tuple[str, int, KeptText]:
+        """Set the call text aside (a nested parse keeps its own); ``restore_raw`` it."""
+        saved = (self.buf, self.base, self._raw)
+        self._raw = KeptText()
+        return saved
 
-    def restore_raw(self, saved: tuple[str, int, int, list[str]]) -> None:
-        self.buf, self.base, self._raw_from, self._raw_parts = saved
+    def restore_raw(self, saved: tuple[str, int, KeptText]) -> None:
+        self.buf, self.base, self._raw = saved
 
     def content(self, text: str) -> None:
         if text:

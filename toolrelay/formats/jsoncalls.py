@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from toolrelay.events import CallRejected
+from toolrelay.events import CallRejected, RejectedCall
 from toolrelay.formats.base import (
     Call,
     Context,
@@ -53,6 +53,13 @@ WRAPPER_LIST_KEYS = frozenset({"tool_calls", "calls", "function_calls"})
 CALL_KEYS = NAME_KEYS | ARGUMENT_KEYS | ID_KEYS | WRAPPER_OBJECT_KEYS | WRAPPER_LIST_KEYS | {"type"}
 
 _LEAKED_TAG = re.compile(r"</?[A-Za-z_|｜][^<>\n]{0,40}>")
+# How far a block's non-JSON text is searched for the block's end marker.
+GARBAGE_LIMIT = 2048
+_RESCAN = 64  # longer than any marker: searched again after each delta
+_ARGUMENT_TAG_NAMES = ("arguments", "parameters", "args", "input")
+_ARGUMENTS_TAG = re.compile(r"<(/?)(?:" + "|".join(_ARGUMENT_TAG_NAMES) + r")>")
+_ARGUMENTS_TAGS = tuple(f"<{s}{n}>" for n in _ARGUMENT_TAG_NAMES for s in ("", "/"))
+_LONGEST_ARGUMENTS_TAG = max(map(len, _ARGUMENTS_TAGS))
 
 
 @dataclass(frozen=True)
@@ -144,6 +151,7 @@ class JsonCallsRegion:
         "_failed",
         "_frames",
         "_fresh",
+        "_garbage_scanned",
         "_lexer",
         "_opened",
         "_options",
@@ -165,6 +173,7 @@ class JsonCallsRegion:
         self._frames: list[_Frame] = []
         self._started_any = False
         self._failed = False
+        self._garbage_scanned = 0  # non-JSON text searched so far for the end marker
         self._token_at = 0  # where the token being handled starts in the buffer
         self._end = 0  # where it ends
         self._opened = ""  # the opener was the value's own bracket, not read yet
@@ -271,8 +280,44 @@ class JsonCallsRegion:
                     continue
                 if not final and ">" not in buf[pos : pos + 44] and len(buf) - pos < 44:
                     return pos, None
+            if options.end_marker is not None:
+                return self._garbage(buf, pos, final)
             # Anything else ends the region: the model left out the closing marker.
             return pos, self._end_status()
+
+    def _garbage(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        """Text in a block that is not JSON: markup up to the block's end marker, if that
+        comes first; content if another marker, a blank line or the limit comes first.
+
+        ``[TOOL_CALL]not json[/TOOL_CALL]`` leaves nothing in content (and is reported
+        as rejected); ``<tool_call>{…}`` followed by prose, its end marker left out,
+        leaves the prose.
+        """
+        end_marker = self._options.end_marker
+        assert end_marker is not None
+        limit = min(len(buf), pos + GARBAGE_LIMIT)
+        # What was searched in earlier deltas is not searched again (a marker may
+        # have begun in its last characters).
+        start = pos + max(self._garbage_scanned - _RESCAN, 0)
+        found = buf.find(end_marker, start, limit)
+        stop = self._ctx.openers.search_marked(buf, start, limit if found < 0 else found)
+        blank = buf.find("\n\n", start, limit if found < 0 else found)
+        stops = [at for at in (stop, blank) if at >= 0]
+        if stops:
+            self._garbage_scanned = 0
+            return pos, self._end_status()
+        if found >= 0:
+            self._garbage_scanned = 0
+            end = found + len(end_marker)
+            if self._fresh:
+                rejected = RejectedCall(None, self._ctx.raw(end), "the block holds no tool call")
+                self._ctx.events.append(CallRejected(rejected))
+            return end, self._end_status()
+        if final or limit - pos >= GARBAGE_LIMIT:
+            self._garbage_scanned = 0
+            return pos, self._end_status()
+        self._garbage_scanned = len(buf) - pos
+        return pos, Status.CONTINUE
 
     def _after_bare_value(
         self, buf: str, start: int, pos: int, final: bool
@@ -386,6 +431,17 @@ class JsonCallsRegion:
                 return end_pos + len(options.end_marker), status
             if at_end is None and not final:
                 return pos, Status.CONTINUE
+        if buf[pos] == "<":
+            # <arguments>…</arguments> written inside a call object (seed 000): a key
+            # where a key belongs, markup where a value does; a call either way.
+            tag = _ARGUMENTS_TAG.match(buf, pos)
+            if tag is not None:
+                self._arguments_tag(tag.group(1) == "/")
+                return tag.end(), None
+            if not final and len(buf) - pos < _LONGEST_ARGUMENTS_TAG:
+                rest = buf[pos:]
+                if any(t.startswith(rest) for t in _ARGUMENTS_TAGS):
+                    return pos, Status.CONTINUE
         if self.may_fallback:
             return pos, Status.FALLBACK
         if buf[pos] == "<":
@@ -397,6 +453,14 @@ class JsonCallsRegion:
         if not options.marked:
             return self._finish(pos)
         return pos + 1, None  # stray character inside markup: skip it
+
+    def _arguments_tag(self, closing: bool) -> None:
+        top = self._frames[-1] if self._frames else None
+        if closing or not isinstance(top, _Object) or top.state not in (_Key.EXPECT, _Key.NEXT):
+            return  # markup around a value: skipped
+        top.key = "arguments"
+        top.quoted = True
+        top.state = _Key.VALUE
 
     def _finish(self, pos: int) -> tuple[int, Status]:
         """The text ended inside a value: repair what can be, end every open call."""
