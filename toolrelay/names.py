@@ -89,9 +89,18 @@ class ToolSet:
     def parameters(self, name: str) -> dict[str, Any] | None:
         return self._by_name.get(name)
 
-    def required(self, name: str) -> str:
-        """The required parameters of a declared tool, listed ("" when it needs none)."""
-        return _listed(sorted(_required(self._by_name.get(name) or {})))
+    def without_arguments(self, name: str) -> str | None:
+        """Why a call to ``name`` that gives no arguments cannot be used; None when it can.
+
+        Only a declared tool without required parameters may be called so:
+        without declared tools nothing says the call needs no arguments.
+        """
+        if not self.declared:
+            return "the call has no arguments, and no declared tool says it needs none"
+        required = sorted(_required(self._by_name.get(name) or {}))
+        if required:
+            return f"the call has no arguments; {name} requires {_listed(required)}"
+        return None
 
     def parameter_schema(self, name: str, parameter: str) -> dict[str, Any] | None:
         schema = self._by_name.get(name)

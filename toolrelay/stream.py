@@ -169,7 +169,8 @@ class StreamParser:
                         keep_from = 0
                     if len(self._opener) == 1:
                         self._barrier = max(self._barrier, pos)
-                    if status is Status.FALLBACK:
+                    if status is Status.FALLBACK and self._opener not in self._table.tokens:
+                        # (A special token is markup even where no call follows it.)
                         ctx.content(self._opener)
                         ctx.at_start = False
                     pos = keep_from + len(self._opener)

@@ -36,7 +36,8 @@ def test_file_with_tools(tmp_path: Path) -> None:
 
 def test_stdin_and_pinned_format() -> None:
     text = (
-        '<tool_call>{"name": "a", "arguments": {}}</tool_call>[TOOL_CALL]{"name": "b"}[/TOOL_CALL]'
+        '<tool_call>{"name": "a", "arguments": {}}</tool_call>'
+        '[TOOL_CALL]{"name": "b", "arguments": {}}[/TOOL_CALL]'
     )
     answer = json.loads(run("--format", "bracket", stdin=text).stdout)
     assert [c["name"] for c in answer["calls"]] == ["b"]

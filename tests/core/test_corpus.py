@@ -57,13 +57,6 @@ DIFFERENT: dict[str, tuple[str, list[dict[str, Any]] | None, str | None, bool]] 
         True,
     ),
     "case-0067": (PROSE_KEPT, None, "  junk  trail", False),
-    "case-0078": (
-        "issue 10: a call to a tool without parameters may leave its arguments out; "
-        "upstream says tools_called=True and returns no call",
-        [{"name": "toolname_no_args", "arguments": {}}],
-        None,
-        True,
-    ),
     "case-0092": (PROSE_KEPT, None, "some prefix text some suffix text", True),
     "case-0117": (
         "issue 10: a call without a name is never given to a tool by the shape of its "
@@ -105,17 +98,6 @@ DIFFERENT: dict[str, tuple[str, list[dict[str, Any]] | None, str | None, bool]] 
         False,
     ),
     "case-0208": (THINK_IS_REASONING, None, "Let me help you with the weather.", True),
-    "case-0210": (
-        "issue 10: a call without arguments is a call with {} in every JSON format (a tool "
-        "that takes no parameters); no tools are declared here to say it needs any",
-        [
-            {"name": "valid_tool", "arguments": {"city": "Seattle"}},
-            {"name": "missing_args", "arguments": {}},
-            {"name": "another_valid_tool", "arguments": {"param": "value"}},
-        ],
-        None,
-        False,
-    ),
     "case-0219": (
         "upstream checks a mid-stream state where '[' is held; once the output ends "
         "a lone '[' can only be content",

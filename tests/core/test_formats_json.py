@@ -44,7 +44,12 @@ CASES: list[tuple[str, Any, list[tuple[str, dict[str, Any]]], str]] = [
         [("get_weather", {"city": "Oslo"})],
         "",
     ),
-    ('[TOOL_CALL]{"name": "now"}[/TOOL_CALL]', None, [("now", {})], ""),
+    (
+        '[TOOL_CALL]{"name": "now"}[/TOOL_CALL]',
+        [{"type": "function", "function": {"name": "now"}}],
+        [("now", {})],
+        "",
+    ),
     (
         'Ok ```json\n{"tool": "get_weather", "input": {"city": "Rome"}}\n``` done',
         None,

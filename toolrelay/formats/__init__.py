@@ -56,6 +56,7 @@ from toolrelay.formats.base import (
     Status,
     skip_whitespace,
 )
+from toolrelay.formats.markup import stray_token
 
 FORMATS: tuple[Format, ...] = (
     bracket.FORMAT,
@@ -160,6 +161,7 @@ class OpenerTable:
     pattern: re.Pattern[str]
     marked_pattern: re.Pattern[str] | None
     openers: dict[str, tuple[Opener, ...]]
+    tokens: frozenset[str]  # special tokens: never content
     prefixes: frozenset[str]
     first_char: re.Pattern[str]  # any character a marker can start with
     longest: int
@@ -231,6 +233,9 @@ def opener_table(name: str = "auto") -> OpenerTable:
     for fmt in formats:
         for opener in fmt.openers:
             openers.setdefault(opener.marker, []).append(opener)
+    tokens = frozenset(t for fmt in formats for t in fmt.tokens)
+    for token in tokens:
+        openers.setdefault(token, [stray_token(token)])  # no region reads it: dropped
     markers = sorted(openers, key=len, reverse=True)
     multi = [m for m in markers if len(m) > 1 and not m.startswith("`")]
     prefixes = frozenset(m[:i] for m in markers for i in range(1, len(m)))
@@ -238,6 +243,7 @@ def opener_table(name: str = "auto") -> OpenerTable:
         pattern=re.compile("|".join(re.escape(m) for m in markers)),
         marked_pattern=re.compile("|".join(re.escape(m) for m in multi)) if multi else None,
         openers={m: tuple(o) for m, o in openers.items()},
+        tokens=tokens,
         prefixes=prefixes,
         first_char=re.compile("[" + "".join(re.escape(c) for c in {p[0] for p in prefixes}) + "]"),
         longest=max(len(m) for m in markers),

@@ -16,4 +16,5 @@ FORMAT = Format(
             JsonCallsOptions(end_marker="<|tools_suffix|>", name_as_key=True),
         ),
     ),
+    tokens=("<|tools_prefix|>", "<|tools_suffix|>"),
 )

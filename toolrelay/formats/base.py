@@ -435,9 +435,17 @@ class Opener:
 
 @dataclass(frozen=True)
 class Format:
+    """One text format: its name, a line about it, its openers.
+
+    ``tokens`` are the format's special tokens: markup wherever they stand, so
+    never content. One that no opener claims is dropped where it stands; one
+    whose region turns out not to be a call is dropped rather than shown.
+    """
+
     name: str
     description: str
     openers: tuple[Opener, ...] = field(default_factory=tuple)
+    tokens: tuple[str, ...] = ()
 
 
 def skip_whitespace(buf: str, pos: int) -> int:

@@ -27,4 +27,5 @@ FORMAT = Format(
     name="bracket",
     description="[TOOL_CALL]{json}[/TOOL_CALL] (toolrelay's rescue prompt format)",
     openers=(Opener(MARKER, _region),),
+    tokens=(MARKER, "[/TOOL_CALL]"),
 )

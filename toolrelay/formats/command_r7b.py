@@ -42,4 +42,13 @@ FORMAT = Format(
             )
         ),
     ),
+    tokens=(
+        "<|START_ACTION|>",
+        "<|END_ACTION|>",
+        "<|START_RESPONSE|>",
+        "<|END_RESPONSE|>",
+        "<|START_TEXT|>",
+        "<|END_TEXT|>",
+        "<|END_OF_TURN_TOKEN|>",
+    ),
 )

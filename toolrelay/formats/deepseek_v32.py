@@ -35,4 +35,10 @@ FORMAT = Format(
         xml_opener("<｜DSML｜function_calls>", DIALECT),
         xml_opener("<｜DSML｜tool_calls>", TOOL_CALLS_DIALECT),
     ),
+    tokens=(
+        "<｜DSML｜function_calls>",
+        "</｜DSML｜function_calls>",
+        "<｜DSML｜tool_calls>",
+        "</｜DSML｜tool_calls>",
+    ),
 )

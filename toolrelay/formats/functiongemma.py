@@ -426,4 +426,5 @@ FORMAT = Format(
         ),
         stray_token("<end_function_call>"),
     ),
+    tokens=("<start_function_call>", "<end_function_call>"),
 )

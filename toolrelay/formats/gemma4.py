@@ -17,4 +17,5 @@ FORMAT = Format(
         dsl_opener("<|tool_call>", DslOptions(delimiter='<|"|>', end_marker="<tool_call|>")),
         stray_token("<tool_call|>"),
     ),
+    tokens=("<|tool_call>", "<tool_call|>", '<|"|>'),
 )

@@ -13,4 +13,5 @@ FORMAT = Format(
         json_opener("<|tool_call|>", JsonCallsOptions()),
         json_opener("<function_call>", JsonCallsOptions()),
     ),
+    tokens=("<|tool_call|>",),
 )

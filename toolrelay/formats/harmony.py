@@ -91,10 +91,13 @@ class HarmonyRegion:
             self._classify("".join(self._header))
         if self._kind == "call":
             return self._call_body(buf, pos, final)
+        if self._kind == "content":
+            # An answer (final, or a commentary preamble) is read as any text is: the
+            # parser finds what markup is in it, and its end token is dropped as markup.
+            return pos, Status.DONE
         end, marker_len = _body_end(buf, pos, _END_OR_NEXT)
         stop = end if end >= 0 else (len(buf) if final else _safe_body_end(buf, pos))
-        emit = self._ctx.reasoning if self._kind == "reasoning" else self._ctx.content
-        emit(buf[pos:stop])
+        self._ctx.reasoning(buf[pos:stop])
         if end >= 0:
             consumed = marker_len if buf.startswith(_ENDS, end) else 0
             return end + consumed, Status.DONE
@@ -156,4 +159,5 @@ FORMAT = Format(
         Opener("to=functions.", _region),
         *(stray_token(marker) for marker in (*_ENDS, _MESSAGE, "<|constrain|>")),
     ),
+    tokens=("<|start|>", "<|channel|>", _MESSAGE, *_ENDS, "<|constrain|>"),
 )

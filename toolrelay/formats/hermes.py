@@ -33,4 +33,5 @@ FORMAT = Format(
         json_opener("<json>", _tagged("json"), sniff=starts_json),
         json_opener("<JSON>", _tagged("JSON"), sniff=starts_json),
     ),
+    tokens=("</tool_call>",),
 )

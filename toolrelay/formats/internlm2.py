@@ -13,4 +13,5 @@ FORMAT = Format(
     openers=(
         json_opener("<|action_start|><|plugin|>", JsonCallsOptions(end_marker="<|action_end|>")),
     ),
+    tokens=("<|action_start|>", "<|plugin|>", "<|action_end|>"),
 )

@@ -9,4 +9,5 @@ FORMAT = Format(
     name="jamba",
     description="<tool_calls>[{json}, …]</tool_calls>",
     openers=(json_opener("<tool_calls>", JsonCallsOptions(end_marker="</tool_calls>")),),
+    tokens=("</tool_calls>",),
 )

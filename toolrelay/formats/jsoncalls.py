@@ -739,14 +739,10 @@ class JsonCallsRegion:
         elif record.args is _Args.INVALID or (record.args is _Args.OBJECT and not record.readable):
             call.reject("the arguments could not be read as a JSON object")
         elif record.args is _Args.NONE:
-            tools = self._ctx.tools
-            if not tools.declared and not self._options.marked:
-                # Unmarked, {"name": "Bob"} is prose unless the name is a declared tool.
-                call.reject("the call has no arguments")
-            elif tools.declared:
-                required = tools.required(call.name)
-                if required:
-                    call.reject(f"the call has no arguments; {call.name} requires {required}")
+            # Unmarked, {"name": "Bob"} is prose unless Bob is a declared tool.
+            reason = self._ctx.tools.without_arguments(call.name)
+            if reason is not None:
+                call.reject(reason)
 
     def _reject(self, record: _CallRecord, reason: str) -> None:
         if record.call.started:

@@ -36,4 +36,6 @@ FORMAT = Format(
         json_opener(_START, JsonCallsOptions(end_marker=_END), sniff=_json_follows),
         py_opener(_START, PyCallsOptions(end_marker=_END)),
     ),
+    # (The end token is also Kimi K2's call end, which a malformed Kimi section shows as written.)
+    tokens=(_START,),
 )

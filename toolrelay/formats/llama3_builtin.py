@@ -45,4 +45,5 @@ FORMAT = Format(
         bare_token(_TAG),  # raw code or prose after the tag: the text is content
         stray_token("<|eom_id|>"),
     ),
+    tokens=(_TAG, "<|eom_id|>"),
 )

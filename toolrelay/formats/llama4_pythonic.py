@@ -17,4 +17,5 @@ FORMAT = Format(
         py_opener("<|python_start|>", PyCallsOptions(end_marker="<|python_end|>")),
         stray_token("<|python_end|>"),
     ),
+    tokens=("<|python_start|>", "<|python_end|>"),
 )

@@ -136,9 +136,9 @@ class NameThenJsonRegion:
         call = Call(self._ctx)
         call.native_id = "".join(self._id) or None
         if call.set_name(name):
-            required = self._ctx.tools.required(call.name or "")
-            if required:
-                call.reject(f"the call has no arguments; {call.name} requires {required}")
+            reason = self._ctx.tools.without_arguments(call.name or "")
+            if reason is not None:
+                call.reject(reason)
         call.close(pos)
 
 
@@ -154,4 +154,5 @@ FORMAT = Format(
         Opener(_MARKER, _name_then_json),
         stray_token(_CLOSER),
     ),
+    tokens=(_MARKER, _CLOSER, _CALL_ID, _ARGS),
 )

@@ -9,4 +9,5 @@ FORMAT = Format(
     name="nemotron",
     description="<TOOLCALL>[{json}]</TOOLCALL>",
     openers=(json_opener("<TOOLCALL>", JsonCallsOptions(end_marker="</TOOLCALL>")),),
+    tokens=("<TOOLCALL>", "</TOOLCALL>"),
 )

@@ -158,10 +158,17 @@ class ThinkRegion:
 class _AsText:
     """An opener inside an unclosed block of its own kind: text, not markup."""
 
-    __slots__ = ()
+    __slots__ = ("_ctx", "_opener")
+
+    def __init__(self, ctx: Context, opener: str) -> None:
+        self._ctx = ctx
+        self._opener = opener
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
-        return pos, Status.FALLBACK
+        # Said here rather than by falling back: the opener is a special token, which
+        # the parser drops when a region falls back on it.
+        self._ctx.content(self._opener)
+        return pos, Status.DONE
 
 
 class _OrphanCloser:
@@ -189,7 +196,7 @@ def _think(opening: str, closing: str) -> Opener:
 
     def think(ctx: Context, _marker: str) -> Region:
         if closing in ctx.unclosed:
-            return _AsText()
+            return _AsText(ctx, opening)
         return ThinkRegion(ctx, ends)
 
     return Opener(opening, think)
@@ -204,4 +211,5 @@ FORMAT = Format(
         # Gemma 4's other channels carry nothing: their header is markup.
         stray_token("<|channel>"),
     ),
+    tokens=(*(m for pair in WRAPPERS for m in pair), "<|channel>"),
 )

@@ -19,4 +19,5 @@ FORMAT = Format(
     name="seed_oss",
     description="<seed:tool_call><function=f><parameter=p>v</parameter></function></seed:tool_call>",
     openers=(xml_opener("<seed:tool_call>", DIALECT),),
+    tokens=("<seed:tool_call>", "</seed:tool_call>"),
 )

@@ -29,4 +29,11 @@ FORMAT = Format(
         # A call whose section token was left out.
         xml_opener("<｜tool_call_begin｜>", DIALECT),
     ),
+    tokens=(
+        "<｜tool_calls_begin｜>",
+        "<｜tool_calls_end｜>",
+        "<｜tool_call_begin｜>",
+        "<｜tool_call_end｜>",
+        "<｜tool_sep｜>",
+    ),
 )

@@ -424,9 +424,15 @@ class XmlParamsRegion:
         if stop >= 0:
             self._prose = False
         else:
-            stop = end
+            stop = end if final else self._ctx.openers.safe_end(buf, pos)
+        # Another format's marker in the prose ends the section: the parser reads it.
+        foreign = self._ctx.openers.search_marked(buf, pos, stop)
+        if foreign >= 0:
+            self._ctx.content(buf[pos:foreign])
+            self._end_call(foreign)
+            return foreign, Status.DONE
         self._ctx.content(buf[pos:stop])
-        return stop, None
+        return stop, (Status.CONTINUE if stop == pos and not final else None)
 
     def _broken_tag(self, buf: str, pos: int, stop: int, final: bool) -> tuple[int, Status | None]:
         """A tag that never closes: a call opened by it is invalid, the rest is garbage."""
