@@ -145,3 +145,75 @@ def test_lone_surrogates_never_raise() -> None:
     ):
         for declared in (None, tools):
             check_stream(text, list(range(1, len(text))), declared)
+
+
+# -- calls are never invented (issue 10) ---------------------------------------------
+
+DECLARED = [
+    {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    for name in ("get_weather", "current_time", "github__create_issue")
+]
+CALL_PIECES = [
+    *MARKERS,
+    "get_weather",
+    "current_time",
+    "create_issue",
+    "rm_rf",
+    "functions.get_weather:0",
+    '"name": ',
+    '"arguments": ',
+    '"city"',
+    '"Oslo"',
+    "'Rome'",
+    "city=",
+    "<parameter=city>",
+    "</parameter>",
+    "{",
+    "}",
+    "[",
+    "]",
+    "(",
+    ")",
+    ":",
+    ",",
+    "\n",
+    "null",
+    "42",
+]
+call_soup = st.lists(st.one_of(st.sampled_from(CALL_PIECES), st.text(max_size=4)), max_size=30).map(
+    "".join
+)
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [*value.keys(), *(leaf for v in value.values() for leaf in _leaves(v))]
+    if isinstance(value, list):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]
+
+
+def _written(value: str, text: str) -> bool:
+    """The string is in the text as written, or as a JSON or Python string literal writes it."""
+    spellings = (
+        value,
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        repr(value)[1:-1],
+    )
+    return any(s in text for s in spellings)
+
+
+@settings(max_examples=800, deadline=None)
+@given(text=call_soup, cuts=st.lists(st.integers(1, 300), max_size=10))
+def test_no_call_is_invented(text: str, cuts: list[int]) -> None:
+    declared = {"get_weather", "current_time", "github__create_issue"}
+    result = parse_tool_calls(text, DECLARED)
+    for call in result.calls:
+        assert call.name in declared, (call, text)
+        for leaf in _leaves(call.arguments):
+            if isinstance(leaf, str):
+                assert _written(leaf, text), (leaf, text)
+    for rejected in result.rejected:
+        assert rejected.raw and rejected.raw in text, (rejected, text)
+    check_stream(text, cuts, DECLARED)

@@ -60,7 +60,7 @@ class HarmonyRegion:
         self._ctx = ctx
         self._opener = opener
         # The recipient opener is part of the header it opens.
-        self._header: list[str] = [opener] if opener.startswith("to") else []
+        self._header: list[str] = [opener] if "to=" in opener else []
         self._header_length = 0
         # "", then "call", "reasoning" or "content" once the header is read; "stopped"
         # after <|call|>.
@@ -156,6 +156,8 @@ FORMAT = Format(
     openers=(
         Opener("<|start|>", _region),
         Opener("<|channel|>", _region),
+        # The role header's recipient, when the output starts in it: " to=functions.X…".
+        Opener(" to=functions.", _region),
         Opener("to=functions.", _region),
         *(stray_token(marker) for marker in (*_ENDS, _MESSAGE, "<|constrain|>")),
     ),
