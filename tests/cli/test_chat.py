@@ -271,3 +271,18 @@ def test_nothing_to_ask_and_an_unreachable_backend(
     with Simulator() as sim:
         assert main(["chat", "--backend", sim.openai_url, "-m", "  "]) == 2
     assert "nothing to ask" in capsys.readouterr().err
+
+
+def test_the_loop_guard_shows_in_the_trace(chat: Any) -> None:
+    stuck = {
+        "rules": [
+            {"match": {"tools": "native"},
+             "answer": {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]}},
+            {"answer": {"content": "I kept reading the same file."}},
+        ]
+    }  # fmt: skip
+    status, out, err, _ = chat("-m", ASK_NOTES, scenario=stuck)
+    assert status == 0, err
+    assert out == "I kept reading the same file.\n"
+    assert "⚠ loop guard: identical_call ×3 on read_file (nudge)" in err
+    assert "blocked by the loop guard" in err

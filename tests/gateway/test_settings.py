@@ -241,3 +241,30 @@ def test_a_forced_manual_model_is_rescued_through_the_gateway(tmp_path: Path) ->
         (call,) = reply.choices[0].message.tool_calls or []
         assert call.function.name == "get_weather"
         assert "tools" not in sim.requests[-1].body
+
+
+def test_format_and_profile_per_backend_under_the_models_own(tmp_path: Path) -> None:
+    path = _config(
+        tmp_path,
+        {
+            "format": "bracket",
+            "backends": [
+                {"name": "gpu", "url": "http://10.0.0.5/v1", "format": "hermes",
+                 "profile": "vendor", "models": ["qwen3"]},
+                {"name": "laptop", "url": "http://127.0.0.1:11434/v1"},
+            ],
+            "models": {
+                "own": {"backend": "gpu", "format": "qwen3_coder", "profile": "graded"},
+                "small": {"backend": "laptop"},
+            },
+        },
+    )  # fmt: skip
+    settings = Settings(config=path)
+    options = {m: settings.round_options(m) for m in ("qwen3", "own", "small", "unlisted")}
+    assert {m: (o["format"], o["profile"]) for m, o in options.items()} == {
+        "qwen3": ("hermes", "vendor"),
+        "own": ("qwen3_coder", "graded"),
+        "small": ("bracket", None),
+        "unlisted": ("hermes", "vendor"),  # the first backend is the default
+    }
+    assert [settings.backend_config_for(m).name for m in options] == ["gpu", "gpu", "laptop", "gpu"]

@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     model_validator,
 )
@@ -113,6 +114,10 @@ class BackendConfig(BaseModel):
     api_key: str | None = None
     tool_mode: ToolMode = "auto"
     omit_tool_choice: bool = False
+    # The text format and sampling profile of this backend's models, unless a
+    # model's own entry names one.
+    format: FormatName | None = None
+    profile: ProfileName | None = None
     # Models served by this backend; a request naming one of them is routed here.
     models: list[str] = Field(default_factory=list)
 
@@ -279,6 +284,8 @@ class Settings(BaseSettings):
     models: dict[str, ModelOverride] = Field(
         default_factory=dict, description="per-model settings (config file only)"
     )
+    # model -> its backend's config, worked out once (every request asks).
+    _routes: dict[str, BackendConfig | None] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(
@@ -336,15 +343,28 @@ class Settings(BaseSettings):
     def override_for(self, model: str) -> ModelOverride:
         return self.models.get(model) or _NO_OVERRIDE
 
+    def backend_config_for(self, model: str) -> BackendConfig | None:
+        """The backend ``model``'s requests go to: the one its entry names, else
+        the first that lists it, else the first; None when none is configured."""
+        if model not in self._routes:
+            configs = self.backend_configs()
+            named = self.override_for(model).backend
+            self._routes[model] = next(
+                (c for c in configs if c.name == named),
+                next((c for c in configs if model in c.models), configs[0] if configs else None),
+            )
+        return self._routes[model]
+
     def round_options(self, model: str) -> dict[str, Any]:
-        """The options of a ``RoundRequest`` for ``model``: its config entry's,
-        else the global settings (a request may still choose its own)."""
+        """The options of a ``RoundRequest`` for ``model``: its config entry's, else
+        its backend's, else the global settings (a request may still choose its own)."""
         override = self.override_for(model)
+        backend = self.backend_config_for(model)
         return {
-            "format": override.format or self.format,
+            "format": override.format or (backend and backend.format) or self.format,
             "tool_mode": override.tool_mode,
             "omit_tool_choice": override.omit_tool_choice,
-            "profile": override.profile or self.profile,
+            "profile": override.profile or (backend and backend.profile) or self.profile,
             "finish_reason_named": override.finish_reason_named or self.finish_reason_named,
             "validate": override.validation or self.validation,
             "stream_tools": override.stream_tools is not False,

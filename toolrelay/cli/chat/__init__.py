@@ -63,6 +63,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="run_command stops a command after this long (default 60)",
     )
     parser.add_argument(
+        "--log-level",
+        default="error",
+        choices=("debug", "info", "warning", "error"),
+        help="toolrelay's own log on standard error (default: error; the trace shows the rest)",
+    )
+    parser.add_argument(
         "--max-result-chars",
         type=int,
         default=8000,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 
 from pydantic import ValidationError
@@ -29,6 +30,8 @@ class Usage(Exception):
 
 
 def main(args: argparse.Namespace) -> int:
+    # The trace already shows fallbacks and loop-guard verdicts the log would repeat.
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
         settings, workspace = _settings(args)
     except Usage as exc:

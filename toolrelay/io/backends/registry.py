@@ -24,9 +24,6 @@ class Backends:
             for config in settings.backend_configs()
         ]
         self._by_name = {backend.name: backend for backend in self._all}
-        self._by_model = {
-            model: backend for backend in self._all for model in backend.config.models
-        }
 
     @property
     def configured(self) -> bool:
@@ -44,10 +41,8 @@ class Backends:
 
     def for_model(self, model: str) -> Backend:
         """The per-model override's backend, else the one listing the model, else the default."""
-        named = self._settings.override_for(model).backend
-        if named is not None and named in self._by_name:
-            return self._by_name[named]
-        return self._by_model.get(model, self.default)
+        config = self._settings.backend_config_for(model)
+        return self._by_name[config.name] if config is not None else self.default
 
     async def aclose(self) -> None:
         for backend in self._all:
