@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from toolrelay.io.tools.registry import ToolsError
     from toolrelay.io.urls import redact_url
     from toolrelay.server import create_app
+    from toolrelay.server.auth import is_loopback
     from toolrelay.server.logs import configure_logging
 
     explicit = given(
@@ -143,6 +144,13 @@ def run(args: argparse.Namespace) -> int:
         )
     if not backends:
         log.warning("no model server is configured (--backend): the LLM is disabled")
+    if not settings.api_keys and not is_loopback(settings.host):
+        log.warning(
+            "listening on %s, beyond this machine, with no API key: anyone who can reach "
+            "port %s can use the backends; set TOOLRELAY_API_KEYS",
+            settings.host,
+            settings.port,
+        )
     log.info("toolrelay serve: listening on http://%s:%s/v1", settings.host, settings.port)
     uvicorn.run(
         app,

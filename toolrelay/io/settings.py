@@ -19,6 +19,7 @@ from pydantic import (
     AfterValidator,
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -26,7 +27,12 @@ from pydantic import (
     model_validator,
 )
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from toolrelay.formats import format_names
 from toolrelay.io.urls import redact_url
@@ -56,6 +62,16 @@ def _known_format(name: str) -> str:
 
 
 FormatName = Annotated[str, AfterValidator(_known_format)]
+
+
+def _key_list(value: Any) -> Any:
+    """Keys as a list: the environment gives them comma-separated."""
+    if isinstance(value, str):
+        return [key.strip() for key in value.split(",") if key.strip()]
+    return value
+
+
+ApiKeys = Annotated[list[str], NoDecode, BeforeValidator(_key_list)]
 
 
 def _known_profile(name: str) -> str:
@@ -165,6 +181,11 @@ class Settings(BaseSettings):
     api_key: str | None = Field(
         default=None,
         description="bearer token for the default backend (else the client's is passed on)",
+    )
+    api_keys: ApiKeys = Field(
+        default_factory=list,
+        description="the gateway's own keys, comma-separated: clients must send one "
+        "(Authorization: Bearer KEY or x-api-key); none: no key asked",
     )
     tool_mode: ToolMode = Field(
         default="auto", description="native or rescue tool calling, or auto"
@@ -372,12 +393,13 @@ class Settings(BaseSettings):
 
     def public_dict(self) -> dict[str, Any]:
         """The settings in force, without secrets (for ``/health``)."""
-        hidden = {"api_key", "admin_token", "backends"}
+        hidden = {"api_key", "api_keys", "admin_token", "backends"}
         if self.backends and "backend" not in self.model_fields_set:
             # The config file's backends are in force: the flat default-backend
             # settings describe no backend and would only mislead.
             hidden |= {"backend", "backend_kind", "tool_mode", "omit_tool_choice"}
         data = self.model_dump(mode="json", exclude=hidden)
+        data["api_keys"] = len(self.api_keys)  # how many, never which
         if "backend" in data:
             data["backend"] = redact_url(data["backend"])
         data["backends"] = [

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from toolrelay.io.backends import BackendError
 from toolrelay.io.settings import Settings
 from toolrelay.server.anthropic import CountTokens, MessagesFront
+from toolrelay.server.auth import ApiKeys
 from toolrelay.server.completions import ChatFront
 from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
 from toolrelay.server.errors import APIError, upstream
@@ -120,6 +121,9 @@ def create_app(settings: Settings) -> Starlette:
         lifespan=lifespan,
     )
     app.state.gateway = gateway
+    if settings.api_keys:
+        keys = [*settings.api_keys, *([settings.admin_token] if settings.admin_token else [])]
+        app.add_middleware(ApiKeys, keys=keys)
     app.add_middleware(RequestIdMiddleware)
     app.add_middleware(AccessLog)
     return app
