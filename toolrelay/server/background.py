@@ -28,7 +28,8 @@ def listening_socket(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.listen(128)
+        # Deep enough for a thousand clients connecting at once (bench/load_bench.py).
+        sock.listen(2048)
     except OSError:
         sock.close()
         raise
