@@ -27,6 +27,8 @@ import orjson
 from toolrelay.io.backends.errors import BackendError, BackendTimeout, BackendUnreachable
 from toolrelay.io.urls import redact_text, redact_url, with_query
 
+# Seconds a pooled connection to a backend may stay idle.
+_IDLE_SECONDS = 3.0
 # How long a client told to come back (503) should wait, in seconds.
 RETRY_AFTER = 1
 
@@ -281,7 +283,12 @@ class HttpClient:
                 timeout=self._client_timeout,
                 # The slots bound concurrency; the connector must never make a
                 # request wait (its wait would count against connect_timeout).
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                # Idle connections are dropped before the server drops them
+                # (uvicorn, so vLLM and SGLang, after 5 s): reusing one the
+                # server is closing fails the request with a 502.
+                connector=aiohttp.TCPConnector(
+                    limit=0, ttl_dns_cache=300, keepalive_timeout=_IDLE_SECONDS
+                ),
                 auto_decompress=False,
                 json_serialize=lambda obj: orjson.dumps(obj).decode(),
             )
