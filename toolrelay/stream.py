@@ -20,7 +20,7 @@ from itertools import groupby
 from typing import Any
 
 from toolrelay.events import ContentDelta, Event, ReasoningDelta, ToolCallArgumentsDelta
-from toolrelay.formats import Dispatch, OpenerTable, bracket, fenced, opener_table
+from toolrelay.formats import MarkerSearch, OpenerTable, bracket, fenced, opener_table
 from toolrelay.formats.base import Context, Region, Status
 from toolrelay.formats.fenced import HeldFences
 from toolrelay.formats.reasoning import open_reasoning
@@ -70,6 +70,7 @@ class StreamParser:
         "_pos",
         "_region",
         "_replay",
+        "_search",
         "_table",
     )
 
@@ -82,6 +83,7 @@ class StreamParser:
         _context: Context | None = None,
     ) -> None:
         self._table: OpenerTable = opener_table(format)
+        self._search = MarkerSearch(self._table)
         self._ctx = _context if _context is not None else Context(ToolSet(tools), format)
         self._ctx.openers = self._table
         self._buf = ""  # text not yet decided on
@@ -145,9 +147,6 @@ class StreamParser:
                     elif self._replay:
                         self._replay = []
                     keep_from = pos
-                    if type(region) is Dispatch and region.chosen is not None:
-                        # The dispatcher has chosen its format: it leaves the hot path.
-                        self._region = region.chosen
                     break
                 self._region = None
                 fences = self._fences
@@ -178,9 +177,9 @@ class StreamParser:
                     self._replay = []
                 keep_from = pos
                 continue
-            found = self._table.search(buf, pos, final)
+            found = self._search.search(buf, pos, final)
             while found is not None and found[0] < self._barrier and len(found[1]) == 1:
-                found = self._table.search(buf, found[0] + 1, final)
+                found = self._search.search(buf, found[0] + 1, final)
             if found is None:
                 safe = len(buf) if final else self._table.safe_end(buf, pos)
                 self._emit_content(buf[pos:safe])

@@ -17,7 +17,7 @@ from toolrelay import (
     ToolCallStart,
     parse_tool_calls,
 )
-from toolrelay.formats import opener_table
+from toolrelay.formats import MarkerSearch, opener_table
 
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
 LONGEST_MARKER = opener_table("auto").longest
@@ -190,3 +190,24 @@ def test_escapes_do_not_multiply_events(text: str, size: int) -> None:
     assert len([e for e in events if isinstance(e, ToolCallArgumentsDelta)]) <= 1
     arguments += "".join(e.text for e in events if isinstance(e, ToolCallArgumentsDelta))
     assert json.loads(arguments)["text"].rstrip("\n") == CODE.rstrip("\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(
+        st.sampled_from(sorted(opener_table("auto").openers))
+        | st.sampled_from(["a", "functools", "all", "to", "\n", " ", "x", "=", "<", "[", "{"]),
+        max_size=60,
+    ),
+)
+def test_the_anchored_search_finds_what_the_pattern_finds(pieces: list[str]) -> None:
+    table = opener_table("auto")
+    text = "".join(pieces) * 8  # long enough for the anchored search
+    search = MarkerSearch(table)
+    pos = 0
+    while True:
+        expected = table.search(text, pos)
+        assert search.anchored(text, pos) == expected
+        if expected is None:
+            break
+        pos = expected[0] + 1

@@ -9,9 +9,9 @@ Adding a format means a module here and a line in ``FORMATS``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Literal
 
 from toolrelay.formats import (
     apertus,
@@ -47,15 +47,7 @@ from toolrelay.formats import (
     seed_oss,
     step3,
 )
-from toolrelay.formats.base import (
-    Context,
-    Format,
-    Opener,
-    Region,
-    RegionFactory,
-    Status,
-    skip_whitespace,
-)
+from toolrelay.formats.base import Format, Opener, RegionFactory, skip_whitespace
 from toolrelay.formats.markup import stray_token
 
 FORMATS: tuple[Format, ...] = (
@@ -103,55 +95,30 @@ class UnknownFormatError(ValueError):
 
 
 _SNIFF_WINDOW = 64
+# Blanks waited through after a shared marker before it is taken for text: a call
+# never sits that far from its marker, and the wait holds the blanks in the buffer.
+_MAX_BLANKS = 256
 
 
-class Dispatch:
-    """Picks among formats that share one marker by what follows it."""
+def _sniff(
+    candidates: tuple[Opener, ...], buf: str, pos: int, start: int, final: bool
+) -> Opener | Literal[False] | None:
+    """The candidate whose sniff claims what follows the marker (at ``pos``, blanks to ``start``).
 
-    __slots__ = ("_at_start", "_blanks", "_candidates", "_ctx", "_marker", "chosen")
-
-    def __init__(self, ctx: Context, marker: str, candidates: tuple[Opener, ...]) -> None:
-        self._ctx = ctx
-        self._marker = marker
-        self._candidates = candidates
-        self.chosen: Region | None = None
-        self._at_start = ctx.at_start  # the parser clears it once the opener is found
-        self._blanks = 0  # blanks right after the marker, already skipped
-
-    @property
-    def may_fallback(self) -> bool:
-        return self.chosen is None or bool(getattr(self.chosen, "may_fallback", False))
-
-    def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
-        if self.chosen is None:
-            # ``pos`` is right after the marker on every call, whatever the buffer
-            # held before it; blanks already skipped are not read again.
-            start = skip_whitespace(buf, pos + self._blanks)
-            self._blanks = start - pos
-            # A sniff decides from a few characters past the blanks, never the whole rest.
-            following = buf[pos : start + _SNIFF_WINDOW]
-            undecided = False
-            for candidate in self._candidates:
-                verdict = True if candidate.sniff is None else candidate.sniff(following)
-                if verdict is None and not final:
-                    undecided = True
-                    break
-                if verdict:
-                    self.chosen = self._create(candidate)
-                    break
-            if self.chosen is None:
-                return pos, Status.CONTINUE if undecided else Status.FALLBACK
-        return self.chosen.feed(buf, pos, final)
-
-    def _create(self, candidate: Opener) -> Region:
-        """The chosen region, made as of its opener (``at_start`` included), not as of now."""
-        ctx = self._ctx
-        now = ctx.at_start
-        ctx.at_start = self._at_start
-        try:
-            return candidate.region(ctx, self._marker)
-        finally:
-            ctx.at_start = now
+    None when none does (the marker is text), False when one cannot tell
+    until more text comes.
+    """
+    if start - pos > _MAX_BLANKS:
+        return None
+    # A sniff decides from a few characters past the blanks, never the whole rest.
+    following = buf[pos : start + _SNIFF_WINDOW]
+    for candidate in candidates:
+        verdict = True if candidate.sniff is None else candidate.sniff(following)
+        if verdict is None and not final:
+            return False
+        if verdict:
+            return candidate
+    return None
 
 
 @dataclass(frozen=True)
@@ -165,26 +132,35 @@ class OpenerTable:
     prefixes: frozenset[str]
     first_char: re.Pattern[str]  # any character a marker can start with
     longest: int
+    # Each marker's first character that is not a letter, digit or space, and where
+    # it sits in the markers that have it: the characters ``MarkerSearch`` looks for.
+    anchors: tuple[tuple[str, tuple[int, ...]], ...]
 
-    def search(
-        self, buf: str, pos: int, final: bool
-    ) -> tuple[int, str, RegionFactory | None] | None:
-        """The first marker at or after ``pos``.
-
-        A marker that the buffer's end might still extend into a longer one
-        (``[`` before ``[TOOL_CALLS]`` has arrived) comes back without a
-        region factory: wait for more text.
-        """
+    def search(self, buf: str, pos: int) -> tuple[int, str] | None:
+        """The first marker at or after ``pos`` (the longest, of those starting there)."""
         found = self.pattern.search(buf, pos)
-        if found is None:
-            return None
-        marker = found.group()
-        start = found.start()
+        return None if found is None else (found.start(), found.group())
+
+    def opens(
+        self, buf: str, start: int, marker: str, final: bool
+    ) -> RegionFactory | Literal[False] | None:
+        """What the marker at ``start`` opens: a region, nothing (it is text), or False: wait.
+
+        Wait when the buffer's end might still extend it into a longer marker
+        (``[`` before ``[TOOL_CALLS]`` has arrived), or when the formats that
+        share it must see more of what follows to tell whose it is
+        (``<tool_call>`` opens Hermes JSON, Qwen3-Coder XML and GLM blocks).
+        """
         rest = len(buf) - start
         # Only a short rest can be a longer marker's beginning: no slice of a long buffer.
         if not final and len(marker) <= rest < self.longest and buf[start:] in self.prefixes:
-            return start, marker, None
-        return start, marker, self._factory(marker)
+            return False
+        candidates = self.openers[marker]
+        if len(candidates) == 1 and candidates[0].sniff is None:
+            return candidates[0].region
+        after = start + len(marker)
+        chosen = _sniff(candidates, buf, after, skip_whitespace(buf, after), final)
+        return chosen.region if isinstance(chosen, Opener) else chosen
 
     def search_marked(self, buf: str, pos: int, end: int) -> int:
         """Where the first multi-character marker starts in ``buf[pos:end]``, or -1."""
@@ -192,12 +168,6 @@ class OpenerTable:
             return -1
         found = self.marked_pattern.search(buf, pos, end)
         return -1 if found is None else found.start()
-
-    def _factory(self, marker: str) -> RegionFactory:
-        candidates = self.openers[marker]
-        if len(candidates) == 1 and candidates[0].sniff is None:
-            return candidates[0].region
-        return _dispatcher(candidates)
 
     def safe_end(self, buf: str, pos: int) -> int:
         """How far content may be released: a possible partial marker at the end is held."""
@@ -209,13 +179,6 @@ class OpenerTable:
                 return start
             candidate = self.first_char.search(buf, start + 1)
         return end
-
-
-def _dispatcher(candidates: tuple[Opener, ...]) -> Callable[[Context, str], Region]:
-    def factory(ctx: Context, marker: str) -> Region:
-        return Dispatch(ctx, marker, candidates)
-
-    return factory
 
 
 @lru_cache(maxsize=64)
@@ -239,12 +202,131 @@ def opener_table(name: str = "auto") -> OpenerTable:
     markers = sorted(openers, key=len, reverse=True)
     multi = [m for m in markers if len(m) > 1 and not m.startswith("`")]
     prefixes = frozenset(m[:i] for m in markers for i in range(1, len(m)))
+    anchors: dict[str, set[int]] = {}
+    for marker in markers:
+        # Not a letter, digit or space: rare in prose, and absent before it in the marker.
+        offset = next(i for i, c in enumerate(marker) if not c.isalnum() and c != " ")
+        anchors.setdefault(marker[offset], set()).add(offset)
+    shared = {m: tuple(o) for m, o in openers.items()}
     return OpenerTable(
-        pattern=re.compile("|".join(re.escape(m) for m in markers)),
-        marked_pattern=re.compile("|".join(re.escape(m) for m in multi)) if multi else None,
-        openers={m: tuple(o) for m, o in openers.items()},
+        pattern=re.compile(_trie(markers)),
+        marked_pattern=re.compile(_trie(multi)) if multi else None,
+        openers=shared,
         tokens=tokens,
         prefixes=prefixes,
         first_char=re.compile("[" + "".join(re.escape(c) for c in {p[0] for p in prefixes}) + "]"),
         longest=max(len(m) for m in markers),
+        anchors=tuple((c, tuple(sorted(o))) for c, o in sorted(anchors.items())),
     )
+
+
+def _trie(markers: list[str]) -> str:
+    """One pattern for all the markers, their common beginnings written once.
+
+    An alternation of many literals tries each at every position; a trie
+    looks at each character once. Where a marker is the beginning of a
+    longer one the longer is tried first, so, as with an alternation of the
+    markers longest first, the longest marker at a position is the match.
+    """
+    root: dict[str, Any] = {}
+    for marker in markers:
+        node = root
+        for char in marker:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a marker ends here
+
+    def pattern(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + pattern(child) for char, child in node.items() if char]
+        if not branches:
+            return ""
+        inner = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:  # a marker ends here: the longer ones are optional
+            return inner + "?" if len(branches) == 1 and len(inner) <= 2 else f"(?:{inner})?"
+        return inner
+
+    return pattern(root)
+
+
+class MarkerSearch:
+    """One parser's search for markers, at memchr speed on long text.
+
+    A regular expression of many markers looks at every character; on a
+    long buffer this looks for each marker's anchor (its first character
+    that is not a letter, digit or space) with ``str.find``, remembers where each
+    anchor next occurs, and checks the markers only there: what it finds is
+    what ``OpenerTable.search`` finds. A marker every format turns away on
+    sight (a bracket in prose) is passed over here, as text, without a
+    region made for it.
+    """
+
+    __slots__ = ("_buf", "_next", "table")
+
+    def __init__(self, table: OpenerTable) -> None:
+        self.table = table
+        self._buf: str | None = None
+        self._next: list[int] = []  # per anchor: where it next occurs, -1 none, -2 unknown
+
+    def search(
+        self, buf: str, pos: int, final: bool
+    ) -> tuple[int, str, RegionFactory | None] | None:
+        """The first marker at or after ``pos`` and what it opens (None: wait for more text)."""
+        table = self.table
+        while True:
+            found = table.search(buf, pos) if len(buf) - pos < _SHORT else self.anchored(buf, pos)
+            if found is None:
+                return None
+            start, marker = found
+            opens = table.opens(buf, start, marker, final)
+            if opens is False:
+                return start, marker, None
+            if opens is not None:
+                return start, marker, opens
+            pos = start + 1
+
+    def anchored(self, buf: str, pos: int) -> tuple[int, str] | None:
+        """``OpenerTable.search``, by anchors."""
+        table = self.table
+        if buf is not self._buf:
+            self._buf = buf
+            self._next = [-2] * len(table.anchors)
+        following = self._next
+        longest = table.longest
+        while True:
+            # The first two candidate starts, from different anchors.
+            best = second = -1
+            for k, (char, offsets) in enumerate(table.anchors):
+                at = following[k]
+                if at == -1:
+                    continue  # no more of it in this buffer
+                if at < pos + offsets[0]:
+                    at = following[k] = buf.find(char, pos + offsets[0])
+                    if at < 0:
+                        continue
+                # A marker's characters before its anchor are letters, digits and
+                # spaces, so this occurrence gives an earlier start than any later one.
+                for offset in reversed(offsets):
+                    start = at - offset
+                    if start >= pos:
+                        if best < 0 or start < best:
+                            best, second = start, best
+                        elif second < 0 or start < second:
+                            second = start
+                        break
+            if best < 0:
+                return None
+            # One regular expression search covers the next stretch: dense anchors
+            # ('<' in markup, brackets in code) are searched in C, not one by one.
+            stretch = len(buf) if second < 0 else max(second, best + _STRETCH)
+            hit = table.pattern.search(buf, best, min(len(buf), stretch + longest))
+            if hit is not None and hit.start() < stretch:
+                return hit.start(), hit.group()
+            if stretch >= len(buf):
+                return None
+            pos = stretch
+
+
+# Below this many characters one regular expression search costs less than the
+# str.find calls of the anchored search; and at least this many are searched at
+# once from an anchor that is not a marker's.
+_SHORT = 256
+_STRETCH = 256

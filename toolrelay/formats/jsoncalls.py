@@ -793,15 +793,15 @@ def json_opener(
 ) -> Opener:
     """An opener whose region reads JSON call objects with ``options``.
 
-    The region starts at the marker's first character when the marker is the
-    JSON's own first bracket (a bare ``{`` or ``[``).
+    A marker that ends with the JSON's own first bracket (a bare ``{`` or
+    ``[``, ``functools[``) has the region start with that bracket read.
     """
-    own_bracket = marker in ("{", "[")
+    own_bracket = marker[-1] if marker[-1] in "{[" else ""
 
     def region(ctx: Context, _marker: str) -> Region:
         parsed = JsonCallsRegion(ctx, options)
         if own_bracket:
-            parsed.open_with(marker)
+            parsed.open_with(own_bracket)
         return parsed
 
     return Opener(marker, region, sniff)
