@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -41,6 +44,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--host", help="default: 127.0.0.1")
     parser.add_argument("--port", type=int, help="default: 8787")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="gateway processes sharing the port, counters summed across them (default: 1)",
+    )
     parser.add_argument("--config", help="a YAML or JSON config file")
     parser.add_argument(
         "--log-level",
@@ -111,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         "validation",
         "host",
         "port",
+        "workers",
         "config",
         "tools_file",
         "tools_enabled",
@@ -152,6 +161,9 @@ def run(args: argparse.Namespace) -> int:
             settings.port,
         )
     log.info("toolrelay serve: listening on http://%s:%s/v1", settings.host, settings.port)
+    if settings.workers > 1:
+        _serve_workers(settings, explicit, args)
+        return 0
     uvicorn.run(
         app,
         host=settings.host,
@@ -161,3 +173,40 @@ def run(args: argparse.Namespace) -> int:
         access_log=False,  # ours (toolrelay.access) knows the model and the tool mode
     )
     return 0
+
+
+def _serve_workers(settings: Any, explicit: dict[str, Any], args: argparse.Namespace) -> None:
+    """``settings.workers`` processes on one port, sharing their counters.
+
+    Each worker builds its own app from the environment: the flags given here
+    are passed on as ``TOOLRELAY_*`` variables, which keep their precedence over
+    the config file. Learned facts and the /api/tools override stay per worker
+    unless ``TOOLRELAY_REDIS_URL`` shares them.
+    """
+    import shutil
+    import tempfile
+
+    import uvicorn
+
+    from toolrelay.server.app import WORKER_LOGGING
+
+    shared = tempfile.mkdtemp(prefix="toolrelay-counters-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = shared
+    for name, value in explicit.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        os.environ[f"TOOLRELAY_{name.upper()}"] = text
+    os.environ[WORKER_LOGGING] = f"{args.log_level}:{args.log_format}"
+    log.info("toolrelay serve: %d workers", settings.workers)
+    try:
+        uvicorn.run(
+            "toolrelay.server.app:app_from_environment",
+            factory=True,
+            workers=settings.workers,
+            host=settings.host,
+            port=settings.port,
+            log_level=args.log_level,
+            log_config=None,
+            access_log=False,
+        )
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

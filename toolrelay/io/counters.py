@@ -6,7 +6,9 @@ exporter reads the same numbers through a custom collector.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
+from typing import Any
 
 # name -> (help text, label name); every counter the gateway keeps is declared here.
 COUNTERS: dict[str, tuple[str, str]] = {
@@ -46,3 +48,51 @@ class Counters:
             name: dict(by_label) if COUNTERS[name][1] else by_label.get("", 0)
             for name, by_label in self.values.items()
         }
+
+
+class SharedCounters(Counters):
+    """The counters of every worker process of one ``toolrelay serve --workers N``.
+
+    Each increment goes to prometheus_client's multiprocess files (in
+    ``PROMETHEUS_MULTIPROC_DIR``, which ``serve`` sets up before it starts the
+    workers); reading sums every worker's, so ``/metrics`` and ``/health`` show
+    the same totals whichever worker answers.
+    """
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        self._registry = CollectorRegistry()
+        MultiProcessCollector(self._registry)  # type: ignore[no-untyped-call]
+        self._families: dict[str, Any] = {
+            name: Counter(f"toolrelay_{name}", help_text, [label] if label else [], registry=None)
+            for name, (help_text, label) in COUNTERS.items()
+        }
+
+    def add(self, name: str, label: str, amount: int) -> None:
+        family = self._families[name]
+        (family.labels(label) if COUNTERS[name][1] else family).inc(amount)
+
+    def inc(self, name: str, label: str = "") -> None:
+        self.add(name, label, 1)
+
+    @property
+    def values(self) -> dict[str, dict[str, int]]:  # type: ignore[override]
+        totals: dict[str, dict[str, int]] = {name: defaultdict(int) for name in COUNTERS}
+        for metric in self._registry.collect():
+            name = metric.name.removeprefix("toolrelay_")
+            if name not in COUNTERS:
+                continue
+            label = COUNTERS[name][1]
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    totals[name][sample.labels.get(label, "") if label else ""] += int(sample.value)
+        return totals
+
+
+def process_counters() -> Counters:
+    """Shared counters when this process is one of several workers, else its own."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return SharedCounters()
+    return Counters()

@@ -196,6 +196,9 @@ class Settings(BaseSettings):
     model: str | None = Field(
         default=None, description="send every request to this model (else the model it names)"
     )
+    workers: int = Field(
+        default=1, ge=1, description="gateway processes sharing the port (toolrelay serve)"
+    )
     host: str = Field(default="127.0.0.1", description="address to listen on")
     # Checked here: the socket layer would silently bind 70000 as 4464.
     port: int = Field(default=8787, ge=0, le=65535, description="port to listen on")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -162,3 +163,17 @@ def _version() -> str:
         return metadata.version("toolrelay")
     except metadata.PackageNotFoundError:
         return "0+unknown"
+
+
+def app_from_environment() -> Starlette:
+    """The app of one ``toolrelay serve --workers N`` worker: its settings come
+    from the environment ``serve`` prepared (flags included) and the config file."""
+    from toolrelay.server.logs import configure_logging
+
+    level, _, style = os.environ.get(WORKER_LOGGING, "info:text").partition(":")
+    configure_logging(level, style or "text")
+    return create_app(Settings())
+
+
+# Where ``serve`` leaves its log level and format for its workers.
+WORKER_LOGGING = "TOOLRELAYSERVE_LOGGING"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any
 
 from toolrelay.io.backends import Backend, BackendError, Backends
-from toolrelay.io.counters import Counters
+from toolrelay.io.counters import process_counters
 from toolrelay.io.settings import Settings
 from toolrelay.io.tools import HttpToolClient
 from toolrelay.io.tools.registry import MemoryToolStore, ToolRegistry, load_tools_file
@@ -24,7 +25,7 @@ class Gateway:
         """Raises :class:`~toolrelay.io.tools.registry.ToolsError` for a bad tools file."""
         self.settings = settings
         self.backends = Backends(settings)
-        self.counters = Counters()
+        self.counters = process_counters()
         self.started = time.time()
         # The tools file is read once, here; a bad one stops the start.
         definitions = load_tools_file(settings.tools_file) if settings.tools_active else ()
@@ -42,6 +43,8 @@ class Gateway:
             "backends": backends,
             "settings": self.settings.public_dict(),
             "counters": self.counters.snapshot(),
+            # Which worker answered: with --workers N the counters are all workers'.
+            "process": os.getpid(),
         }
 
     async def check_backends(self) -> None:
