@@ -8,7 +8,9 @@ status and wording while its probes keep claiming tool support, as
 from __future__ import annotations
 
 import json
+import logging
 import socket
+import time
 from typing import Any
 
 import httpx
@@ -154,3 +156,29 @@ def test_a_backend_that_does_not_answer_is_unavailable() -> None:
 )
 def test_refusal_classification(status: int | None, message: str, expected: str | None) -> None:
     assert BackendError(502, message, upstream_status=status).refusal == expected
+
+
+def test_health_knows_the_kind_before_any_request() -> None:
+    with stack() as (_, gw):
+        # Probed at startup, in the background: /health never shows "auto" for long.
+        for _ in range(50):
+            kind = httpx.get(gw.url + "/health", timeout=10).json()["backends"][0]["kind"]
+            if kind != "auto":
+                break
+            time.sleep(0.05)
+    assert kind == "ollama"  # the simulator answers Ollama's /api/tags first
+
+
+def test_backend_errors_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="toolrelay")
+    with stack(**LLAMA_NO_JINJA) as (_, gw):
+        assert _ask(gw, False).choices[0].message.tool_calls
+    with stack(status=503, gateway_settings={"backend_kind": "openai"}) as (_, gw):
+        httpx.post(
+            gw.url + "/v1/chat/completions",
+            json={"model": "toolrelay-sim", "messages": ASK_WEATHER},
+            timeout=10,
+        )
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("tools param requires --jinja flag" in message for message in messages)
+    assert any("backend error" in m and "simulated failure" in m for m in messages)

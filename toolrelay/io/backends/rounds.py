@@ -977,7 +977,11 @@ def _correction_request(
 ) -> RoundRequest:
     attempt = [written_call(call) for call in accepted] + [problem.written for problem in problems]
     messages = correction_messages(req.messages, content, attempt, problems, accepted)
-    return replace(req, body={**req.body, "messages": messages}, messages=messages)
+    # The directive is ours: a model that repeats it has not answered with it.
+    injected = (*req.injected, messages[-1]["content"])
+    return replace(
+        req, body={**req.body, "messages": messages}, messages=messages, injected=injected
+    )
 
 
 def _count_checked(counters: Counters, accepted: Sequence[ToolCall], coerced: int) -> None:
