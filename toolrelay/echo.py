@@ -5,11 +5,11 @@ Weak models repeat their prompt: the rescue path's tool listing, the late
 note, and the example calls (see :mod:`toolrelay.examples`). None of that is
 the model's answer. :class:`EchoFilter` takes the texts
 toolrelay injected into one round and drops every line of the answer that
-repeats one of their lines (whitespace aside); a line the output ends in the
-middle of (the token limit) is dropped too when it is a long enough start of
-one. The answer reaches the filter after the parser took its markup out
-(call blocks, the directive's marker), so the injected texts are compared
-as the parser leaves them too.
+repeats one of their lines (whitespace aside), or a long enough start of one
+(weak models break off mid-sentence, and so does the token limit). The
+answer reaches the filter after the parser took its markup out (call
+blocks, the directive's marker), so the injected texts are compared as the
+parser leaves them too.
 
 A line is held back only while it could still be an echo: once it differs
 from every injected line it goes out at once, so a stream is delayed by at
@@ -38,7 +38,7 @@ from toolrelay.parse import parse_tool_calls
 _SPACES = re.compile(r"\s+")
 # Shorter injected lines ("Rules:") are too common to remove from an answer.
 _MIN_LINE = 6
-# A cut-off line must be this long to be taken for the start of an echo.
+# A line that only starts like an injected one must be this long to be an echo.
 _MIN_PARTIAL = 16
 
 
@@ -75,20 +75,23 @@ class EchoFilter:
             self._extend(text[start:end], out)
             if newline < 0:
                 break
-            if not (self._undecided and self._norm.rstrip() in self._set):
+            if not self._echo():
                 out.append("".join(self._held) + "\n")
             self._reset()
             start = newline + 1
         return "".join(out)
 
     def close(self) -> str:
-        held = "".join(self._held)
+        held = "" if self._echo() else "".join(self._held)
+        self._reset()
+        return held
+
+    def _echo(self) -> bool:
+        """Whether the held line, now complete, repeats an injected one."""
         norm = self._norm.rstrip()
-        echo = self._undecided and (
+        return self._undecided and (
             norm in self._set or (len(norm) >= _MIN_PARTIAL and self._starts_a_line(norm))
         )
-        self._reset()
-        return "" if echo else held
 
     def _extend(self, piece: str, out: list[str]) -> None:
         if not piece:

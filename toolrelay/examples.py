@@ -139,15 +139,18 @@ def reject_copies(
         where, value = found
         raw = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
         reason = (
-            f"{where} is {json.dumps(value, ensure_ascii=False)}, a placeholder copied from the "
-            f"example, not a real value: call {call.name} again with the real value from the "
-            "conversation, or answer without calling a tool"
+            f"{where} is {json.dumps(value, ensure_ascii=False)}, copied from the tool's "
+            f"description or example, not a real value: call {call.name} again with the real "
+            "value from the conversation, or answer without calling a tool"
         )
         rejected.append(RejectedCall(call.name, raw, reason))
     return kept, rejected
 
 
 def _example_placeholders(tools: Iterable[Mapping[str, Any]] | None) -> dict[str, frozenset[str]]:
+    """Per tool: the strings a copy of its listing carries (the example's
+    placeholders, and the parameters' descriptions, which weak models write in
+    as values: ``{"city": "The city's name"}``)."""
     out: dict[str, frozenset[str]] = {}
     for tool in tools or ():
         function = tool.get("function")
@@ -155,8 +158,23 @@ def _example_placeholders(tools: Iterable[Mapping[str, Any]] | None) -> dict[str
         name = function.get("name")
         parameters = function.get("parameters")
         if isinstance(name, str) and isinstance(parameters, Mapping):
-            out[name] = frozenset(_strings(example_arguments(parameters)))
+            copies = {*_strings(example_arguments(parameters)), *_descriptions(parameters, 0)}
+            out[name] = frozenset(copies)
     return out
+
+
+def _descriptions(schema: object, depth: int) -> Iterator[str]:
+    """The parameters' descriptions of more than one word (a one-word description
+    may well be a real value)."""
+    if not isinstance(schema, Mapping) or depth > _MAX_DEPTH:
+        return
+    properties = schema.get("properties")
+    for prop in properties.values() if isinstance(properties, Mapping) else ():
+        description = prop.get("description") if isinstance(prop, Mapping) else None
+        if isinstance(description, str) and " " in description.strip():
+            yield description.strip()
+        yield from _descriptions(prop, depth + 1)
+    yield from _descriptions(schema.get("items"), depth + 1)
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -51,10 +51,12 @@ def test_the_listing_line_by_line_with_other_spacing() -> None:
     assert answer(text) == ""
 
 
-def test_a_line_cut_off_by_the_token_limit_is_an_echo_when_long_enough() -> None:
+def test_a_line_broken_off_is_an_echo_when_long_enough() -> None:
     line = next(line for line in DIRECTIVE.splitlines() if line.startswith("If a tool"))
-    assert answer("Hi.\n" + line[:40]) == "Hi.\n"
+    assert answer("Hi.\n" + line[:40]) == "Hi.\n"  # the token limit
+    assert answer(line[:40] + "\nHi.") == "Hi."  # the model's own break
     assert answer("Hi.\nIf a") == "Hi.\nIf a"  # too short to tell
+    assert answer("If a\nHi.") == "If a\nHi."
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,12 @@ WEATHER = {
         "parameters": {
             "type": "object",
             "properties": {
-                "city": {"type": "string"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "city": {"type": "string", "description": "The city to look up"},
+                "unit": {
+                    "type": "string",
+                    "enum": ["celsius", "fahrenheit"],
+                    "description": "Unit",
+                },
                 "days": {"type": "integer"},
             },
             "required": ["city", "unit"],
@@ -154,7 +158,7 @@ def test_a_copied_example_is_rejected_with_a_reason_the_model_can_act_on() -> No
     [reason] = [r.reason for r in rejected]
     assert rejected[0].name == "get_weather"
     assert json.loads(rejected[0].raw)["arguments"]["city"] == "<city>"
-    assert 'arguments.city is "<city>"' in reason
+    assert 'arguments.city is "<city>", copied from' in reason
     assert "real value" in reason
 
 
@@ -165,6 +169,7 @@ def test_a_copied_example_is_rejected_with_a_reason_the_model_can_act_on() -> No
         {"city": " <city> ", "unit": "celsius"},
         {"city": "<city: the city name>", "unit": "celsius"},  # shaped for its own key
         {"city": "Oslo", "unit": "celsius", "days": "<days: integer>"},
+        {"city": "The city to look up", "unit": "celsius"},  # its description, written in
     ],
 )
 def test_any_placeholder_left_in_makes_a_copy(arguments: dict[str, Any]) -> None:
@@ -179,6 +184,7 @@ def test_any_placeholder_left_in_makes_a_copy(arguments: dict[str, Any]) -> None
         {"city": "<b>Oslo</b>", "unit": "celsius"},  # angle brackets in a real value
         {"city": "<town>", "unit": "celsius"},  # not a placeholder of ours, nor shaped for 'city'
         {"city": "Oslo", "unit": "celsius", "days": 3},
+        {"city": "Unit", "unit": "celsius"},  # a one-word description may be a real value
     ],
 )
 def test_real_values_are_kept(arguments: dict[str, Any]) -> None:

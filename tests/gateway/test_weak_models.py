@@ -64,7 +64,7 @@ def test_a_copied_example_is_never_returned(messages: Any, stream: bool, validat
         # The copy is a rejected call: the self-repair asks once more, and says
         # why nothing came of it.
         assert len(sent) == 2
-        assert "placeholder copied from the example" in content
+        assert "copied from the tool's description or example" in content
 
 
 def test_the_copy_is_a_rejected_call_for_the_self_repair() -> None:
@@ -87,7 +87,8 @@ def test_the_copy_is_a_rejected_call_for_the_self_repair() -> None:
     assert reply.calls == []
     [rejected] = reply.rejected
     assert rejected.name == "get_weather"
-    assert "placeholder" in rejected.reason and "<city>" in rejected.reason
+    assert "copied from the tool's description or example" in rejected.reason
+    assert "<city>" in rejected.reason
     [event] = [item for item in streamed if isinstance(item, CallRejected)]
     assert event.call.reason == rejected.reason
 
