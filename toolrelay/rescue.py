@@ -291,14 +291,22 @@ def _render_tool(tool: Tool, where: str) -> str:
         )
     function = _function_body(tool)
     lines = [f"### {name}"]
-    description = function.get("description")
-    if isinstance(description, str) and description.strip():
-        lines.append(description.strip())
+    description = _description(function)
+    if description:
+        lines.append(description)
     schema = _parameters_schema(function)
-    compact = json.dumps(schema, ensure_ascii=False, separators=(",", ":"), default=str)
-    lines.append(f"Parameters: {compact}")
+    lines.append(f"Parameters: {_compact(schema)}")
     lines.append(f"Example: {_call_block(name, example_arguments(schema))}")
     return "\n".join(lines)
+
+
+def _description(function: Mapping[str, Any]) -> str:
+    description = function.get("description")
+    return description.strip() if isinstance(description, str) else ""
+
+
+def _compact(schema: Mapping[str, Any]) -> str:
+    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _function_body(tool: Tool) -> Mapping[str, Any]:
@@ -411,10 +419,27 @@ def native_directive(tools: Sequence[Tool] | None, tool_choice: ToolChoice = Non
     else:
         names = ", ".join(_tool_identity(tool, "tool")[1] for tool in plan.tools)
         demand = f"You must call at least one of the tools ({names}) in this reply"
+    # The chat template may not show the tools (a template without tool support
+    # drops them): the directive names what each takes.
+    listing = [_tool_summary(tool) for tool in plan.tools]
     return _defuse(
-        f"{DIRECTIVE_MARKER}\n{demand}, with real argument values from the conversation. "
-        "Do not answer in prose."
+        "\n".join(
+            [
+                DIRECTIVE_MARKER,
+                f"{demand}, with real argument values from the conversation. "
+                "Do not answer in prose.",
+                *listing,
+            ]
+        )
     )
+
+
+def _tool_summary(tool: Tool) -> str:
+    """``- name: description Parameters: {compact schema}``, one line."""
+    _, name = _tool_identity(tool, "tool")
+    function = _function_body(tool)
+    about = " ".join(part for part in (f"- {name}:", _description(function)) if part)
+    return f"{about} Parameters: {_compact(_parameters_schema(function))}"
 
 
 # --- history rewrite ----------------------------------------------------------

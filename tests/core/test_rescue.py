@@ -21,6 +21,7 @@ from toolrelay.rescue import (
     ToolChoicePlan,
     build_rescue_request,
     directive,
+    native_directive,
     render_tools_prompt,
     resolve_tool_choice,
     rewrite_history,
@@ -872,3 +873,20 @@ def test_random_histories_without_tools_keep_at_most_one_system_message(
         assert len(system_messages(messages)) == int(
             any(m["role"] in ("system", "developer") for m in history)
         )
+
+
+def test_native_directive_demands_a_call_and_lists_what_each_tool_takes() -> None:
+    text = native_directive(TOOLS, "required")
+    assert text.startswith(DIRECTIVE_MARKER + "\n")
+    assert "You must call at least one of the tools (get_weather, get_time, search_docs)" in text
+    compact = json.dumps(WEATHER["function"]["parameters"], separators=(",", ":"))
+    assert f"- get_weather: Current weather for a city Parameters: {compact}" in text
+    # Native calls go through the backend's own tool calling: no block format.
+    assert TOOL_CALL_OPEN not in text and "<" not in text
+    named = native_directive(TOOLS, {"type": "function", "function": {"name": "get_time"}})
+    assert "You must call the tool get_time" in named and "search_docs" not in named
+
+
+@pytest.mark.parametrize("choice", [None, "auto", "none"])
+def test_native_directive_is_empty_when_no_call_is_demanded(choice: Any) -> None:
+    assert native_directive(TOOLS, choice) == ""
