@@ -391,3 +391,41 @@ def test_the_real_commands(tmp_path: Path) -> None:
     report = json.loads(done.stdout)  # exactly one JSON object
     assert report["settings"]["tool_mode"] == "rescue"
     assert "probe 1/10: plain" in done.stderr
+
+
+def test_tools_ignored_by_a_template_without_them(run: Any) -> None:
+    # llama-server without --jinja (or Ollama with a template lacking .Tools)
+    # takes the tools and renders none of them: the model never sees them.
+    report = run(None, "--backend-kind", "llamacpp", strip_tools=True, capabilities=("completion",))
+    assert values(report)["tools_reach_model"] is False
+    [fix] = report["server_fixes"]
+    assert fix["flags"] == "--jinja --chat-template-file <a template that renders tools>"
+    assert "supports_tools false" in fix["advice"]
+    jinja = run(None, "--backend-kind", "llamacpp", strip_tools=True)
+    assert [f["flags"] for f in jinja["server_fixes"]] == ["--jinja"]
+    ollama = run(None, strip_tools=True, capabilities=("completion",))
+    assert "Modelfile TEMPLATE" in ollama["server_fixes"][0]["advice"]
+
+
+def test_a_weak_model_that_copies_the_rescue_example(run: Any) -> None:
+    # Seen on llama-server with SmolLM2-135M: tools rendered (the prompt grows),
+    # no native call, and in rescue a copy of the prompt's example call.
+    copied = '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "example"}}[/TOOL_CALL]'
+    weak = {
+        "rules": [
+            {"match": {"tools": "prompt"}, "answer": {"content": copied}},
+            {"answer": {"content": "Paris is lovely in spring."}},
+        ]
+    }  # fmt: skip
+    report = run(weak, "--backend-kind", "llamacpp", ignore_tool_choice=True)
+    reach = report["checks"]["tools_reach_model"]
+    assert reach["value"] is True and "the prompt grew by" in reach["verdict"]
+    assert report["settings"]["tool_mode"] == "auto"  # a copied call is no reason to rescue
+    assert report["server_fixes"] == []
+    stripped = run(weak, "--backend-kind", "llamacpp", strip_tools=True, ignore_tool_choice=True)
+    assert "copied the example" in stripped["checks"]["tools_reach_model"]["verdict"]
+
+
+def test_a_stripping_proxy_shows_in_the_prompt_size(run: Any) -> None:
+    verdict = run(None, strip_tools=True)["checks"]["tools_reach_model"]["verdict"]
+    assert "the prompt grew by only" in verdict

@@ -8,6 +8,7 @@ tell (a weak model that never calls a tool tells little).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,6 +21,11 @@ from toolrelay.io.doctor.textcalls import opens_inside_reasoning
 Level = Literal["ok", "warn", "fail", "info"]
 # In a flag whose value the probes could not tell.
 PARSER_PLACEHOLDER = "<the parser of your model>"
+# The test line came back whole (the tag itself may be dropped as a special token).
+_ECHOED = re.compile(rf"{ECHO_HEAD}\s*(?:<tool_call>)?\s*{ECHO_TAIL}")
+# Two tool declarations take about a hundred tokens in any chat template; a
+# prompt that grows by less did not get them.
+TOOLS_IN_PROMPT = 30
 
 
 @dataclass(frozen=True)
@@ -165,29 +171,38 @@ class _Judge:
         title = "tools reach the model"
         rescue = self.seen["rescue"]
         required = self.seen["choice_required"]
+        grown = _prompt_growth(self.seen["plain"], tools)
         if native is not None or (required.ran and required.any_call):
             self._add("tools_reach_model", title, "ok", "yes", True)
         elif not tools.ran:
             self._add("tools_reach_model", title, "info", "not tested", None)
+        elif grown is not None and grown >= TOOLS_IN_PROMPT:
+            verdict = (
+                f"yes: the prompt grew by {grown} tokens with the tools, but the model "
+                "answered without a call"
+            )
+            self._add("tools_reach_model", title, "info", verdict, True)
         elif self.out.check("stops_at_tool_call_tag").value:
             verdict = (
                 "unclear: no native call, and the server stops generation at <tool_call>, "
                 "where the model may have begun one"
             )
             self._add("tools_reach_model", title, "info", verdict, None)
-        elif rescue.ran and rescue.any_call:
+        elif rescue.ran and rescue.calls_about_the_question():
             verdict = (
                 "no: with native tools the model answers as if it had none, with tools "
                 "in the prompt it calls (a proxy stripping tools, or a template without them)"
             )
+            if grown is not None:
+                verdict += f"; the prompt grew by only {grown} tokens with the tools"
             self._add("tools_reach_model", title, "fail", verdict, False)
-            self._fix(
-                "tools never reach the model",
-                None,
-                "something between toolrelay and the model drops `tools` and `tool_choice` "
-                "(a proxy, or a chat template that ignores them); let them through, or keep "
-                "toolrelay's rescue path, which needs neither",
+            self._unreached_fix()
+        elif rescue.ran and rescue.any_call:
+            verdict = (
+                "unknown: no native call, and with tools in the prompt the model copied "
+                "the example instead of asking about the city it was asked about"
             )
+            self._add("tools_reach_model", title, "info", verdict, None)
         else:
             verdict = "unknown: the model called no tool, natively or with tools in the prompt"
             self._add("tools_reach_model", title, "info", verdict, None)
@@ -222,9 +237,9 @@ class _Judge:
         text = probe.content
         if not probe.ran:
             self._add("stops_at_tool_call_tag", title, "info", f"not tested: {probe.error}", None)
-        elif ECHO_TAIL in text:
+        elif _ECHOED.search(text):
             self._add("stops_at_tool_call_tag", title, "ok", "no", False)
-        elif ECHO_HEAD in text and "<tool_call>" not in text:
+        elif text.rstrip().endswith(ECHO_HEAD) and probe.finish_reason != "length":
             verdict = "yes: an echoed <tool_call> ended the answer"
             # Harmless while native calls come back structured.
             self._add("stops_at_tool_call_tag", title, "info" if native else "fail", verdict, True)
@@ -336,7 +351,7 @@ class _Judge:
             settings["tool_mode"] = "rescue"
         elif native is not None:
             settings["tool_mode"] = "native"
-        elif tools.ran and rescue.ran and rescue.any_call:
+        elif tools.ran and rescue.ran and rescue.calls_about_the_question():
             # Native gave nothing, the rescue path a call: whatever the cause.
             settings["tool_mode"] = "rescue"
         if self.format and settings.get("tool_mode") != "rescue":
@@ -385,6 +400,39 @@ class _Judge:
     def _structured(self) -> bool:
         return bool(self.seen["tools"].calls)
 
+    def _unreached_fix(self) -> None:
+        problem = "tools never reach the model"
+        rescue = "; meanwhile toolrelay's rescue path needs no tools from the server"
+        if self.kind == "llamacpp":
+            template = next(
+                (e.tools for e in self.description.endpoints if e.path == "/props"), None
+            )
+            if template is False:
+                self._fix(
+                    problem,
+                    "--jinja --chat-template-file <a template that renders tools>",
+                    "this model's chat template has no tools (/props: supports_tools false)"
+                    + rescue,
+                )
+            else:
+                self._fix(
+                    problem, "--jinja", "llama-server renders tools only with --jinja" + rescue
+                )
+        elif self.kind == "ollama" and self.description.says_tools() is False:
+            self._fix(
+                problem,
+                None,
+                "this model's Ollama template ignores tools: use a model whose `ollama show` "
+                "lists the tools capability, or a Modelfile TEMPLATE that renders .Tools" + rescue,
+            )
+        else:
+            self._fix(
+                problem,
+                None,
+                "something between toolrelay and the model drops `tools` and `tool_choice` "
+                "(a proxy, or a chat template that ignores them): let them through" + rescue,
+            )
+
     def _refusal_fix(self, message: str) -> None:
         lowered = message.lower()
         server = self._server()
@@ -418,6 +466,13 @@ class _Judge:
             self._fix("the output starts inside reasoning", flags, advice)
         elif server == "llamacpp":
             self._fix("the output starts inside reasoning", "--reasoning-format deepseek", advice)
+
+
+def _prompt_growth(plain: Observation, tools: Observation) -> int | None:
+    """How many more prompt tokens the server counted once tools were sent."""
+    if plain.prompt_tokens is None or tools.prompt_tokens is None:
+        return None
+    return tools.prompt_tokens - plain.prompt_tokens
 
 
 def _truncated(tools: Observation, stream: Observation) -> bool:

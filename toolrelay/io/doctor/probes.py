@@ -18,7 +18,8 @@ import orjson
 
 from toolrelay import parse_tool_calls
 from toolrelay.events import ToolCall
-from toolrelay.io.backends import Backend, BackendError, RoundRequest
+from toolrelay.io.backends import Backend, BackendError, BackendUnreachable, RoundRequest
+from toolrelay.io.backends.http import ChunkStream
 from toolrelay.io.backends.rounds import backend_body
 from toolrelay.io.doctor.textcalls import detect_format
 
@@ -144,6 +145,9 @@ class Observation:
     omitted_tool_choice: bool = False
     skipped: str | None = None
     chunks: int = 0
+    # What the server counted of the prompt (non-streamed answers): tools it
+    # rendered into the prompt make it grow.
+    prompt_tokens: int | None = None
 
     @property
     def ran(self) -> bool:
@@ -152,6 +156,15 @@ class Observation:
     @property
     def any_call(self) -> bool:
         return bool(self.calls or self.text_calls)
+
+    def calls_about_the_question(self) -> bool:
+        """A call that asks about the question's city: a weak model that copies the
+        rescue prompt's example writes a call too, about no city it was asked for."""
+        return any(
+            "paris" in arguments.lower()
+            for arguments in [c.arguments for c in self.calls]
+            + [c.arguments_json for c in self.text_calls]
+        )
 
     def call_names(self) -> list[str]:
         return [c.name for c in self.calls] + [c.name for c in self.text_calls]
@@ -242,6 +255,7 @@ class _Seen:
     finish_reason: str | None = None
     chunks: int = 0
     omitted_tool_choice: bool = False
+    prompt_tokens: int | None = None
 
     def observation(self, probe: Probe, seconds: float) -> Observation:
         parsed = parse_tool_calls(self.content, tools=TOOLS) if probe.tools else None
@@ -257,15 +271,45 @@ class _Seen:
             finish_reason=self.finish_reason,
             omitted_tool_choice=self.omitted_tool_choice,
             chunks=self.chunks,
+            prompt_tokens=self.prompt_tokens,
         )
 
 
 async def _send(backend: Backend, probe: Probe, body: dict[str, Any]) -> _Seen:
-    return await (_streamed(backend, body) if probe.stream else _whole(backend, body))
+    """The probe's answer. A request that never reached the server is sent once
+    more: some servers (llama-server after a stream) close a kept-alive
+    connection just as it is reused, and that says nothing about tool calling."""
+    try:
+        return await _answer(backend, probe, body)
+    except _NotSent:
+        pass
+    try:
+        return await _answer(backend, probe, body)
+    except _NotSent as exc:
+        raise exc.error from None
 
 
-async def _whole(backend: Backend, body: dict[str, Any]) -> _Seen:
-    answer = await backend.complete(body)
+class _NotSent(Exception):
+    def __init__(self, error: BackendError) -> None:
+        self.error = error
+
+
+async def _answer(backend: Backend, probe: Probe, body: dict[str, Any]) -> _Seen:
+    if not probe.stream:
+        try:
+            answer = await backend.complete(body)
+        except BackendUnreachable as exc:
+            raise _NotSent(exc) from None
+        return _whole(answer)
+    try:
+        chunks = await backend.open_stream(body)
+    except BackendUnreachable as exc:
+        raise _NotSent(exc) from None
+    async with chunks:
+        return await _streamed(chunks)
+
+
+def _whole(answer: dict[str, Any]) -> _Seen:
     choices = answer.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else {}
     message = choice.get("message") if isinstance(choice, dict) else None
@@ -276,49 +320,70 @@ async def _whole(backend: Backend, body: dict[str, Any]) -> _Seen:
         function = entry.get("function") if isinstance(entry, dict) else None
         if isinstance(function, dict):
             calls.append(SeenCall(str(function.get("name")), _raw(function.get("arguments"))))
+    usage = answer.get("usage")
+    prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     return _Seen(
         content=_text(message.get("content")),
         reasoning=_text(message.get("reasoning_content") or message.get("reasoning")),
         calls=tuple(calls),
         finish_reason=choice.get("finish_reason"),
+        prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
     )
 
 
-async def _streamed(backend: Backend, body: dict[str, Any]) -> _Seen:
-    seen = _Seen()
-    content: list[str] = []
-    reasoning: list[str] = []
-    # Raw accumulation by index: doctor must see what was lost, not repair it.
-    names: dict[int, str] = {}
-    arguments: dict[int, list[str]] = {}
-    async for chunk in backend.stream(body):
-        seen.chunks += 1
+async def _streamed(chunks: ChunkStream) -> _Seen:
+    collected = _Collected()
+    async for batch in chunks:
+        for chunk in batch:
+            collected.take(chunk)
+    return collected.seen()
+
+
+class _Collected:
+    """A stream's pieces, kept raw by index: doctor must see what was lost, not repair it."""
+
+    def __init__(self) -> None:
+        self.chunks = 0
+        self.finish_reason: str | None = None
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.names: dict[int, str] = {}
+        self.arguments: dict[int, list[str]] = {}
+
+    def take(self, chunk: dict[str, Any]) -> None:
+        self.chunks += 1
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            continue
-        delta = choices[0].get("delta") or {}
+            return
         if choices[0].get("finish_reason"):
-            seen.finish_reason = choices[0]["finish_reason"]
+            self.finish_reason = choices[0]["finish_reason"]
+        delta = choices[0].get("delta")
         if not isinstance(delta, dict):
-            continue
-        content.append(_text(delta.get("content")))
-        reasoning.append(_text(delta.get("reasoning_content") or delta.get("reasoning")))
+            return
+        self.content.append(_text(delta.get("content")))
+        self.reasoning.append(_text(delta.get("reasoning_content") or delta.get("reasoning")))
         for entry in delta.get("tool_calls") or ():
             if not isinstance(entry, dict):
                 continue
             raw_index = entry.get("index")
-            index = raw_index if isinstance(raw_index, int) else max(len(names) - 1, 0)
+            index = raw_index if isinstance(raw_index, int) else max(len(self.names) - 1, 0)
             function = entry.get("function") or {}
             if isinstance(function.get("name"), str) and function["name"]:
-                names.setdefault(index, function["name"])
-            arguments.setdefault(index, []).append(_raw(function.get("arguments")))
-    seen.content = "".join(content)
-    seen.reasoning = "".join(reasoning)
-    seen.calls = tuple(
-        SeenCall(names.get(index, "?"), "".join(arguments.get(index, [])))
-        for index in sorted(set(names) | set(arguments))
-    )
-    return seen
+                self.names.setdefault(index, function["name"])
+            self.arguments.setdefault(index, []).append(_raw(function.get("arguments")))
+
+    def seen(self) -> _Seen:
+        calls = tuple(
+            SeenCall(self.names.get(index, "?"), "".join(self.arguments.get(index, [])))
+            for index in sorted(set(self.names) | set(self.arguments))
+        )
+        return _Seen(
+            content="".join(self.content),
+            reasoning="".join(self.reasoning),
+            calls=calls,
+            finish_reason=self.finish_reason,
+            chunks=self.chunks,
+        )
 
 
 def _text(value: Any) -> str:
