@@ -344,9 +344,10 @@ def report(r: dict[str, Any]) -> str:
 
 
 def write_section(text: str) -> None:
+    """Put ``text`` into bench/RESULTS.md in place of the section of its heading."""
     path = ROOT / "bench" / "RESULTS.md"
     current = path.read_text(encoding="utf-8")
-    marker = "## Gateway under load"
+    marker = text.splitlines()[0]
     if marker in current:
         head, _, rest = current.partition(marker)
         tail = rest[rest.find("\n## ") + 1 :] if "\n## " in rest else ""

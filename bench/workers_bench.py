@@ -25,9 +25,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from load_bench import TOOLRELAY, free_port, process, simulator
+from load_bench import TOOLRELAY, free_port, process, simulator, write_section
 
-ROOT = Path(__file__).resolve().parent.parent
 BODY: dict[str, Any] = {
     "model": "bench",
     "messages": [{"role": "user", "content": "weather?"}],
@@ -106,16 +105,7 @@ def main() -> None:
     )
     print(text)
     if args.write:
-        path = ROOT / "bench" / "RESULTS.md"
-        current = path.read_text(encoding="utf-8")
-        marker = "## Gateway workers"
-        if marker in current:
-            head, _, rest = current.partition(marker)
-            tail = rest[rest.find("\n## ") + 1 :] if "\n## " in rest else ""
-            current = head + text + ("\n" + tail if tail else "")
-        else:
-            current = current.rstrip("\n") + "\n\n" + text
-        path.write_text(current, encoding="utf-8")
+        write_section(text)
 
 
 if __name__ == "__main__":
