@@ -453,3 +453,20 @@ def test_max_poll_calls_caps_a_turn_s_polls(service: Service) -> None:
     assert blocked.content.startswith("[loop-guard:blocked poll_budget] NOT EXECUTED")
     assert "[loop-guard:halt poll_budget]" in completions(sim)[-1]["messages"][-1]["content"]
     assert turn_end(events).content == "Final answer."
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 13])
+def test_no_markup_in_deltas_at_any_chunking(service: Service, chunk: int) -> None:
+    text_call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    scenario = {
+        "rules": [
+            {"match": {"tool_result": True}, "answer": {"content": "Sunny: {last_tool_result}"}},
+            {"answer": {"content": "Let me check. " + text_call}},
+        ]
+    }
+    with simulator(scenario, chunk=chunk) as sim:
+        events = run_events(sim.openai_url, [weather_tool(service.url)], PARIS)
+    deltas = [event.text for event in of_type(events, AssistantDelta)]
+    assert not any(marker in text for text in deltas for marker in ("<", ">", '"name"'))
+    assert "".join(deltas) == "Let me check. Sunny: ok GET /weather/Paris"
+    assert [e.call.arguments for e in of_type(events, ToolCallRequested)] == [{"city": "Paris"}]

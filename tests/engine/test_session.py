@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +20,9 @@ import pytest
 import websockets
 
 from tests.engine.support import completions, weather_tool
-from tests.gateway.support import gateway
+from tests.gateway.support import gateway, silent_backend
 from tests.tools.service import Service
+from toolrelay.server.background import BackgroundServer
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 DOCS = Path(__file__).parents[2] / "docs" / "agent.md"
@@ -281,6 +283,21 @@ def test_a_client_that_leaves_cancels_its_tool_requests(service: Service, tmp_pa
     ):
         assert talk(gw.url, script)["type"] == "tool_call"
         assert service.recorder.hang_closed.wait(10), "the tool request outlived its client"
+
+
+def test_a_client_that_leaves_cancels_the_backend_request() -> None:
+    closed = threading.Event()
+
+    async def script(ws: Any) -> dict[str, Any]:
+        await ws.send(json.dumps({"type": "user_text", "text": "think hard"}))
+        return dict(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+
+    with (
+        BackgroundServer(silent_backend(closed)) as backend,
+        gateway(backend.url + "/v1", model="m") as gw,
+    ):
+        assert talk(gw.url, script) == {"type": "assistant_delta", "text": "Hi"}
+        assert closed.wait(10), "the backend kept generating for a client that left"
 
 
 def test_a_backend_failure_is_an_error_then_the_end_of_the_turn() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
 
@@ -65,17 +66,46 @@ def build_request(tool: ToolDefinition, arguments: Mapping[str, Any]) -> HttpReq
 def _fill_url(template: str, arguments: Mapping[str, Any]) -> tuple[str, set[str]]:
     """The URL with its placeholders encoded in place, and the arguments used."""
     consumed: set[str] = set()
+    compiled = _compiled_url(template)
+    head = _fill(compiled.head, arguments, consumed)
+    path = "/".join([_fill(segment, arguments, consumed) for segment in compiled.segments])
+    return head + path + _fill(compiled.rest, arguments, consumed), consumed
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A piece of a URL template: literal text and placeholder names, alternating
+    (``pieces[1::2]`` are names). ``segment``: a whole segment of the path."""
+
+    pieces: tuple[str, ...]
+    segment: bool = False
+
+
+@dataclass(frozen=True)
+class _Url:
+    head: _Part
+    segments: tuple[_Part, ...]
+    rest: _Part
+
+
+@lru_cache(maxsize=1024)
+def _compiled_url(template: str) -> _Url:
+    """The template cut once into scheme and authority, path segments and the rest.
+
+    Placeholder names hold none of "/?#", so the template's own delimiters
+    split it, whatever the values are.
+    """
     start = template.index("://") + 3
-    # Placeholder names hold none of "/?#", so the template's own delimiters
-    # split it into authority, path and the rest, whatever the values are.
     path_at = _first_of(template, "/?#", start)
     rest_at = _first_of(template, "?#", path_at)
-    head = template[:start] + _fill(template[start:path_at], arguments, consumed)
-    segments = [
-        _fill(segment, arguments, consumed, dot_safe=True)
-        for segment in template[path_at:rest_at].split("/")
-    ]
-    return head + "/".join(segments) + _fill(template[rest_at:], arguments, consumed), consumed
+    return _Url(
+        head=_Part(tuple(PLACEHOLDER.split(template[:path_at]))),
+        segments=tuple(
+            _Part(tuple(PLACEHOLDER.split(segment)), segment=True)
+            for segment in template[path_at:rest_at].split("/")
+        ),
+        rest=_Part(tuple(PLACEHOLDER.split(template[rest_at:]))),
+    )
 
 
 def _first_of(text: str, characters: str, start: int) -> int:
@@ -83,24 +113,24 @@ def _first_of(text: str, characters: str, start: int) -> int:
     return min(found, default=len(text))
 
 
-def _fill(
-    template: str, arguments: Mapping[str, Any], consumed: set[str], dot_safe: bool = False
-) -> str:
-    if "{" not in template:
-        return template
-
-    def value(match: Any) -> str:
-        name = match.group(1)
-        if name not in arguments:
-            raise ArgumentsError(f"missing '{name}', which the url needs")
-        consumed.add(name)
-        return quote(argument_text(arguments[name]), safe="")
-
-    filled = PLACEHOLDER.sub(value, template)
-    if dot_safe and filled.strip(".") == "":
+def _fill(part: _Part, arguments: Mapping[str, Any], consumed: set[str]) -> str:
+    pieces = part.pieces
+    if len(pieces) == 1:
+        return pieces[0]
+    out = []
+    for index, piece in enumerate(pieces):
+        if index % 2 == 0:
+            out.append(piece)
+            continue
+        if piece not in arguments:
+            raise ArgumentsError(f"missing '{piece}', which the url needs")
+        consumed.add(piece)
+        out.append(quote(argument_text(arguments[piece]), safe=""))
+    filled = "".join(out)
+    if part.segment and filled.strip(".") == "":
         if not filled:
             # An empty segment would address the collection, not an item in it.
-            names = ", ".join(f"'{name}'" for name in PLACEHOLDER.findall(template))
+            names = ", ".join(f"'{name}'" for name in pieces[1::2])
             raise ArgumentsError(f"{names} must not be empty: it is a segment of the url's path")
         # "." and ".." are path steps, not names: a segment that arguments
         # made of dots only keeps its dots percent-encoded.

@@ -47,6 +47,7 @@ class HttpTool:
     def __init__(self, definition: ToolDefinition, client: HttpToolClient) -> None:
         self.definition = definition
         self.client = client
+        self._method_ok = is_token(definition.method)
 
     @property
     def name(self) -> str:
@@ -56,8 +57,8 @@ class HttpTool:
         return self.definition.openai_tool()
 
     async def run(self, arguments: dict[str, Any], max_chars: int) -> ToolOutput:
-        method = self.definition.method
-        if not is_token(method):
+        if not self._method_ok:
+            method = self.definition.method
             return ToolOutput(results.invalid_method(method, self.name), is_error=True)
         try:
             request = build_request(self.definition, arguments)
