@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{'auto':<{width}}  every format below, recognised by its markers or shape")
         for fmt in FORMATS:
             print(f"{fmt.name:<{width}}  {fmt.description}")
+            print(f"{'':<{width}}    {fmt.families}")
         return 0
     if args.jsonl:
         for line in sys.stdin:

@@ -9,6 +9,7 @@ from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 
 FORMAT = Format(
     name="apertus",
+    families="Swiss AI Apertus",
     description='<|tools_prefix|>[{"NAME": {args}}]<|tools_suffix|>',
     openers=(
         json_opener(

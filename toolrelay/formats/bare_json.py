@@ -39,6 +39,7 @@ _OBJECT = _first_is("{")
 
 FORMAT = Format(
     name="bare_json",
+    families="Llama 3.1/3.2/3.3, Llama 4 JSON mode, xLAM, constrained decoding, llama.cpp generic",
     description='{"name": …, "arguments"|"parameters": …} or a JSON array of such objects',
     openers=(
         json_opener("{", _BARE, sniff=_QUOTED_KEY),

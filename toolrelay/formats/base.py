@@ -446,6 +446,7 @@ class Format:
     description: str
     openers: tuple[Opener, ...] = field(default_factory=tuple)
     tokens: tuple[str, ...] = ()
+    families: str = ""  # the model families that write it
 
 
 def skip_whitespace(buf: str, pos: int) -> int:

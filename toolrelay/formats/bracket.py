@@ -25,6 +25,7 @@ def _region(ctx: Context, marker: str) -> Region:
 
 FORMAT = Format(
     name="bracket",
+    families="toolrelay's rescue prompt (any model asked for it)",
     description="[TOOL_CALL]{json}[/TOOL_CALL] (toolrelay's rescue prompt format)",
     openers=(Opener(MARKER, _region),),
     tokens=(MARKER, "[/TOOL_CALL]"),

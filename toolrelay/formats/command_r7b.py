@@ -28,6 +28,7 @@ def _drop(_ctx: Context, _marker: str) -> Region:
 
 FORMAT = Format(
     name="command_r7b",
+    families="Cohere Command R7B, Command A (Cohere 2)",
     description="<|START_ACTION|>[{tool_call_id, tool_name, parameters}]<|END_ACTION|>",
     openers=(
         json_opener("<|START_ACTION|>", JsonCallsOptions(end_marker="<|END_ACTION|>")),

@@ -42,6 +42,7 @@ def _region(ctx: Context, marker: str) -> Region:
 
 FORMAT = Format(
     name="deepseek",
+    families="DeepSeek-V3/V3-0324, R1 and its distills, V3.1, V3.2-Exp",
     description="DeepSeek V3/R1/V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>…",
     openers=(
         Opener("<｜tool▁calls▁begin｜>", _region),

@@ -30,6 +30,7 @@ TOOL_CALLS_DIALECT = replace(DIALECT, section_end="</｜DSML｜tool_calls>")
 
 FORMAT = Format(
     name="deepseek_v32",
+    families="DeepSeek-V3.2, V4",
     description='<｜DSML｜function_calls> or <｜DSML｜tool_calls>, <｜DSML｜invoke name="f">…',
     openers=(
         xml_opener("<｜DSML｜function_calls>", DIALECT),

@@ -67,6 +67,7 @@ def _fence(marker: str) -> Opener:
 
 FORMAT = Format(
     name="fenced_json",
+    families="models without a native format, drifting models (seed 000's fallback)",
     description='```json {"name"|"tool": …, "arguments"|"input": …} ``` in a code fence',
     openers=tuple(_fence(marker) for marker in MARKERS),
 )

@@ -149,6 +149,7 @@ def _all_prefix(ctx: Context, _marker: str) -> Region:
 
 FORMAT = Format(
     name="functionary_v3_2",
+    families="MeetKai Functionary v3.2",
     description='>>>get_weather\\n{"city": "Oslo"}, >>>python\\n<code>, all\\n<text>',
     openers=(Opener(_MARKER, _recipient), Opener("all\n", _all_prefix)),
 )

@@ -418,6 +418,7 @@ def dsl_opener(marker: str, options: DslOptions) -> Opener:
 
 FORMAT = Format(
     name="functiongemma",
+    families="FunctionGemma (Gemma 3 270M)",
     description="<start_function_call>call:get_weather{city:<escape>Oslo<escape>}<end_function_call>",
     openers=(
         dsl_opener(

@@ -12,6 +12,7 @@ from toolrelay.formats.markup import stray_token
 
 FORMAT = Format(
     name="gemma4",
+    families="Gemma 4",
     description='<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}<tool_call|>',
     openers=(
         dsl_opener("<|tool_call>", DslOptions(delimiter='<|"|>', end_marker="<tool_call|>")),

@@ -48,6 +48,7 @@ def starts_name(following: str) -> bool | None:
 
 FORMAT = Format(
     name="glm45",
+    families="GLM-4.5, 4.6, 4.7",
     description="<tool_call>f<arg_key>p</arg_key><arg_value>v</arg_value></tool_call>",
     openers=(xml_opener("<tool_call>", DIALECT, sniff=starts_name),),
 )

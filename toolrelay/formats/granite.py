@@ -8,6 +8,7 @@ from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 
 FORMAT = Format(
     name="granite",
+    families="Granite 3.0, granite-20b-functioncalling",
     description="<|tool_call|>[{json}] (Granite 3.x) or <function_call> {json} (granite-20b-fc)",
     openers=(
         json_opener("<|tool_call|>", JsonCallsOptions()),

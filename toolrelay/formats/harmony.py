@@ -152,6 +152,7 @@ def _region(ctx: Context, marker: str) -> Region:
 
 FORMAT = Format(
     name="harmony",
+    families="gpt-oss-20b/120b and fine-tunes",
     description="gpt-oss Harmony: <|channel|>commentary to=functions.NAME …{json}<|call|>",
     openers=(
         Opener("<|start|>", _region),

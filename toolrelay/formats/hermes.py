@@ -25,6 +25,7 @@ def _tagged(tag: str) -> JsonCallsOptions:
 
 FORMAT = Format(
     name="hermes",
+    families="Hermes 2 Pro/3, Qwen2.5, Qwen3, QwQ, Granite 3.1/4, many fine-tunes",
     description='<tool_call>{"name": …, "arguments": …}</tool_call> (also <tools>, <tool>, <json>)',
     openers=(
         json_opener("<tool_call>", _tagged("tool_call"), sniff=starts_json),

@@ -9,6 +9,7 @@ from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 
 FORMAT = Format(
     name="internlm2",
+    families="InternLM2/2.5, Intern-S1",
     description="<|action_start|><|plugin|>{json}<|action_end|>",
     openers=(
         json_opener("<|action_start|><|plugin|>", JsonCallsOptions(end_marker="<|action_end|>")),

@@ -42,6 +42,7 @@ def _region(ctx: Context, marker: str) -> Region:
 
 FORMAT = Format(
     name="kimi_k2",
+    families="Kimi K2, K2-Thinking",
     description="Kimi K2: <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0 …",
     openers=(
         Opener("<|tool_calls_section_begin|>", _region),

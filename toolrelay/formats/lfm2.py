@@ -31,6 +31,7 @@ def _json_follows(following: str) -> bool | None:
 
 FORMAT = Format(
     name="lfm2",
+    families="Liquid LFM2, LFM2.5",
     description="<|tool_call_start|>[get_weather(city='Oslo')]<|tool_call_end|> (or a JSON array)",
     openers=(
         json_opener(_START, JsonCallsOptions(end_marker=_END), sniff=_json_follows),

@@ -30,6 +30,7 @@ def _builtin_call_follows(following: str) -> bool | None:
 
 FORMAT = Format(
     name="llama3_builtin",
+    families="Llama 3.1/3.3 built-in tools",
     description='<|python_tag|>brave_search.call(query="…")<|eom_id|>, or JSON calls after the tag',
     openers=(
         json_opener(

@@ -12,6 +12,7 @@ from toolrelay.formats.pythonic import PyCallsOptions, py_opener
 
 FORMAT = Format(
     name="llama4_pythonic",
+    families="Llama 4 Scout/Maverick",
     description="<|python_start|>[get_weather(city='Oslo')]<|python_end|> (end tag optional)",
     openers=(
         py_opener("<|python_start|>", PyCallsOptions(end_marker="<|python_end|>")),

@@ -9,6 +9,7 @@ from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 
 FORMAT = Format(
     name="minimax_m1",
+    families="MiniMax-M1",
     description="<tool_calls>\\n{json}\\n{json}\\n</tool_calls>",
     openers=(json_opener("<tool_calls>", JsonCallsOptions(end_marker="</tool_calls>")),),
 )

@@ -18,6 +18,7 @@ DIALECT = Dialect(
 
 FORMAT = Format(
     name="minimax_m2",
+    families="MiniMax-M2",
     description='<minimax:tool_call><invoke name="f"><parameter name="p">v</parameter></invoke>',
     openers=(xml_opener("<minimax:tool_call>", DIALECT),),
     tokens=("<minimax:tool_call>", "</minimax:tool_call>"),

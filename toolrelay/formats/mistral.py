@@ -148,6 +148,7 @@ def _name_then_json(ctx: Context, _marker: str) -> Region:
 
 FORMAT = Format(
     name="mistral",
+    families="Mistral 7B v0.3, Mixtral, Nemo, Small 3.x, Magistral, Devstral, Ministral 3",
     description="[TOOL_CALLS] [{json}, …] (pre-v11) or [TOOL_CALLS]NAME[CALL_ID]id[ARGS]{json}",
     openers=(
         json_opener(_MARKER, JsonCallsOptions(several=False), sniff=_json_follows),

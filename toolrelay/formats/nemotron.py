@@ -7,6 +7,7 @@ from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 
 FORMAT = Format(
     name="nemotron",
+    families="NVIDIA Nemotron Nano v2",
     description="<TOOLCALL>[{json}]</TOOLCALL>",
     openers=(json_opener("<TOOLCALL>", JsonCallsOptions(end_marker="</TOOLCALL>")),),
     tokens=("<TOOLCALL>", "</TOOLCALL>"),

@@ -18,6 +18,7 @@ def _calls_follow(following: str) -> bool | None:
 
 FORMAT = Format(
     name="olmo3",
+    families="OLMo 3",
     description="<function_calls>get_weather(city='Oslo')\\nget_time()</function_calls>",
     openers=(
         py_opener(

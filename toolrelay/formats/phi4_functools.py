@@ -12,6 +12,7 @@ from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 
 FORMAT = Format(
     name="functools",
+    families="Phi-4-mini, FireFunction v2",
     description="functools[{json}, …] (Phi-4-mini, FireFunction v2)",
     openers=(json_opener("functools[", JsonCallsOptions(several=False)),),
 )

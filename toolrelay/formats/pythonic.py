@@ -662,6 +662,7 @@ def _bare_call_list(following: str) -> bool | None:
 
 FORMAT = Format(
     name="pythonic",
+    families="Llama 3.2 1B/3B (pythonic prompt), ToolACE, Llama 4",
     description="[get_weather(city='Oslo'), get_time()]: a Python list of calls",
     openers=(py_opener("[", PyCallsOptions(bare=True), sniff=_bare_call_list),),
 )

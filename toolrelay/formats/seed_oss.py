@@ -17,6 +17,7 @@ DIALECT = replace(qwen3_coder.DIALECT, section_end="</seed:tool_call>", trim=Fal
 
 FORMAT = Format(
     name="seed_oss",
+    families="ByteDance Seed-OSS",
     description="<seed:tool_call><function=f><parameter=p>v</parameter></function></seed:tool_call>",
     openers=(xml_opener("<seed:tool_call>", DIALECT),),
     tokens=("<seed:tool_call>", "</seed:tool_call>"),

@@ -23,6 +23,7 @@ DIALECT = Dialect(
 
 FORMAT = Format(
     name="step3",
+    families="StepFun Step-3",
     description='<｜tool_calls_begin｜>…<steptml:invoke name="f"><steptml:parameter name="p">…',
     openers=(
         xml_opener("<｜tool_calls_begin｜>", DIALECT),

@@ -412,7 +412,7 @@ async def complete_round(backend: Backend, req: RoundRequest, counters: Counters
     the calls checked (``req.validate``)."""
     reply = await _complete_unchecked(backend, req, counters)
     if not _checks_calls(req):
-        return reply
+        return _noted(req, reply)
     return await _checked_reply(backend, req, counters, reply)
 
 
@@ -581,7 +581,7 @@ def stream_round(
     """
     items = _stream_unchecked(backend, req, counters, patience=patience)
     if not _checks_calls(req):
-        return items
+        return _noted_stream(req, items)
     return _checked_stream(backend, req, counters, items)
 
 
@@ -846,6 +846,46 @@ class _StreamState:
             waiting, self._waiting = self._waiting, []
             for source, held in waiting:
                 self._admit([held], source, out)
+
+
+# --- rejected calls, unchecked (validation off) --------------------------------------
+
+
+def _noted(req: RoundRequest, reply: Reply) -> Reply:
+    """Calls the parser rejected still get a ``toolrelay_warning`` naming each one and
+    why, and a reply they would leave empty says so instead."""
+    if not reply.rejected or req.plan.mode == "none":
+        return reply
+    problems = check_calls((), reply.rejected, ToolSet(req.tools)).problems
+    content = reply.content
+    if not reply.calls and not (content or "").strip():
+        content = nothing_usable(problems)
+    return replace(reply, content=content, warning=_joined(reply.warning, warning(problems)))
+
+
+async def _noted_stream(
+    req: RoundRequest, items: AsyncGenerator[list[StreamItem], None]
+) -> AsyncGenerator[list[StreamItem], None]:
+    """``_noted`` for a stream: the warning rides on the Finish."""
+    rejected: list[RejectedCall] = []
+    answered = False
+    async with contextlib.aclosing(items):
+        async for batch in items:
+            out: list[StreamItem] = []
+            for item in batch:
+                if isinstance(item, CallRejected):
+                    rejected.append(item.call)
+                elif isinstance(item, ToolCallStart) or (
+                    isinstance(item, ContentDelta) and item.text.strip()
+                ):
+                    answered = True
+                elif isinstance(item, Finish) and rejected and req.plan.mode != "none":
+                    problems = check_calls((), rejected, ToolSet(req.tools)).problems
+                    if not answered:
+                        out.append(ContentDelta(nothing_usable(problems)))
+                    item = replace(item, warning=_joined(item.warning, warning(problems)))
+                out.append(item)
+            yield out
 
 
 # --- checking calls (the validate setting) ---------------------------------------
