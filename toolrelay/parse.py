@@ -8,6 +8,7 @@ from typing import Any
 from toolrelay.events import (
     CallRejected,
     ContentDelta,
+    Event,
     ParseResult,
     ReasoningDelta,
     RejectedCall,
@@ -42,11 +43,29 @@ def parse_tool_calls(
     This is the streaming parser fed the whole text at once, so the two can
     never disagree. See ``StreamParser`` for the reasoning policy.
     """
+    return parse_output(text, tools, format, reasoning_open=reasoning_open)[0]
+
+
+def parse_output(
+    text: str,
+    tools: Iterable[Any] | None = None,
+    format: str = "auto",
+    *,
+    reasoning_open: bool | None = None,
+) -> tuple[ParseResult, bool]:
+    """``parse_tool_calls``, and whether the text was read as starting inside reasoning
+    (told so, or found so by its orphan closing tag): what a caller learns a model by."""
     parser = StreamParser(tools, format, reasoning_open=bool(reasoning_open))
     events = parser.feed(text) + parser.close()
+    opened = bool(reasoning_open)
     if reasoning_open is None and parser.orphan_close:
         parser = StreamParser(tools, format, reasoning_open=True)
         events = parser.feed(text) + parser.close()
+        opened = True
+    return _result(events), opened
+
+
+def _result(events: list[Event]) -> ParseResult:
     calls: list[ToolCall] = []
     content: list[str] = []
     reasoning: list[str] = []

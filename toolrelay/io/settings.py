@@ -116,6 +116,9 @@ class ModelOverride(BaseModel):
     # False: rounds with tools are asked without streaming (the client still gets
     # a stream), for a server whose streamed tool parsing loses or cuts calls.
     stream_tools: bool | None = None
+    # True: the chat template opens the reasoning, so answers start inside it (text
+    # before the closing tag is reasoning); None: read from the template, or learned.
+    reasoning_open: bool | None = None
 
 
 class BackendConfig(BaseModel):
@@ -392,6 +395,7 @@ class Settings(BaseSettings):
             "finish_reason_named": override.finish_reason_named or self.finish_reason_named,
             "validate": override.validation or self.validation,
             "stream_tools": override.stream_tools is not False,
+            "reasoning_open": override.reasoning_open,
         }
 
     def public_dict(self) -> dict[str, Any]:

@@ -48,6 +48,17 @@ _JINJA_TOOLS_TEMPLATE = (
     "{%- if tools %}<|im_start|>system\n<tools>{{ tools | tojson }}</tools><|im_end|>\n{%- endif %}"
     + _JINJA_TEMPLATE
 )
+# --reasoning-open: the generation prompt opens the reasoning block (QwQ, DeepSeek-R1).
+_OPENS_REASONING = "<think>\n"
+
+
+def _template(config: SimulatorConfig, model: str, ollama: bool) -> str:
+    tools = _has_tools(config, model)
+    if ollama:
+        template = _OLLAMA_TOOLS_TEMPLATE if tools else _OLLAMA_TEMPLATE
+    else:
+        template = _JINJA_TOOLS_TEMPLATE if tools else _JINJA_TEMPLATE
+    return template + _OPENS_REASONING if config.reasoning_open else template
 
 
 def _details() -> dict[str, Any]:
@@ -104,13 +115,12 @@ async def ollama_show(request: Request) -> Response:
     model = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
     if not isinstance(model, str) or not model:
         return ollama_error("model is required", 400)
-    tools = _has_tools(config, model)
     return json_response(
         {
             "license": "",
             "modelfile": f"# A toolrelay simulator model, not a real model\nFROM {model}\n",
             "parameters": "",
-            "template": _OLLAMA_TOOLS_TEMPLATE if tools else _OLLAMA_TEMPLATE,
+            "template": _template(config, model, ollama=True),
             "details": _details(),
             "model_info": {
                 "general.architecture": "simulator",
@@ -135,7 +145,7 @@ async def llamacpp_props(request: Request) -> Response:
             "total_slots": 1,
             "model_alias": model,
             "model_path": f"sim/{model}",
-            "chat_template": _JINJA_TOOLS_TEMPLATE if tools else _JINJA_TEMPLATE,
+            "chat_template": _template(config, model, ollama=False),
             "chat_template_caps": {
                 "supports_system_role": True,
                 "supports_tools": tools,

@@ -8,14 +8,23 @@ that asked.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.facts import CapabilityCache, Fact
 from toolrelay.io.backends.http import ChunkStream, HttpClient, Limits
-from toolrelay.io.backends.probe import detect_kind, probe_native_tools, root_url
+from toolrelay.io.backends.probe import (
+    ChatTemplate,
+    chat_template,
+    detect_kind,
+    probe_native_tools,
+    root_url,
+)
+from toolrelay.io.backends.template import go_opens_reasoning, jinja_opens_reasoning
 from toolrelay.io.settings import BackendConfig, ToolMode
 from toolrelay.io.urls import split_url
 
@@ -32,7 +41,19 @@ _LESSONS: dict[Fact, str] = {
         "loses tool calls in streamed answers: its streamed requests with tools now go "
         "non-streaming"
     ),
+    "opens_reasoning": (
+        "starts its answers inside reasoning (its chat template opens it): the text "
+        "before the closing tag is parsed as reasoning"
+    ),
 }
+
+# Renderings of chat templates kept (distinct models and chat_template_kwargs).
+_TEMPLATE_CACHE = 256
+
+
+def _kwargs_key(kwargs: dict[str, Any]) -> str:
+    return json.dumps(kwargs, sort_keys=True, default=str)
+
 
 # Kinds whose native endpoints say whether a model takes tools.
 _PROBED_KINDS = frozenset({"ollama", "llamacpp", "lmstudio"})
@@ -69,6 +90,10 @@ class Backend:
         self._kind_lock = asyncio.Lock()
         # Per model: native rounds with tools since its last call (None: hint given).
         self._uncalled: dict[str, int | None] = {}
+        # Per model: its chat template (None: the server shows none) and until when.
+        self._templates: dict[str, tuple[float, ChatTemplate | None]] = {}
+        # Per (model, chat_template_kwargs): does the rendered prompt open reasoning?
+        self._template_opens: dict[tuple[str, str], bool | None] = {}
 
     async def kind(self) -> str:
         """The server's kind, detected once when configured as ``auto``."""
@@ -164,6 +189,54 @@ class Backend:
                 "inconclusive" if probed is None else kind,
             )
         return "native" if native else "rescue"
+
+    async def reasoning_open(
+        self, model: str, body: dict[str, Any], configured: bool | None = None
+    ) -> bool:
+        """Whether ``model``'s output for this request starts inside reasoning.
+
+        ``configured`` (the model's ``reasoning_open`` setting) wins; then the
+        chat template, where the server shows it (llama.cpp's ``/props``,
+        Ollama's ``/api/show``), rendered with the request's
+        ``chat_template_kwargs``; then what was learned from an orphan closing
+        tag in an earlier answer, unless the request turns thinking off.
+        """
+        if configured is not None:
+            return configured
+        kwargs = body.get("chat_template_kwargs")
+        if not isinstance(kwargs, dict):
+            kwargs = {}
+        template = await self._chat_template(model)
+        if template is not None:
+            key = (model, _kwargs_key(kwargs))
+            if key not in self._template_opens:
+                if len(self._template_opens) >= _TEMPLATE_CACHE:
+                    self._template_opens.clear()
+                self._template_opens[key] = (
+                    jinja_opens_reasoning(template.text, kwargs, template.bos, template.eos)
+                    if template.jinja
+                    else go_opens_reasoning(template.text)
+                )
+            opened = self._template_opens[key]
+            if opened is not None:
+                return opened
+        if kwargs.get("enable_thinking") is False or kwargs.get("thinking") is False:
+            return False
+        return self.knows(model, "opens_reasoning")
+
+    async def _chat_template(self, model: str) -> ChatTemplate | None:
+        """The model's chat template, fetched once per ``capability_ttl``."""
+        now = time.monotonic()
+        cached = self._templates.get(model)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            kind = await self.kind()
+            template = await chat_template(self.client, self.root_url, kind, model)
+        except BackendError:
+            template = None  # unreachable now: the round itself will say so
+        self._templates[model] = (now + self.facts.ttl, template)
+        return template
 
     def learn(self, model: str, fact: Fact, value: bool = True) -> None:
         if self.facts.get(model, fact) != value:

@@ -11,7 +11,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-Fact = Literal["native_tools", "refuses_tools", "emits_text_calls", "swallows_streamed_calls"]
+Fact = Literal[
+    "native_tools",
+    "refuses_tools",
+    "emits_text_calls",
+    "swallows_streamed_calls",
+    "opens_reasoning",
+]
 
 
 @dataclass

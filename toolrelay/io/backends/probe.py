@@ -8,8 +8,9 @@ False when the server says, and None when it cannot tell.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.http import HttpClient
@@ -113,4 +114,39 @@ def lmstudio_supports_tools(listing: Any, model: str) -> bool | None:
             if isinstance(flag, bool):
                 return flag
         return None
+    return None
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """A model's chat template as its server shows it: Jinja (llama.cpp) or Go (Ollama)."""
+
+    text: str
+    jinja: bool
+    bos: str = ""
+    eos: str = ""
+
+
+async def chat_template(
+    client: HttpClient, root: str, kind: str, model: str
+) -> ChatTemplate | None:
+    """The chat template the server applies for ``model``; None when it shows none."""
+    try:
+        if kind == "llamacpp":
+            props = await client.request_json("GET", root + "/props?model=" + quote(model))
+            if isinstance(props, dict) and isinstance(props.get("chat_template"), str):
+                bos, eos = props.get("bos_token"), props.get("eos_token")
+                return ChatTemplate(
+                    props["chat_template"],
+                    jinja=True,
+                    bos=bos if isinstance(bos, str) else "",
+                    eos=eos if isinstance(eos, str) else "",
+                )
+        elif kind == "ollama":
+            show = await client.request_json("POST", root + "/api/show", {"model": model})
+            if isinstance(show, dict) and isinstance(show.get("template"), str):
+                return ChatTemplate(show["template"], jinja=False)
+    except BackendError as exc:
+        if exc.upstream_status is None:
+            raise
     return None

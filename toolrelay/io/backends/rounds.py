@@ -24,7 +24,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
-from toolrelay import StreamParser, parse_tool_calls
+from toolrelay import StreamParser
 from toolrelay.correction import (
     CallHold,
     CheckedCalls,
@@ -56,6 +56,7 @@ from toolrelay.io.backends.native import NativeStream, message_calls
 from toolrelay.io.counters import Counters
 from toolrelay.io.settings import ToolMode, ValidateMode
 from toolrelay.names import ToolSet
+from toolrelay.parse import parse_output
 from toolrelay.profiles import apply_profile
 from toolrelay.rescue import (
     ToolChoicePlan,
@@ -108,6 +109,8 @@ class RoundRequest:
     validate: ValidateMode = "repair"
     # False: a streamed round with tools is asked without streaming.
     stream_tools: bool = True
+    # The model's answers start inside reasoning; None: the backend finds out.
+    reasoning_open: bool | None = None
     # The client's Authorization header, for backends without a key of their own.
     auth: str | None = None
     # Text toolrelay itself wrote into ``messages`` (the stuck detector's note):
@@ -339,7 +342,13 @@ async def _attempt(
         calls, rejected = message_calls(message, ToolSet(tools))
     if req.has_tools and content:
         # Parsed like a stream of it would be: markup never stays in content.
-        parsed = parse_tool_calls(content, tools=tools, format=_format(req, mode))
+        # The whole text says whether it starts inside reasoning (an orphan closing
+        # tag), unless the model's setting says so.
+        parsed, opened = parse_output(
+            content, tools, _format(req, mode), reasoning_open=req.reasoning_open
+        )
+        if opened and req.reasoning_open is None:
+            backend.learn(req.model, "opens_reasoning")
         content = parsed.content
         reasoning = _join(reasoning, parsed.reasoning)
         rejected = [*rejected, *parsed.rejected]
@@ -668,8 +677,11 @@ async def _relay_round(
     if req.has_tools:
         counters.inc("rounds", mode)
     tools = _parse_tools(req)
+    opened = req.has_tools and await backend.reasoning_open(req.model, req.body, req.reasoning_open)
     state = _StreamState(
-        StreamParser(tools=tools, format=_format(req, mode)) if req.has_tools else None,
+        StreamParser(tools=tools, format=_format(req, mode), reasoning_open=opened)
+        if req.has_tools
+        else None,
         NativeStream(ToolSet(tools)) if req.has_tools and mode == "native" else None,
         _call_limit(req),
     )
@@ -695,6 +707,7 @@ async def _relay_round(
     if state.text_calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
+    _learn_reasoning(backend, req, state, opened)
     swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
     if req.has_tools and swallowed and req.plan.mode != "none":
         # The stream came back empty although tools were sent: the backend's
@@ -726,6 +739,25 @@ def _finish_of(reply: Reply, usage: dict[str, Any] | None) -> Finish:
 
 def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:
     return [*cleaner.feed(item for item in items if not isinstance(item, Opened | Finish))]
+
+
+def _learn_reasoning(
+    backend: Backend, req: RoundRequest, state: _StreamState, opened: bool
+) -> None:
+    """An orphan closing tag teaches that the template opens the model's reasoning; an
+    answer that was reasoning from end to end under that lesson unlearns it."""
+    if state.parser is None or req.reasoning_open is not None:
+        return  # nothing parsed, or the model's setting says
+    answered = state.saw_text or state.calls or state.rejected
+    if not opened and state.parser.orphan_close:
+        backend.learn(req.model, "opens_reasoning")
+    elif (
+        opened
+        and not answered
+        and state.finish == "stop"
+        and backend.knows(req.model, "opens_reasoning")
+    ):
+        backend.learn(req.model, "opens_reasoning", False)
 
 
 class _StreamState:
