@@ -71,6 +71,9 @@ def test_errors_are_readable() -> None:
 
 
 def test_list_formats() -> None:
-    names = [line.split()[0] for line in run("--list-formats").stdout.splitlines()]
+    lines = run("--list-formats").stdout.splitlines()
+    names = [line.split()[0] for line in lines if not line.startswith(" ")]
     assert names[0] == "auto" and "hermes" in names and "bracket" in names
     assert len(names) == len(set(names))
+    # Each format's families are on the line under it.
+    assert any("Kimi K2" in line for line in lines if line.startswith(" "))
