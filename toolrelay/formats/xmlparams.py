@@ -420,13 +420,15 @@ class XmlParamsRegion:
         end = len(buf)
         if pos >= end:
             return (self._finish(pos), Status.DONE) if final else (pos, Status.CONTINUE)
-        stop = buf.find("<", pos)
-        if stop >= 0:
+        tag = buf.find("<", pos)
+        if tag >= 0:
             self._prose = False
+            stop = tag
         else:
             stop = end if final else self._ctx.openers.safe_end(buf, pos)
         # Another format's marker in the prose ends the section: the parser reads it.
-        foreign = self._ctx.openers.search_marked(buf, pos, stop)
+        # (Searched to the tag or the buffer's end: a held partial marker may be complete.)
+        foreign = self._ctx.openers.search_marked(buf, pos, tag if tag >= 0 else end)
         if foreign >= 0:
             self._ctx.content(buf[pos:foreign])
             self._end_call(foreign)
