@@ -61,7 +61,7 @@ def test_a_copied_example_is_never_returned(messages: Any, stream: bool, validat
     if validation == "off":
         # Not asked again, but never an empty answer without a word on why.
         assert len(sent) == 1
-        assert "placeholder copied from the example" in content
+        assert "copied from the tool's description or example" in content
     else:
         # The copy is a rejected call: the self-repair asks once more, and says
         # why nothing came of it.
