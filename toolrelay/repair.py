@@ -72,6 +72,7 @@ _STRUCTURAL = {
 }
 _ATOM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+-.")
 _ATOM_RUN = re.compile(r"[A-Za-z0-9_+\-.]*")
+_WHITESPACE = frozenset(" \t\r\n")
 _SPACE_RUN = re.compile(r"[ \t\r\n]*")
 _DOUBLE_QUOTED_SPECIAL = re.compile(r'["\\\x00-\x1f]')
 _SINGLE_QUOTED_SPECIAL = re.compile(r"['\\\x00-\x1f]")
@@ -126,10 +127,14 @@ class JsonLexer:
         end = len(buf)
         if self._atom:
             return self._atom_part(buf, pos, pos, final)
-        pos = _SPACE_RUN.match(buf, pos).end()  # type: ignore[union-attr]
         if pos >= end:
             return Tok.NEED_MORE, "", pos
         char = buf[pos]
+        if char in _WHITESPACE:
+            pos = _SPACE_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+            if pos >= end:
+                return Tok.NEED_MORE, "", pos
+            char = buf[pos]
         structural = _STRUCTURAL.get(char)
         if structural is not None:
             return structural, char, pos + 1
@@ -387,6 +392,15 @@ class JsonWriter:
         text = "".join(self._out)
         self._out.clear()
         return text
+
+    @property
+    def pending(self) -> bool:
+        """Output not taken yet."""
+        return bool(self._out)
+
+    def string_text(self, text: str) -> None:
+        """Inside a string value: text already written as JSON (``JsonLexer.json_string_run``)."""
+        self._out.append(text)
 
     def push(self, tok: Tok, text: str) -> bool:
         if self.done:

@@ -211,3 +211,14 @@ def test_the_anchored_search_finds_what_the_pattern_finds(pieces: list[str]) -> 
         if expected is None:
             break
         pos = expected[0] + 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<minimax:tool_call>functools[ x",  # a marker whose last character begins others
+        "<minimax:tool_call>see [TOOL_CALLS]f{}",
+    ],
+)
+def test_a_marker_in_prose_after_a_section_is_found_however_cut(text: str) -> None:
+    check_stream(text, list(range(1, len(text))))

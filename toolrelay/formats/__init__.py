@@ -130,7 +130,7 @@ class OpenerTable:
     openers: dict[str, tuple[Opener, ...]]
     tokens: frozenset[str]  # special tokens: never content
     prefixes: frozenset[str]
-    first_char: re.Pattern[str]  # any character a marker can start with
+    partial: re.Pattern[str]  # a proper beginning of a marker, running to the end
     longest: int
     # Each marker's first character that is not a letter, digit or space, and where
     # it sits in the markers that have it: the characters ``MarkerSearch`` looks for.
@@ -172,13 +172,8 @@ class OpenerTable:
     def safe_end(self, buf: str, pos: int) -> int:
         """How far content may be released: a possible partial marker at the end is held."""
         end = len(buf)
-        candidate = self.first_char.search(buf, max(pos, end - self.longest + 1))
-        while candidate is not None:
-            start = candidate.start()
-            if buf[start:] in self.prefixes:
-                return start
-            candidate = self.first_char.search(buf, start + 1)
-        return end
+        held = self.partial.search(buf, max(pos, end - self.longest + 1))
+        return end if held is None else held.start()
 
 
 @lru_cache(maxsize=64)
@@ -214,7 +209,7 @@ def opener_table(name: str = "auto") -> OpenerTable:
         openers=shared,
         tokens=tokens,
         prefixes=prefixes,
-        first_char=re.compile("[" + "".join(re.escape(c) for c in {p[0] for p in prefixes}) + "]"),
+        partial=re.compile(_trie(sorted(prefixes, key=len, reverse=True)) + r"\Z"),
         longest=max(len(m) for m in markers),
         anchors=tuple((c, tuple(sorted(o))) for c, o in sorted(anchors.items())),
     )

@@ -195,19 +195,23 @@ class JsonCallsRegion:
                 pos = end
             else:
                 self._token(Tok.BEGIN_OBJECT if bracket == "{" else Tok.BEGIN_ARRAY, bracket)
+        frames = self._frames
         while True:
             if self._failed:
                 return pos, Status.FALLBACK
-            if self._lexer.quote == '"':
-                pos = self._stream_string_run(buf, pos, final)
-                if pos == len(buf) and not final:
-                    return pos, Status.CONTINUE
-            if not self._frames:
+            if not frames:
                 pos, status = self._between_values(buf, pos, final)
                 if status is not None:
                     return pos, status
-                if not self._frames:
+                if not frames:
                     return pos, Status.CONTINUE
+            top = frames[-1]
+            if type(top) is _Value and top.purpose == "args":
+                pos = self._arguments_run(top, buf, pos, final)
+                if pos == len(buf) and not final:
+                    return pos, Status.CONTINUE
+                if not frames or frames[-1] is not top:
+                    continue
             tok, text, new_pos = self._lexer.next(buf, pos, final)
             if tok is Tok.NEED_MORE:
                 if final:
@@ -223,19 +227,57 @@ class JsonCallsRegion:
             self._end = new_pos
             self._token(tok, text)
 
-    def _stream_string_run(self, buf: str, pos: int, final: bool) -> int:
-        """The hot path: text inside a streaming string argument goes straight out.
+    def _arguments_run(self, frame: _Value, buf: str, pos: int, final: bool) -> int:
+        """The hot path: an arguments object's tokens straight into its writer.
 
-        Plain text and well-formed escapes change no state: they skip the
-        token loop and the writer, escapes decoded and written back in bulk.
+        Text inside strings goes in runs (escapes decoded and written back
+        in bulk), tokens skip the dispatch of ``_token``, and what the writer
+        gives is sent to the call once per feed. Stops before what needs the
+        region's judgement (a character that is not JSON, the end of the
+        text so far), after the object closes or a token breaks it.
         """
-        top = self._frames[-1] if self._frames else None
-        if type(top) is not _Value or top.purpose != "args" or not top.writer.in_string_value:
-            return pos
-        text, stop = self._lexer.json_string_run(buf, pos, final)
-        if text:
-            top.record.call.arguments(text)
-        return stop
+        lexer = self._lexer
+        writer = frame.writer
+        record = frame.record
+        end = len(buf)
+        if writer.in_string_value and not writer.pending:
+            # The usual delta: more of a long string, straight to the call.
+            text, pos = lexer.json_string_run(buf, pos, final)
+            if pos == end:
+                if text:
+                    self._send_arguments(record, text)
+                    if not record.call.started:
+                        self._maybe_start(record)
+                return pos
+            if text:
+                writer.string_text(text)
+        while True:
+            if writer.in_string_value:
+                text, pos = lexer.json_string_run(buf, pos, final)
+                if text:
+                    writer.string_text(text)
+                if pos == end:
+                    break
+            tok, text, new_pos = lexer.next(buf, pos, final)
+            if tok is Tok.NEED_MORE or tok is Tok.OTHER:
+                pos = new_pos  # where the lexer resumes: the generic loop takes it from here
+                break
+            try:
+                done = writer.push(tok, text)
+            except ValueError:
+                self._send_arguments(record, writer.take())
+                self._token_at, self._end = new_pos - len(text), new_pos
+                self._arguments_broken(frame, tok)
+                return new_pos
+            pos = new_pos
+            if done:
+                if not writer.dropped_key:
+                    record.args_complete = True
+                self._frames.pop()
+                break
+        self._send_arguments(record, writer.take())
+        self._maybe_start(record)
+        return pos
 
     # -- between top-level values ------------------------------------------------
 
@@ -666,15 +708,12 @@ class JsonCallsRegion:
         try:
             done = writer.push(tok, text)
         except ValueError:
+            if purpose == "args":
+                self._send_arguments(record, writer.take())
+                self._arguments_broken(frame, tok)
+                return
             writer.finish()  # a token that cannot belong here ends the value as it stands
             done = True
-            if purpose == "args" and not record.readable:
-                record.args = _Args.INVALID  # broken before any value: unreadable
-                self._frames.pop()
-                if tok is Tok.BEGIN_OBJECT and len(self._frames) < MAX_DEPTH:
-                    # '{{"name": …': the model began the call again; read the new one.
-                    self._frames.append(_Object(self._new_record(False)))
-                return
         else:
             if done and purpose == "args" and not writer.dropped_key:
                 record.args_complete = True
@@ -683,6 +722,21 @@ class JsonCallsRegion:
             self._maybe_start(record)
         if done:
             self._frames.pop()
+
+    def _arguments_broken(self, frame: _Value, tok: Tok) -> None:
+        """A token that cannot belong to the arguments object ends it as it stands."""
+        writer = frame.writer
+        record = frame.record
+        writer.finish()
+        self._frames.pop()
+        if not record.readable:
+            record.args = _Args.INVALID  # broken before any value: unreadable
+            if tok is Tok.BEGIN_OBJECT and len(self._frames) < MAX_DEPTH:
+                # '{{"name": …': the model began the call again; read the new one.
+                self._frames.append(_Object(self._new_record(False)))
+            return
+        self._send_arguments(record, writer.take())
+        self._maybe_start(record)
 
     def _name_value(self, record: _CallRecord, name: str) -> None:
         # The first name wins: a later "name" key (a nested object the model
