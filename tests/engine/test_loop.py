@@ -256,6 +256,49 @@ def test_failures_are_results_the_model_reads(service: Service) -> None:
     assert "is_error" not in completions(sim)[-1]["messages"][-1]
 
 
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize(
+    ("wrong_call", "error"),
+    [
+        (
+            {"name": "get_weather", "arguments": {"town": "Paris"}},
+            "Error: invalid arguments for tool 'get_weather': 'city' is required",
+        ),
+        (
+            {"name": "get_wether", "arguments": {"city": "Paris"}},
+            "Error: unknown tool 'get_wether'",
+        ),
+        ({"name": "get_weather", "arguments": "Paris"}, "Error: invalid arguments for tool"),
+    ],
+)
+def test_a_wrong_call_s_error_is_its_result_and_the_model_corrects_itself(
+    service: Service, wrong_call: dict[str, Any], error: str, stream: bool
+) -> None:
+    """Issue 12 in the loop: no re-ask; the error goes back as the call's result."""
+    scenario = {
+        "rules": [
+            {
+                "match": {"tool_result": "Error"},
+                "answer": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
+            },
+            {"match": {"tool_result": True}, "answer": {"content": "Done: {last_tool_result}"}},
+            {"answer": {"tool_calls": [wrong_call]}},
+        ]
+    }
+    with simulator(scenario) as sim:
+        events = run_events(
+            sim.openai_url, [weather_tool(service.url)], PARIS, LoopConfig(stream=stream)
+        )
+        rounds = completions(sim)
+    first, second = of_type(events, ToolResult)
+    assert first.is_error and first.content.startswith(error), first.content
+    assert (second.content, second.is_error) == ("ok GET /weather/Paris", False)
+    assert turn_end(events).content == "Done: ok GET /weather/Paris"
+    # Three rounds: the wrong call, the corrected one, the answer; no re-ask between.
+    assert len(rounds) == 3
+    assert not any("[TOOL CALL ERRORS]" in str(body["messages"]) for body in rounds)
+
+
 def test_results_are_truncated_before_the_model_sees_them(service: Service) -> None:
     scenario = {
         "rules": [

@@ -5,11 +5,13 @@ as they happen. Every round is one completion through the backend layer
 (:func:`~toolrelay.io.backends.stream_round`: native or rescue, the
 streaming fallback, ``tool_choice``), offered every tool with
 ``tool_choice: "auto"``. The calls of a round run concurrently and their
-results join the conversation in call order; the loop goes on while the model
-calls tools, up to ``max_iterations`` rounds, then asks once more without
-tools so that the user always gets an answer. The stuck detector's ladder
-(``check_pending`` before a round's calls run, ``check_round`` after) nudges,
-blocks, rewinds or halts.
+results join the conversation in call order. A call that cannot run as
+written (an unknown tool, arguments that do not fit the tool's schema) gets
+its error as its result, so the model corrects itself in the next round. The
+loop goes on while the model calls tools, up to ``max_iterations`` rounds,
+then asks once more without tools so that the user always gets an answer.
+The stuck detector's ladder (``check_pending`` before a round's calls run,
+``check_round`` after) nudges, blocks, rewinds or halts.
 
 The loop knows nothing of HTTP servers or terminals: the WebSocket session,
 the gateway's server tools and ``toolrelay chat`` all drive it.
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolrelay import StreamParser
-from toolrelay.events import ContentDelta, ToolCall, ToolCallEnd
+from toolrelay.events import CallRejected, ContentDelta, RejectedCall, ToolCall, ToolCallEnd
 from toolrelay.events import ReasoningDelta as ParsedReasoning
 from toolrelay.io.backends import (
     Backend,
@@ -48,7 +50,7 @@ from toolrelay.io.engine.events import (
     ToolResult,
     TurnEnd,
 )
-from toolrelay.io.tools import Toolbox, ToolOutput
+from toolrelay.io.tools import Toolbox, ToolOutput, results
 from toolrelay.stuck import (
     StuckConfig,
     StuckDetector,
@@ -129,7 +131,7 @@ async def run_turn(
             note = LAST_ROUND_NOTE
         sent = history if note is None else append_note(history, note)
         choice = request.tool_choice if index == 0 and request.tool_choice is not None else "auto"
-        round_request = _round_request(request, _wire(sent), offered, choice)
+        round_request = _round_request(request, _wire(sent), offered, choice, bool(client_names))
         yield RoundStart(index, offered is not None)
         outcome = _Outcome()
         rounds = _stream(backend, round_request, counters, outcome) if config.stream else None
@@ -142,7 +144,7 @@ async def run_turn(
         warning = outcome.warning or warning
         yield RoundEnd(index, outcome.finish_reason, outcome.usage, outcome.mode)
         index += 1
-        calls = outcome.calls if not last else []
+        calls = [] if last else [*outcome.calls, *_unusable(outcome.rejected, index)]
         if not calls:
             history.append({"role": "assistant", "content": outcome.content})
             yield _end(history, turn_start, outcome, index, halted, usage, warning)
@@ -174,7 +176,9 @@ async def run_turn(
                     yield ToolResult(call, text, is_error=True, blocked=True)
             continue
         history.append(assistant)
-        async for result in _execute(toolbox, calls, decision.per_call, decision.blocked_texts):
+        async for result in _execute(
+            toolbox, calls, decision.per_call, decision.blocked_texts, outcome.rejected
+        ):
             history.append(_tool_message(result))
             yield result
         if decision.halt:
@@ -203,6 +207,8 @@ class _Outcome:
     usage: dict[str, Any] | None = None
     warning: str | None = None
     mode: str | None = None
+    # Calls the model wrote that cannot be run as written; they get error results.
+    rejected: list[RejectedCall] = field(default_factory=list)
 
     @property
     def content(self) -> str:
@@ -239,6 +245,8 @@ async def _complete(
         yield ContentDelta(reply.content)
     for position, call in enumerate(reply.calls):
         yield ToolCallEnd(position, call)
+    for rejected in reply.rejected:
+        yield CallRejected(rejected)
 
 
 async def _filtered(
@@ -269,7 +277,28 @@ def _convert(event: Any, outcome: _Outcome) -> AgentEvent | None:
         return ReasoningDelta(event.text)
     if isinstance(event, ToolCallEnd):
         outcome.calls.append(event.call)
+    elif isinstance(event, CallRejected):
+        outcome.rejected.append(event.call)
     return None
+
+
+# Ids of the calls standing for unusable ones, so that their error results pair up.
+_UNUSABLE_ID = "call_unusable_{round}_{position}"
+
+
+def _unusable(rejected: Sequence[RejectedCall], round_index: int) -> list[ToolCall]:
+    """A call for each unusable one the model wrote, answered with an error result
+    (``_execute``), so that the model corrects itself in the next round."""
+    return [
+        ToolCall(_UNUSABLE_ID.format(round=round_index, position=position), call.name or "", {})
+        for position, call in enumerate(rejected)
+    ]
+
+
+def _unusable_text(toolbox: Toolbox, call: RejectedCall) -> str:
+    if call.name and call.name not in toolbox:
+        return results.unknown_tool(call.name)
+    return results.invalid_arguments(call.name or "", call.reason)
 
 
 async def _execute(
@@ -277,15 +306,22 @@ async def _execute(
     calls: Sequence[ToolCall],
     actions: Mapping[str, str],
     blocked_texts: Mapping[str, str],
+    rejected: Sequence[RejectedCall],
 ) -> AsyncIterator[ToolResult]:
-    """Run the allowed calls concurrently; their results, in call order."""
+    """Run the allowed calls concurrently; their results, in call order. The last
+    ``len(rejected)`` calls stand for unusable ones: they get an error, not a run."""
+    runnable = len(calls) - len(rejected)
     tasks: dict[int, asyncio.Future[ToolOutput]] = {
         position: asyncio.ensure_future(toolbox.run(call))
-        for position, call in enumerate(calls)
+        for position, call in enumerate(calls[:runnable])
         if actions.get(_call_id(call, position), "run") == "run"
     }
     try:
         for position, call in enumerate(calls):
+            if position >= runnable:
+                text = _unusable_text(toolbox, rejected[position - runnable])
+                yield ToolResult(call, text, is_error=True)
+                continue
             task = tasks.get(position)
             if task is None:
                 text = blocked_texts[_call_id(call, position)]
@@ -347,6 +383,7 @@ def _round_request(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
     tool_choice: Any,
+    client_tools: bool,
 ) -> RoundRequest:
     body = {key: value for key, value in request.body.items() if key not in TOOL_FIELDS}
     body["messages"] = messages
@@ -361,6 +398,11 @@ def _round_request(
         messages=messages,
         tools=tools,
         tool_choice=tool_choice if tools else None,
+        # The loop checks the arguments of the tools it runs itself, and hands a
+        # wrong call's error back as its result (the model corrects itself in the
+        # next round, with no re-ask). Calls for a client to run are checked (and
+        # repaired) by the round as in the gateway.
+        validate=request.validate if client_tools else "off",
     )
 
 
