@@ -41,7 +41,7 @@ def starts_function_tag(following: str) -> bool | None:
 
 FORMAT = Format(
     name="qwen3_coder",
-    families="Qwen3-Coder, Qwen3-Next, Qwen3.5+, Step-3.5, Functionary v3.1",
+    families="Qwen3-Coder, Qwen3-Next, Qwen3.5+, Step-3.5, Nemotron 3 Nano, Functionary v3.1",
     description="<tool_call><function=f><parameter=p>v</parameter></function></tool_call>",
     openers=(
         xml_opener("<tool_call>", DIALECT, sniff=starts_function_tag),
