@@ -216,7 +216,7 @@ def test_no_builtins_leaves_only_the_http_tools(chat: Any, tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("not json", "is not JSON"),
+        ("not json", "not valid JSON"),
         ('[{"name": "x"}]', "'url'"),
         (
             '[{"name": "read_file", "url": "http://127.0.0.1:9/"}]',

@@ -122,6 +122,7 @@ def test_ctrl_c_cancels_the_turn_and_its_command_not_the_session(
     assert user_messages(sim)[-1] == ["hello"]
     # Ctrl-C at the prompt clears the line and stays.
     child.send("half a thought")
+    child.expect_exact("half a thought")  # as a person would: typed, seen, then Ctrl-C
     child.sendintr()
     child.expect_exact(PROMPT)
     child.sendline("still here")

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from dataclasses import replace
 
 from pydantic import ValidationError
 from rich.text import Text
@@ -22,7 +23,7 @@ from toolrelay.io.backends import BackendError, Backends
 from toolrelay.io.engine import LoopConfig
 from toolrelay.io.settings import Settings, describe_error
 from toolrelay.io.tools import Toolbox
-from toolrelay.stuck import StuckConfig
+from toolrelay.server.agent import loop_config
 
 
 class Usage(Exception):
@@ -117,13 +118,9 @@ def _chat(
 
 
 def _loop_config(args: argparse.Namespace, settings: Settings, model: str) -> LoopConfig:
-    override = settings.override_for(model)
-    exempt = override.stuck_polling_exempt
-    stuck = StuckConfig(
-        mode=override.stuck or settings.stuck_mode,
-        polling_exempt=settings.stuck_polling_exempt if exempt is None else exempt,
-    )
-    return LoopConfig(max_iterations=args.max_rounds, stuck=stuck)
+    # The gateway's loop settings (the stuck detector's mode per model), with
+    # chat's own round limit: an agent at work needs more than a voice turn's 4.
+    return replace(loop_config(settings, model), max_iterations=args.max_rounds)
 
 
 def _banner(session: ChatSession) -> Text:

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
-import orjson
 
 from toolrelay.cli.chat.approval import Approver
 from toolrelay.cli.chat.command import RunCommand
 from toolrelay.cli.chat.files import file_tools
 from toolrelay.cli.chat.workspace import Workspace
-from toolrelay.io.tools import (
-    HttpTool,
-    HttpToolClient,
-    Tool,
-    Toolbox,
-    ToolDefinition,
-    parse_definitions,
-)
+from toolrelay.io.tools import HttpTool, HttpToolClient, Tool, Toolbox
+from toolrelay.io.tools.registry import ToolsError, load_tools_file
 
 
 class ToolsFileError(ValueError):
@@ -47,21 +38,12 @@ def build_toolbox(options: ToolOptions) -> tuple[Toolbox, HttpToolClient | None]
     client = None
     if options.tools_file:
         client = HttpToolClient(timeout=options.http_timeout)
-        tools += [HttpTool(d, client) for d in _definitions(options.tools_file)]
+        try:
+            definitions = load_tools_file(options.tools_file)
+        except ToolsError as exc:
+            raise ToolsFileError(str(exc)) from None
+        tools += [HttpTool(d, client) for d in definitions]
     try:
         return Toolbox(tools, max_chars=options.max_chars), client
     except ValueError as exc:
         raise ToolsFileError(f"tools file {options.tools_file}: {exc}") from None
-
-
-def _definitions(path: str) -> list[ToolDefinition]:
-    try:
-        data = orjson.loads(Path(path).read_bytes())
-    except OSError as exc:
-        raise ToolsFileError(f"tools file {path}: {exc.strerror or exc}") from None
-    except orjson.JSONDecodeError as exc:
-        raise ToolsFileError(f"tools file {path} is not JSON: {exc}") from None
-    try:
-        return list(parse_definitions(data))
-    except ValueError as exc:
-        raise ToolsFileError(f"tools file {path}: {exc}") from None
