@@ -7,6 +7,10 @@ request (method, path, headers, body) and writes whatever it likes to the
 socket, then returns ``"close"`` (a normal close), ``"reset"`` (an RST) or
 ``"hang"`` (keep the connection open until the client leaves or the server
 stops). Every loop here is bounded by the server's lifetime or a deadline.
+
+One request per connection: every response says ``Connection: close``, as
+HTTP/1.1 asks of a server that closes, so that a client never puts the
+connection back into its pool and races the close with its next request.
 """
 
 from __future__ import annotations
@@ -142,15 +146,16 @@ def response(
     size = len(body) if length is None else length
     head = (
         f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {size}\r\n{extra}\r\n"
+        f"Content-Length: {size}\r\nConnection: close\r\n{extra}\r\n"
     )
     return head.encode() + body
 
 
 def sse_head(*, chunked: bool = True, content_type: str = "text/event-stream") -> bytes:
     """Response headers for a stream: chunked, or close-delimited (no length at all)."""
-    framing = "Transfer-Encoding: chunked\r\n" if chunked else "Connection: close\r\n"
-    return f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n{framing}\r\n".encode()
+    framing = "Transfer-Encoding: chunked\r\n" if chunked else ""
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n{framing}Connection: close\r\n\r\n"
+    return head.encode()
 
 
 def chunk(data: bytes) -> bytes:
