@@ -49,6 +49,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="gateway processes sharing the port, counters summed across them (default: 1)",
     )
+    parser.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="share learned facts and the /api/tools override between replicas through this "
+        "Redis, e.g. redis://127.0.0.1:6379/0 (TOOLRELAY_REDIS_URL; default: none, each "
+        "process keeps its own); serve stops at startup if it does not answer",
+    )
     parser.add_argument("--config", help="a YAML or JSON config file")
     parser.add_argument(
         "--log-level",
@@ -120,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         "host",
         "port",
         "workers",
+        "redis_url",
         "config",
         "tools_file",
         "tools_enabled",
@@ -141,6 +149,16 @@ def run(args: argparse.Namespace) -> int:
     except ToolsError as exc:
         print(f"toolrelay serve: invalid tools: {exc}", file=sys.stderr)
         return 2
+    if settings.redis_url:
+        import asyncio
+
+        from toolrelay.io.shared import SharedStateError, check_redis
+
+        try:
+            asyncio.run(check_redis(settings.redis_url))
+        except SharedStateError as exc:
+            print(f"toolrelay serve: {exc}", file=sys.stderr)
+            return 2
     backends = settings.backend_configs()
     for backend in backends:
         kind = "kind detected at startup" if backend.kind == "auto" else f"kind {backend.kind}"
@@ -181,7 +199,7 @@ def _serve_workers(settings: Any, explicit: dict[str, Any], args: argparse.Names
     Each worker builds its own app from the environment: the flags given here
     are passed on as ``TOOLRELAY_*`` variables, which keep their precedence over
     the config file. Learned facts and the /api/tools override stay per worker
-    unless ``TOOLRELAY_REDIS_URL`` shares them.
+    unless ``TOOLRELAY_REDIS_URL`` shares them (with every other replica too).
     """
     import shutil
     import tempfile

@@ -270,6 +270,17 @@ class Settings(BaseSettings):
         ge=0,
         description="responses kept in memory for /v1/responses' previous_response_id (0: none)",
     )
+    redis_url: str | None = Field(
+        default=None,
+        description="share learned facts and the /api/tools override between replicas "
+        "through this Redis, e.g. redis://127.0.0.1:6379/0 (none: each process keeps its own)",
+    )
+    redis_resync: float = Field(
+        default=10.0,
+        gt=0,
+        description="seconds between full reads of the shared state from Redis "
+        "(changes arrive at once by pub/sub; this repairs a missed message)",
+    )
     # Declarative HTTP tools (seed 002, docs/agent.md).
     tools_enabled: bool | None = Field(
         default=None,
@@ -409,6 +420,8 @@ class Settings(BaseSettings):
         data["api_keys"] = len(self.api_keys)  # how many, never which
         if "backend" in data:
             data["backend"] = redact_url(data["backend"])
+        if self.redis_url:
+            data["redis_url"] = redact_url(self.redis_url)
         data["backends"] = [
             {**b.model_dump(mode="json", exclude={"api_key"}), "url": redact_url(b.url)}
             for b in self.backend_configs()

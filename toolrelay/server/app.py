@@ -89,6 +89,8 @@ def create_app(settings: Settings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # A Redis that cannot be used stops the start (SharedStateError).
+        await gateway.start()
         # In the background: a slow backend must not delay the gateway's start.
         check = asyncio.create_task(gateway.check_backends())
         yield

@@ -11,8 +11,14 @@ from typing import Any
 from toolrelay.io.backends import Backend, BackendError, Backends
 from toolrelay.io.counters import process_counters
 from toolrelay.io.settings import Settings
+from toolrelay.io.shared import SharedState
 from toolrelay.io.tools import HttpToolClient
-from toolrelay.io.tools.registry import MemoryToolStore, ToolRegistry, load_tools_file
+from toolrelay.io.tools.registry import (
+    MemoryToolStore,
+    ToolRegistry,
+    ToolStore,
+    load_tools_file,
+)
 
 log = logging.getLogger("toolrelay.gateway")
 
@@ -29,8 +35,17 @@ class Gateway:
         self.started = time.time()
         # The tools file is read once, here; a bad one stops the start.
         definitions = load_tools_file(settings.tools_file) if settings.tools_active else ()
+        # With Redis, replicas share what they learn and the /api/tools override.
+        self.shared = (
+            SharedState(settings.redis_url, settings.redis_resync) if settings.redis_url else None
+        )
+        store: ToolStore = MemoryToolStore(definitions)
+        if self.shared is not None:
+            for backend in self.backends:
+                self.shared.facts.share(backend.base_url, backend.facts)
+            store = self.shared.tool_store(definitions)
         self.tools = ToolRegistry(
-            MemoryToolStore(definitions),
+            store,
             HttpToolClient(timeout=settings.tool_timeout_secs),
             max_chars=settings.tool_result_max_chars,
         )
@@ -43,9 +58,16 @@ class Gateway:
             "backends": backends,
             "settings": self.settings.public_dict(),
             "counters": self.counters.snapshot(),
+            "shared_state": self.shared.health() if self.shared else {"store": "memory"},
             # Which worker answered: with --workers N the counters are all workers'.
             "process": os.getpid(),
         }
+
+    async def start(self) -> None:
+        """Connect to the shared state, when there is one; raises
+        :class:`~toolrelay.io.shared.SharedStateError` when it cannot be used."""
+        if self.shared is not None:
+            await self.shared.start()
 
     async def check_backends(self) -> None:
         """At startup: say what each backend is, or warn that it does not answer."""
@@ -54,6 +76,8 @@ class Gateway:
     async def aclose(self) -> None:
         await self.backends.aclose()
         await self.tools.aclose()
+        if self.shared is not None:
+            await self.shared.aclose()
 
 
 async def _backend_health(backend: Backend) -> dict[str, Any]:

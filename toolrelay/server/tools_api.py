@@ -2,11 +2,12 @@
 
 ``POST`` takes the same JSON array as the tools file and installs it in place
 of the file's definitions, from the next turn on, in memory only (seed 002,
-section 2). Answers: ``200 {ok, count, source, tools}``; ``400`` for an empty
-body, text that is not UTF-8, not a JSON array, or no valid definition;
-``401`` without the admin token when ``TOOLRELAY_ADMIN_TOKEN`` is set; ``503``
-when no model server is configured. Errors carry ``ok: false`` and an OpenAI
-error object.
+section 2), or in Redis for every replica with ``TOOLRELAY_REDIS_URL``.
+Answers: ``200 {ok, count, source, tools}``; ``400`` for an empty body, text
+that is not UTF-8, not a JSON array, or no valid definition; ``401`` without
+the admin token when ``TOOLRELAY_ADMIN_TOKEN`` is set; ``503`` when no model
+server is configured, or when the shared store's Redis does not answer.
+Errors carry ``ok: false`` and an OpenAI error object.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from toolrelay.io.backends.registry import NO_BACKEND
-from toolrelay.io.tools.registry import ActiveTools, ToolsError, decode_definitions
+from toolrelay.io.tools.registry import (
+    ActiveTools,
+    ToolsError,
+    ToolsUnavailable,
+    decode_definitions,
+)
 from toolrelay.server.errors import APIError
 from toolrelay.server.gateway import Gateway
 
@@ -56,7 +62,17 @@ class ToolsApi:
             return _error(APIError(400, f"Invalid tool definitions: {exc}", code="invalid_tools"))
         except APIError as exc:
             return _error(exc)
-        active = await gateway.tools.store.replace(definitions)
+        try:
+            active = await gateway.tools.store.replace(definitions)
+        except ToolsUnavailable as exc:
+            log.warning("POST /api/tools refused: %s", exc)
+            error = APIError(
+                503,
+                f"The tools cannot be replaced now: {exc}",
+                type="api_error",
+                code="tools_store_unavailable",
+            )
+            return _error(error, {"retry-after": "1"})
         log.info(
             "tool definitions replaced through POST /api/tools: %s",
             ", ".join(definition.name for definition in definitions),
@@ -136,7 +152,8 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": ["tools"],
             "summary": "Replace the tool definitions from the next turn on (in memory only)",
             "description": "The body is the same JSON array as a tools file. A turn already "
-            "running keeps the tools it started with; a restart restores the file's.",
+            "running keeps the tools it started with; a restart restores the file's. With "
+            "TOOLRELAY_REDIS_URL the override is kept in Redis for every replica.",
             "security": [{"adminToken": []}],
             "requestBody": {"required": True, "content": _DEFINITIONS},
             "responses": {
@@ -147,7 +164,10 @@ OPENAPI_PATHS: dict[str, Any] = {
                 ),
                 "401": _tools_error("TOOLRELAY_ADMIN_TOKEN is set and the bearer token is not it"),
                 "413": _tools_error("The body is larger than max_body_bytes"),
-                "503": _tools_error("No model server is configured: the LLM is disabled"),
+                "503": _tools_error(
+                    "No model server is configured (the LLM is disabled), or the Redis that "
+                    "shares the override between replicas does not answer"
+                ),
             },
         },
     }

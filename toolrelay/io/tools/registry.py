@@ -4,7 +4,8 @@ The tools file (``LLM_TOOLS_FILE``) is read once, at startup. ``POST
 /api/tools`` replaces its definitions in memory, from the next turn on: a turn
 takes its :class:`~toolrelay.io.tools.Toolbox` when it starts and keeps it to
 the end. The override lives behind :class:`ToolStore`, so that replicas can
-share it (the in-process :class:`MemoryToolStore` is the default).
+share it: the in-process :class:`MemoryToolStore` is the default,
+:class:`toolrelay.io.shared.tools.RedisToolStore` the shared one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ class ToolsError(ValueError):
     """Definitions that cannot be used (a bad file at startup, a bad request body)."""
 
 
+class ToolsUnavailable(RuntimeError):
+    """The store cannot take new definitions now (its Redis does not answer)."""
+
+
 @dataclass(frozen=True)
 class ActiveTools:
     """The definitions in force and where they came from (``GET /api/tools``)."""
@@ -42,7 +47,9 @@ class ToolStore(Protocol):
         ...
 
     async def replace(self, definitions: tuple[ToolDefinition, ...]) -> ActiveTools:
-        """Install ``definitions`` (the override) and return what is now in force."""
+        """Install ``definitions`` (the override) and return what is now in force.
+
+        Raises :class:`ToolsUnavailable` when the store cannot take them now."""
         ...
 
     async def aclose(self) -> None: ...

@@ -1,0 +1,99 @@
+"""A real ``redis-server`` on a free 127.0.0.1 port, in a temporary folder.
+
+``scripts/install`` installs Debian's ``redis-server`` when it is missing and
+it runs as root with ``apt-get``; elsewhere the tests that need it are
+skipped, saying so (and fail under CI, where it must be there).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import pytest
+import redis
+
+_START_TIMEOUT = 10.0
+
+
+def redis_server_binary() -> str:
+    """The path of ``redis-server``; skips the test (fails it under CI) without one."""
+    found = shutil.which("redis-server") or shutil.which("redis-server", path="/usr/bin:/usr/sbin")
+    if found is None:
+        reason = (
+            "redis-server is not installed: scripts/install installs Debian's redis-server "
+            "when it runs as root with apt-get (or: apt-get install redis-server)"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """``with RedisServer(folder) as server: server.url`` — stopped and started at will."""
+
+    def __init__(self, folder: Path) -> None:
+        self.binary = redis_server_binary()
+        self.folder = folder
+        self.port = free_port()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def start(self) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        # Nothing on disk: a restart starts empty, as a Redis without persistence does.
+        args += ["--save", "", "--appendonly", "no", "--dir", str(self.folder)]
+        args += ["--logfile", str(self.folder / "redis.log")]
+        self._process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + _START_TIMEOUT
+        with self.client() as client:
+            while True:
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    if self._process.poll() is not None or time.monotonic() > deadline:
+                        log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
+                        self.stop()
+                        raise RuntimeError(f"redis-server did not start:\n{log}") from None
+                    time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(10)
+            self._process = None
+
+    def __enter__(self) -> RedisServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

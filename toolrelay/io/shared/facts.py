@@ -1,0 +1,148 @@
+"""Learned facts in Redis: one key per (backend, model, fact) that expires with it.
+
+A fact set in this process is in its local cache at once (requests read only
+that) and queued; :meth:`SharedFacts.flush` writes it as ``SET key value PX
+ttl`` and publishes it, and the other replicas install it with the TTL it has
+left. Redis's expiry keeps ``capability_ttl`` across replicas: a full read
+(:meth:`SharedFacts.resync`) installs each live key with its ``PTTL``. A
+write Redis did not take stays queued until it comes back, unless the fact
+expired meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, cast
+
+import orjson
+from redis.asyncio import Redis
+
+from toolrelay.io.backends.facts import FACTS, CapabilityCache, Fact
+
+log = logging.getLogger("toolrelay.shared")
+
+PREFIX = "toolrelay:fact:"
+CHANNEL = "toolrelay:facts"
+
+
+def fact_key(backend: str, model: str, fact: str) -> str:
+    # JSON, so that no model name (colons, spaces, anything) can run into the next part.
+    return PREFIX + orjson.dumps([backend, model, fact]).decode()
+
+
+@dataclass(frozen=True)
+class _Write:
+    backend: str
+    model: str
+    fact: Fact
+    value: bool
+    expires: float  # time.monotonic()
+
+
+class SharedFacts:
+    """The capability caches of this replica's backends, kept in step through Redis.
+
+    Backends are told apart by their base URL, which is the same on every
+    replica in front of the same server, whatever each one calls it.
+    """
+
+    def __init__(self, replica: str) -> None:
+        self.replica = replica
+        self._caches: dict[str, CapabilityCache] = {}
+        self._pending: dict[str, _Write] = {}
+        self._queued = asyncio.Event()
+
+    def share(self, backend: str, cache: CapabilityCache) -> None:
+        self._caches[backend] = cache
+
+        def queue(model: str, fact: Fact, value: bool, ttl: float) -> None:
+            write = _Write(backend, model, fact, value, time.monotonic() + ttl)
+            self._pending[fact_key(backend, model, fact)] = write
+            self._queued.set()
+
+        cache.on_set = queue
+
+    @property
+    def pending(self) -> int:
+        """Facts set here that Redis has not taken yet."""
+        return len(self._pending)
+
+    async def queued(self) -> None:
+        """Return once there is something to write."""
+        await self._queued.wait()
+        self._queued.clear()
+
+    def requeue(self) -> None:
+        """Try the pending writes again (Redis is back)."""
+        if self._pending:
+            self._queued.set()
+
+    async def flush(self, client: Redis) -> None:
+        """Write and publish the pending facts; raises, keeping them, when Redis fails."""
+        writes = dict(self._pending)
+        if not writes:
+            return
+        now = time.monotonic()
+        pipe = client.pipeline(transaction=False)
+        for key, write in writes.items():
+            left_ms = int((write.expires - now) * 1000)
+            if left_ms <= 0:
+                continue  # expired while it waited: nothing to share
+            message = {
+                "replica": self.replica,
+                "backend": write.backend,
+                "model": write.model,
+                "fact": write.fact,
+                "value": write.value,
+                "ttl_ms": left_ms,
+            }
+            pipe.set(key, b"1" if write.value else b"0", px=left_ms)
+            pipe.publish(CHANNEL, orjson.dumps(message))
+        await pipe.execute()
+        for key, write in writes.items():
+            # A fact set again while this write was under way stays for the next one.
+            if self._pending.get(key) is write:
+                del self._pending[key]
+
+    def receive(self, data: bytes) -> None:
+        """Install a fact another replica published."""
+        try:
+            message = orjson.loads(data)
+            backend, model, fact = message["backend"], message["model"], message["fact"]
+            value, ttl_ms = bool(message["value"]), int(message["ttl_ms"])
+            replica = message["replica"]
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            log.warning("ignored a malformed message on %s: %.200r", CHANNEL, data)
+            return
+        if replica != self.replica:
+            self._install(backend, model, fact, value, ttl_ms)
+
+    async def resync(self, client: Redis) -> None:
+        """Install every live fact in Redis with the time it has left."""
+        keys = [key async for key in client.scan_iter(match=PREFIX + "*", count=1000)]
+        if not keys:
+            return
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.get(key)
+            pipe.pttl(key)
+        results = await pipe.execute()
+        for index, key in enumerate(keys):
+            value, ttl_ms = results[2 * index], results[2 * index + 1]
+            name = key.decode() if isinstance(key, bytes) else str(key)
+            if value is None or ttl_ms <= 0 or name in self._pending:
+                continue  # gone, kept forever by someone else, or ours is newer
+            try:
+                backend, model, fact = orjson.loads(name[len(PREFIX) :])
+            except (orjson.JSONDecodeError, ValueError):
+                continue
+            self._install(backend, model, fact, value == b"1", ttl_ms)
+
+    def _install(self, backend: Any, model: Any, fact: Any, value: bool, ttl_ms: int) -> None:
+        cache = self._caches.get(backend) if isinstance(backend, str) else None
+        if cache is None or not isinstance(model, str) or fact not in FACTS or ttl_ms <= 0:
+            return  # a backend this replica does not have, or a fact it does not know
+        cache.apply(model, cast(Fact, fact), value, ttl_ms / 1000)
