@@ -26,7 +26,7 @@ LOOKUP = {
 
 def serve_args(backend: str, redis_url: str, port: int) -> list[str]:
     args = [sys.executable, "-m", "toolrelay", "serve", "--backend", backend]
-    return args + ["--backend-kind", "openai", "--port", str(port), "--redis-url", redis_url]
+    return [*args, "--backend-kind", "openai", "--port", str(port), "--redis-url", redis_url]
 
 
 @contextmanager

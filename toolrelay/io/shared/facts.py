@@ -5,6 +5,8 @@ that) and queued; :meth:`SharedFacts.flush` writes it as ``SET key value PX
 ttl`` and publishes it, and the other replicas install it with the TTL it has
 left. Redis's expiry keeps ``capability_ttl`` across replicas: a full read
 (:meth:`SharedFacts.resync`) installs each live key with its ``PTTL``. A
+fact seen again (some are, on every request) is shared again only once half
+its TTL has passed, or at once after another replica's word on it came in. A
 write Redis did not take stays queued until it comes back, unless the fact
 expired meanwhile.
 """
@@ -53,14 +55,21 @@ class SharedFacts:
         self.replica = replica
         self._caches: dict[str, CapabilityCache] = {}
         self._pending: dict[str, _Write] = {}
+        # Per key: the value this replica last shared and when.
+        self._sent: dict[str, tuple[bool, float]] = {}
         self._queued = asyncio.Event()
 
     def share(self, backend: str, cache: CapabilityCache) -> None:
         self._caches[backend] = cache
 
         def queue(model: str, fact: Fact, value: bool, ttl: float) -> None:
-            write = _Write(backend, model, fact, value, time.monotonic() + ttl)
-            self._pending[fact_key(backend, model, fact)] = write
+            key = fact_key(backend, model, fact)
+            now = time.monotonic()
+            last = self._sent.get(key)
+            if last is not None and last[0] == value and now - last[1] < ttl / 2:
+                return  # seen again soon after: not worth a write and a message per request
+            self._sent[key] = (value, now)
+            self._pending[key] = _Write(backend, model, fact, value, now + ttl)
             self._queued.set()
 
         cache.on_set = queue
@@ -145,4 +154,6 @@ class SharedFacts:
         cache = self._caches.get(backend) if isinstance(backend, str) else None
         if cache is None or not isinstance(model, str) or fact not in FACTS or ttl_ms <= 0:
             return  # a backend this replica does not have, or a fact it does not know
+        # Redis holds another replica's word now: the next time this one sees the fact, it says so.
+        self._sent.pop(fact_key(backend, model, fact), None)
         cache.apply(model, cast(Fact, fact), value, ttl_ms / 1000)
