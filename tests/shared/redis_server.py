@@ -1,8 +1,8 @@
 """A real ``redis-server`` on a free 127.0.0.1 port, in a temporary folder.
 
 ``scripts/install`` installs Debian's ``redis-server`` when it is missing and
-it runs as root with ``apt-get``; elsewhere the tests that need it are
-skipped, saying so (and fail under CI, where it must be there).
+it may (``apt-get`` as root or through ``sudo -n``); elsewhere the tests that
+need it are skipped, saying so, and fail under CI, where it must be there.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def redis_server_binary() -> str:
     if found is None:
         reason = (
             "redis-server is not installed: scripts/install installs Debian's redis-server "
-            "when it runs as root with apt-get (or: apt-get install redis-server)"
+            "when it may (root or sudo -n, with apt-get); or: apt-get install redis-server"
         )
         if os.environ.get("CI"):
             pytest.fail(reason)

@@ -49,7 +49,11 @@ def serve(backend: str, redis_url: str) -> Iterator[str]:
         yield url
     finally:
         proc.terminate()
-        proc.wait(30)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 def test_two_serve_processes_share_facts_and_the_override(redis_server: RedisServer) -> None:
