@@ -12,5 +12,9 @@ from tests.shared.redis_server import RedisServer
 
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    with RedisServer(tmp_path) as server:
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
         yield server
+    finally:
+        server.stop()

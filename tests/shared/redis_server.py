@@ -13,7 +13,6 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
 
 import pytest
 import redis
@@ -42,7 +41,7 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """``with RedisServer(folder) as server: server.url`` — stopped and started at will."""
+    """A redis-server at ``url``, started and stopped at will (``start()``/``stop()``)."""
 
     def __init__(self, folder: Path) -> None:
         self.binary = redis_server_binary()
@@ -85,15 +84,3 @@ class RedisServer:
                 self._process.kill()
                 self._process.wait(10)
             self._process = None
-
-    def __enter__(self) -> RedisServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
