@@ -131,6 +131,35 @@ def test_required_and_named_choices_reach_the_strict_reask(choice: Any, stream: 
     assert_clean(content)
 
 
+REPAIRED = {
+    "rules": [
+        {
+            "match": {"repair": True, "last_user": "(?i)weather in (?P<city>\\w+)"},
+            "answer": {
+                "content": '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "{city}"}}'
+                "[/TOOL_CALL]"
+            },
+        },
+        {"match": {"tools": "prompt"}, "answer": {"content": "{example_call}"}},
+    ]
+}
+
+
+def test_the_reask_after_a_stream_survives_the_server_closing_it() -> None:
+    # llama-server closes the connection after every stream without saying so:
+    # the re-ask, sent the moment the stream ends, must not go into that socket
+    # and fail (the copy was dropped and the model's correction lost).
+    with stack(REPAIRED, close_after_stream=True, gateway_settings=RESCUE) as (sim, gw):
+        for _ in range(3):
+            content, calls, finish = ask(gw, True, messages=ASK_WEATHER, tools=[WEATHER_TOOL])
+            [call] = calls
+            assert json.loads(call.function.arguments) == {"city": "Paris"}
+            assert finish == "tool_calls"
+            assert_clean(content)
+        sent = [r for r in sim.requests if r.path.endswith("/chat/completions")]
+    assert len(sent) == 6  # each copy, then its re-ask
+
+
 # --- 5. what toolrelay wrote into the prompt never comes back ------------------------
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 import httpx
 import openai
+import orjson
 import pytest
 
 TOOLS_SEEN = {
@@ -247,6 +249,29 @@ def test_fail_after_chunks_through_the_sdk(start_simulator, wire):
         for _ in stream:
             seen += 1
     assert seen == 2
+
+
+def test_close_after_stream_ends_the_stream_then_closes_unannounced(start_simulator):
+    sim = start_simulator({"rules": [{"answer": {"content": "hi"}}]}, close_after_stream=True)
+    body = orjson.dumps({"model": "m", "messages": HELLO, "stream": True})
+    host, port = sim.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        head = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        sock.sendall(head.encode() + body)
+        received = b""
+        for _ in range(1000):  # until the server closes (recv returns b"")
+            data = sock.recv(65536)
+            if not data:
+                break
+            received += data
+    headers, _, chunked = received.partition(b"\r\n\r\n")
+    assert b"200 OK" in headers
+    assert b"connection: close" not in headers.lower()  # announced: no client would reuse it
+    assert b"data: [DONE]" in chunked
+    assert chunked.endswith(b"0\r\n\r\n")  # the whole stream, then the close
 
 
 def test_status_fails_every_completion(start_simulator, wire):

@@ -21,6 +21,8 @@ _SWITCHES = {
     "echo_example": "a weak model: with tools in the prompt, answer with its first example call",
     "echo_directive": "a weak model: start every answer by repeating the late [SYSTEM DIRECTIVE]",
     "refuse_tools_in_stream": "a streamed refusal (--refuse-tools) comes in a 200 stream",
+    "close_after_stream": "close the connection after every whole stream, unannounced "
+    "(llama-server)",
 }
 
 

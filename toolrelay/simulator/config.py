@@ -50,6 +50,8 @@ class SimulatorConfig:
     delay_ms: int = 0
     # Drop the connection after this many streamed chunks; None: never.
     fail_after_chunks: int | None = None
+    # Close the connection after every whole stream, unannounced (llama-server).
+    close_after_stream: bool = False
     # Fail every completion request with this HTTP status; None: never.
     status: int | None = None
     # How many requests `Simulator.requests` keeps (the oldest go first).

@@ -21,7 +21,7 @@ from toolrelay.simulator.model import Failure, Reply, respond, served_model
 from toolrelay.simulator.refusal import refusal
 from toolrelay.simulator.request import BadRequest, Turn, openai_turn
 from toolrelay.simulator.state import read_json, state_of
-from toolrelay.simulator.streaming import paced, pieces
+from toolrelay.simulator.streaming import ClosingStream, paced, pieces
 
 
 async def chat_completions(request: Request) -> Response:
@@ -46,7 +46,8 @@ async def chat_completions(request: Request) -> Response:
     completion = _Completion("chatcmpl-" + turn.digest, int(time.time()), served_model(turn.model))
     if turn.stream:
         frames = completion.frames(reply, turn, config)
-        return StreamingResponse(
+        stream = ClosingStream if config.close_after_stream else StreamingResponse
+        return stream(
             paced(frames, config),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache"},

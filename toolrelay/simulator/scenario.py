@@ -130,6 +130,7 @@ class Settings(_Strict):
     chunk: int | None = Field(default=None, ge=1)
     delay_ms: int | None = Field(default=None, ge=0)
     fail_after_chunks: int | None = Field(default=None, ge=0)
+    close_after_stream: bool | None = None
     status: int | None = Field(default=None, ge=400, le=599)
     request_log: int | None = Field(default=None, ge=0)
 

@@ -1,10 +1,14 @@
-"""Streaming like a real server: paced chunks, and an abrupt drop on request."""
+"""Streaming like a real server: paced chunks, an abrupt drop on request, and
+a connection closed after each whole stream."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from starlette.responses import StreamingResponse
 
 from toolrelay.simulator.config import SimulatorConfig
 
@@ -15,6 +19,24 @@ class DropConnection(Exception):
     ASGI has no "abort" message; a server closes the transport when the app
     raises after the response started, which is what a crashed backend does.
     """
+
+
+# Seconds between the end of a stream and the close (--close-after-stream).
+_CLOSE_DELAY = 0.02
+
+
+class ClosingStream(StreamingResponse):
+    """A stream sent whole, then its connection closed without a ``Connection:
+    close`` (--close-after-stream): llama-server's HTTP library ends every
+    stream that way, so a client that reuses the pooled connection at once
+    writes into a closing socket."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await super().__call__(scope, receive, send)
+        # The close comes a moment after the end, once the server's thread has
+        # finished with the stream: by then the client may have reused it.
+        await asyncio.sleep(_CLOSE_DELAY)
+        raise DropConnection  # after the end: the server closes the transport
 
 
 class _QuietDrops(logging.Filter):

@@ -16,6 +16,7 @@ followed unless configured. Requests to one backend wait for one of
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass
 from types import TracebackType
@@ -315,13 +316,7 @@ class HttpClient:
         await slots.acquire(shown)
         started = time.monotonic()
         try:
-            async with session.request(
-                method,
-                with_query(url, self._query),
-                data=data,
-                headers=_headers(data is not None, auth),
-                allow_redirects=self.limits.follow_redirects,
-            ) as response:
+            async with await self._send(session, method, url, data, auth) as response:
                 self._check_answer(response, shown)
                 raw = await self._read(response, shown)
                 if response.status >= 400:
@@ -351,12 +346,7 @@ class HttpClient:
         await slots.acquire(shown)
         started = time.monotonic()
         try:
-            response = await session.post(
-                with_query(url, self._query),
-                data=orjson.dumps(body),
-                headers=_headers(True, auth),
-                allow_redirects=self.limits.follow_redirects,
-            )
+            response = await self._send(session, "POST", url, orjson.dumps(body), auth)
         except asyncio.TimeoutError as exc:
             slots.release()
             raise self._timeout(started, shown) from exc
@@ -377,6 +367,33 @@ class HttpClient:
             slots.release()
             raise
         return ChunkStream(response, shown, self.limits, slots, started)
+
+    async def _send(
+        self,
+        session: aiohttp.ClientSession,
+        method: str,
+        url: str,
+        data: bytes | None,
+        auth: str | None,
+    ) -> aiohttp.ClientResponse:
+        """Send a request, once more when the connection it went out on was already
+        gone: a pooled connection the server closed without saying so (llama-server
+        closes one after every stream), which the next request may take before the
+        close arrives. The server answered nothing on it."""
+        send = functools.partial(
+            session.request,
+            method,
+            with_query(url, self._query),
+            data=data,
+            headers=_headers(data is not None, auth),
+            allow_redirects=self.limits.follow_redirects,
+        )
+        try:
+            return await send()
+        except aiohttp.ClientConnectionError as exc:
+            if not _closed_unannounced(exc):
+                raise
+        return await send()
 
     async def _not_a_stream(
         self, response: aiohttp.ClientResponse, url: str, shown: str
@@ -478,6 +495,15 @@ def _headers(json_body: bool, auth: str | None) -> dict[str, str] | None:
     if json_body:
         headers.update(_JSON_HEADERS)
     return headers
+
+
+def _closed_unannounced(exc: aiohttp.ClientConnectionError) -> bool:
+    """The connection was closed before any answer: the request could not be
+    written into it, or the server hung up without a byte."""
+    written = isinstance(exc, aiohttp.ClientOSError) and isinstance(
+        exc.__cause__, ConnectionResetError | BrokenPipeError
+    )
+    return written or isinstance(exc, aiohttp.ServerDisconnectedError)
 
 
 def _reason(exc: aiohttp.ClientError) -> str:
