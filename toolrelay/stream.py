@@ -162,8 +162,10 @@ class StreamParser:
                         replayed = "".join(self._replay)
                         self._replay = []
                         buf = replayed + buf[keep_from:]
-                        pos += len(replayed) - keep_from
-                        ctx.base += keep_from - len(replayed)
+                        shift = len(replayed) - keep_from
+                        pos += shift
+                        self._barrier += shift  # it counts from the buffer's start too
+                        ctx.base -= shift
                         ctx.buf = buf
                         keep_from = 0
                     if len(self._opener) == 1:

@@ -117,6 +117,13 @@ CASES: list[tuple[str, Any, list[tuple[str, dict[str, Any]]], str]] = [
         "",
     ),
     ("<|channel|>final<|message|>Hi there<|return|>", None, [], "Hi there"),
+    # MiniMax-M1 and Jamba share <tool_calls>: however far the call sits from it.
+    (
+        "<tool_calls>" + "\n" * 300 + '{"name": "f", "arguments": {"a": 1}}\n</tool_calls>',
+        None,
+        [("f", {"a": 1})],
+        "",
+    ),
 ]
 
 

@@ -541,3 +541,13 @@ def test_prose_in_brackets_is_not_held_to_the_end() -> None:
     events = parser.feed("See [note(this is " + "long " * 80)
     content = "".join(e.text for e in events if isinstance(e, ContentDelta))
     assert content.startswith("See [note(this is long long")
+
+
+def test_a_bracket_in_prose_skipped_past_a_marker_stays_prose_in_a_stream() -> None:
+    # The list breaks at once and is skipped as prose up to a limit; the bracket
+    # inside that stretch is prose too, after the Harmony marker in it fell back.
+    text = "See [f(x <|channel|>analysis<|end|> [get_weather(city='" + "x" * 300
+    case = Case(text, [], tools=WEATHER_TOOLS, markup_free=False)
+    assert parse_tool_calls(text, WEATHER_TOOLS).calls == []
+    assert_stream_agrees(case, list(text))
+    assert_stream_agrees(case, [text[:40], text[40:]])

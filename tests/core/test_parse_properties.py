@@ -117,6 +117,8 @@ REGRESSIONS = [
     '<|channel|>to=n<|message|>"<|end|><',
     '{"name": "get_weather", "parameters": {{"name": "g',
     '```json{""}\n`t',
+    # A broken call skipped as prose: where the skip ends does not depend on the cuts.
+    '[f(a=<|"|>' + "x" * 90 + "[f(a=" + "0" * 157,
 ]
 
 

@@ -135,6 +135,20 @@ def test_every_format_reports_its_unusable_calls() -> None:
         assert "nope" in rejected.raw and rejected.reason, text
 
 
+def test_a_rejected_call_with_a_long_name_shows_all_of_it() -> None:
+    # A name longer than the lexer holds back (64 characters) leaves the buffer
+    # while it is read; the rejection still shows the call as written.
+    name = "lookup_" + "x" * 90
+    for text in (
+        f'<|tool_call_start|>[{name}(a="x")]<|tool_call_end|>',
+        f"<|python_start|>[{name}(a=1)]<|python_end|>",
+        f"<|tool_call_start|>[{name}",  # cut off before its '('
+    ):
+        rejected = only_rejection(text)
+        assert rejected.name in (name, None), text
+        assert rejected.raw.startswith(name), text
+
+
 def test_the_stream_reports_a_rejection_once_the_call_is_over() -> None:
     parser = StreamParser(TOOLS)
     events = parser.feed('Sure.<tool_call>{"name": "nope", "arguments": {"a": ')

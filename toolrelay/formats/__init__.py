@@ -47,7 +47,7 @@ from toolrelay.formats import (
     seed_oss,
     step3,
 )
-from toolrelay.formats.base import Format, Opener, RegionFactory, skip_whitespace
+from toolrelay.formats.base import Format, Opener, RegionFactory
 from toolrelay.formats.markup import stray_token
 
 FORMATS: tuple[Format, ...] = (
@@ -95,25 +95,31 @@ class UnknownFormatError(ValueError):
 
 
 _SNIFF_WINDOW = 64
-# Blanks waited through after a shared marker before it is taken for text: a call
+# Blanks waited through after a shared marker before no sniff may claim it: a call
 # never sits that far from its marker, and the wait holds the blanks in the buffer.
 _MAX_BLANKS = 256
+_BLANKS = re.compile(r"[ \t\r\n]*")
 
 
 def _sniff(
-    candidates: tuple[Opener, ...], buf: str, pos: int, start: int, final: bool
+    candidates: tuple[Opener, ...], buf: str, pos: int, final: bool
 ) -> Opener | Literal[False] | None:
-    """The candidate whose sniff claims what follows the marker (at ``pos``, blanks to ``start``).
+    """The candidate that claims what follows the marker (at ``pos``).
 
-    None when none does (the marker is text), False when one cannot tell
-    until more text comes.
+    One without a sniff claims anything; one with a sniff claims what its sniff
+    does, past the blanks. None when none does (the marker is text), False when
+    one cannot tell until more text comes.
     """
-    if start - pos > _MAX_BLANKS:
-        return None
+    start = _BLANKS.match(buf, pos, pos + _MAX_BLANKS + 1).end()  # type: ignore[union-attr]
+    too_far = start - pos > _MAX_BLANKS
     # A sniff decides from a few characters past the blanks, never the whole rest.
     following = buf[pos : start + _SNIFF_WINDOW]
     for candidate in candidates:
-        verdict = True if candidate.sniff is None else candidate.sniff(following)
+        if candidate.sniff is None:
+            return candidate  # the blanks do not matter to it, however many
+        if too_far:
+            continue
+        verdict = candidate.sniff(following)
         if verdict is None and not final:
             return False
         if verdict:
@@ -158,8 +164,7 @@ class OpenerTable:
         candidates = self.openers[marker]
         if len(candidates) == 1 and candidates[0].sniff is None:
             return candidates[0].region
-        after = start + len(marker)
-        chosen = _sniff(candidates, buf, after, skip_whitespace(buf, after), final)
+        chosen = _sniff(candidates, buf, start + len(marker), final)
         return chosen.region if isinstance(chosen, Opener) else chosen
 
     def search_marked(self, buf: str, pos: int, end: int) -> int:

@@ -57,9 +57,10 @@ class KeptText:
         self.start = -1  # -1: nothing is kept
         self._parts: list[str] = []
 
-    def mark(self, start: int) -> None:
+    def mark(self, start: int, gone: str = "") -> None:
+        """Keep the text from ``start`` on, after ``gone`` (its part already trimmed)."""
         self.start = start
-        self._parts = []
+        self._parts = [gone] if gone else []
 
     def clear(self) -> None:
         self.start = -1
@@ -128,9 +129,10 @@ class Context:
         self.base = 0  # where ``buf`` starts in the whole output
         self._raw = KeptText()  # the text of the call being read
 
-    def mark(self, pos: int) -> None:
-        """The call being read starts at ``buf[pos]``."""
-        self._raw.mark(self.base + pos)
+    def mark(self, pos: int, gone: str = "") -> None:
+        """The call being read starts at ``buf[pos]``, or ``gone`` before it when its
+        beginning already left the buffer."""
+        self._raw.mark(self.base + pos, gone)
 
     def raw(self, pos: int) -> str:
         """The text from the last ``mark`` up to ``buf[pos]``."""

@@ -54,7 +54,9 @@ from toolrelay.repair import (
 )
 
 COMMIT_AFTER = 64  # argument characters after which a call streams instead of being held
-SKIP_LIMIT = 4 * COMMIT_AFTER  # how far a broken call is skipped while the list may be prose
+# How far (characters from its name) a broken call is skipped while the list may be
+# prose; then the list is prose from there, however the text was cut into deltas.
+SKIP_LIMIT = 4 * COMMIT_AFTER
 _MAX_NAME = 128
 
 _NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
@@ -319,6 +321,7 @@ class _At(enum.Enum):
 _IN_CALL = frozenset({_At.NAME, _At.KEY, _At.EQUALS, _At.VALUE, _At.NEXT, _At.SKIP})
 _CONSUMED = object()  # a step's verdict: the token was used, go on
 _LAST = object()  # the token was used and was the region's last
+_PROSE = object()  # a broken call ran past SKIP_LIMIT: prose, up to the limit
 
 
 class PyCallsRegion:
@@ -329,6 +332,7 @@ class PyCallsRegion:
         "_bracketed",
         "_broken_call",
         "_call",
+        "_call_at",
         "_claimed",
         "_committed",
         "_ctx",
@@ -359,6 +363,7 @@ class PyCallsRegion:
         self._emitted = False  # a call was started: the region is real
         self._claimed = False  # a well-formed call to an undeclared name was dropped
         self._call: Call | None = None
+        self._call_at = 0  # where the call's name starts in the whole output
         self._name = ""
         self._committed = False
         self._size = 0  # argument characters read for the current call
@@ -366,7 +371,7 @@ class PyCallsRegion:
         self._key = ""  # '"key":' waiting for its value's first character
         self._literal: PyLiteral | None = None
         self._skip: list[str] = []
-        self._token_start = 0  # where the token being read starts in the buffer
+        self._token_start = 0  # where the token being read starts in the buffer (see feed)
         self._token_end = 0  # and where it ends
         self._broken_call: Call | None = None  # a rejected call, skipped to its ')'
         self._pending: list[RejectedCall] = []  # rejections held while the list may be prose
@@ -395,14 +400,19 @@ class PyCallsRegion:
             if tok is Tok.OTHER:
                 self._token_start, self._token_end = new_pos, new_pos + 1
             else:
-                # (A word longer than ATOM_HOLD began in text the buffer no longer holds.)
-                self._token_start, self._token_end = max(new_pos - len(text), 0), new_pos
+                # Below 0 for a word longer than ATOM_HOLD that began in text the
+                # buffer no longer holds.
+                self._token_start, self._token_end = new_pos - len(text), new_pos
             verdict = self._step(tok, text)
             if verdict is _CONSUMED or verdict is _LAST:
                 pos = new_pos + 1 if tok is Tok.OTHER else new_pos
                 if verdict is _LAST:
                     return pos, Status.DONE
                 continue
+            if verdict is _PROSE:
+                # Where the limit falls, not where this token (cut as the deltas
+                # were) ends: streamed and whole parses pass over the same text.
+                return self._call_at + SKIP_LIMIT - self._ctx.base, Status.FALLBACK
             # The token is not the region's: it ends here, before the token.
             assert isinstance(verdict, Status)
             if tok is not Tok.OTHER and not (tok is Tok.ATOM and len(text) >= ATOM_HOLD):
@@ -460,7 +470,10 @@ class PyCallsRegion:
             name = name[: -len(suffix)]
         if not _NAME.fullmatch(name):
             return self._stray()
-        self._ctx.mark(self._token_start)
+        start = self._token_start
+        # A long name's beginning may have left the buffer: the raw text keeps it.
+        self._ctx.mark(max(start, 0), text[:-start] if start < 0 else "")
+        self._call_at = self._ctx.base + start
         self._call = Call(self._ctx)
         self._name = name
         self._committed = False
@@ -608,9 +621,9 @@ class PyCallsRegion:
         return call
 
     def _skipping(self, tok: Tok, text: str) -> object:
-        if self.may_fallback and self._size > SKIP_LIMIT:
+        if self.may_fallback and self._ctx.base + self._token_end > self._call_at + SKIP_LIMIT:
             # Nothing read yet and no end in sight: prose, not to be held any longer.
-            return Status.FALLBACK
+            return _PROSE
         skip = self._skip
         if tok is Tok.BEGIN_ARRAY:
             skip.append("]")
