@@ -9,6 +9,7 @@ import orjson
 from corpus import load_cases, tools_from_spec  # type: ignore[import-not-found]
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from soup import PIECES  # type: ignore[import-not-found]
 from streamcheck import check_stream  # type: ignore[import-not-found]
 
 from toolrelay import parse_tool_calls
@@ -17,7 +18,6 @@ from toolrelay.repair import repair_json
 
 CASES = load_cases()
 MARKERS = sorted({o.marker for f in FORMATS for o in f.openers if len(o.marker) > 3})
-FRAGMENTS = [*MARKERS, "{", "}", "[", "]", '"', "'", ":", ",", "\\", "name", "arguments", "\n"]
 
 
 def _assert_contract(text: str, tools: Any = None) -> None:
@@ -30,7 +30,7 @@ def _assert_contract(text: str, tools: Any = None) -> None:
         assert call.name
 
 
-markup_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=40).map(
+markup_text = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=8)), max_size=40).map(
     "".join
 )
 
@@ -41,7 +41,8 @@ def test_random_text_never_raises(text: str) -> None:
     _assert_contract(text)
 
 
-@settings(max_examples=1500, deadline=None)
+# Derandomized: CI runs the same examples every time (new ones come from bench/fuzz_parser.py).
+@settings(max_examples=1500, deadline=None, derandomize=True)
 @given(text=markup_text, cuts=st.lists(st.integers(1, 300), max_size=20))
 def test_random_markup_soup_streams_like_it_parses(text: str, cuts: list[int]) -> None:
     _assert_contract(text)
