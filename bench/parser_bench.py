@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import orjson
+from results import write_section  # type: ignore[import-not-found]
 
 from toolrelay import StreamParser, parse_tool_calls
 
@@ -153,21 +153,8 @@ def _timed(work: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def write_section(section: str) -> None:
-    path = Path(__file__).with_name("RESULTS.md")
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n\n"
-    heading = section.splitlines()[0]
-    if heading in text:
-        start = text.index(heading)
-        following = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[following + 1 :] if following >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text, encoding="utf-8")
-
-
 if __name__ == "__main__":
     report = main()
     print(report)
     if "--write" in sys.argv:
-        write_section(report)
+        write_section(report.splitlines()[0], report)
