@@ -67,6 +67,8 @@ _PLAIN = json.JSONDecoder(parse_constant=_constant)
 _DEPTH_PADDING = 254 - MAX_DEPTH
 _SAMPLE = 1024  # characters looked at to tell a long string from many small objects
 _MANY_CONTAINERS = 16  # brackets in the sample above which counting is cheaper
+_WINDOW = 4096  # characters decoded first (then 8 times more, while that was too short)
+_CUT = 16  # an error this near a slice's end may be the slice's end
 
 
 def strict_json(buf: str, pos: int) -> tuple[Any, bytes, int] | None:
@@ -79,7 +81,7 @@ def strict_json(buf: str, pos: int) -> tuple[Any, bytes, int] | None:
         buf.count("{", pos, pos + _SAMPLE) + buf.count("[", pos, pos + _SAMPLE) >= _MANY_CONTAINERS
     )
     try:
-        value, end = (_PLAIN if counting else _CHECKED).raw_decode(buf, pos)
+        value, end = _decode(_PLAIN if counting else _CHECKED, buf, pos)
         if end - pos > 2 * MAX_DEPTH:  # shorter text cannot nest that deep
             padded: Any = value
             for _ in range(_DEPTH_PADDING):
@@ -94,6 +96,31 @@ def strict_json(buf: str, pos: int) -> tuple[Any, bytes, int] | None:
     if counting and not _counts_agree(buf, pos, end, out):
         return None
     return value, out, end
+
+
+def _decode(decoder: json.JSONDecoder, buf: str, pos: int) -> tuple[Any, int]:
+    """``decoder.raw_decode(buf, pos)``, at a cost that does not grow with ``pos``.
+
+    ``JSONDecodeError`` counts the lines of the text before the error, so a
+    refusal deep in a long buffer would cost the whole buffer, once per call
+    tried. The value is decoded from a slice at ``pos``, widened only while it
+    was cut off at the slice's end.
+    """
+    window = _WINDOW
+    while True:
+        text = buf[pos : pos + window]
+        try:
+            value, end = decoder.raw_decode(text)
+        except json.JSONDecodeError as error:
+            cut_off = error.pos >= len(text) - _CUT or error.msg.startswith("Unterminated")
+            if pos + window >= len(buf) or not cut_off:
+                raise
+            window *= 8
+            continue
+        if end == len(text) and pos + window < len(buf):
+            window *= 8  # a number (or the value's end) may go on past the slice
+            continue
+        return value, pos + end
 
 
 def _counts_agree(buf: str, pos: int, end: int, out: bytes) -> bool:

@@ -105,6 +105,27 @@ def test_what_the_c_path_takes() -> None:
     )
 
 
+def test_values_of_any_length_and_where_they_stop() -> None:
+    # Read from a slice that widens: each value is read whole, however long, and
+    # a value followed by text ends where json.raw_decode says it ends.
+    for size in (10, 4_000, 4_100, 40_000, 300_000):
+        for text in (
+            '{"a": "' + "x" * size + '"}',
+            '{"a": [' + ", ".join(["1"] * (size // 3)) + "]}",
+            '{"a": 1.' + "5" * min(size, 5_000) + "}",  # a number across the slice's end
+            "[" + "[1], " * (size // 5) + "2]",
+        ):
+            for after in ("", " tail", "\n<|end|>"):
+                buf = "prefix " + text + after
+                decoded = strict_json(buf, 7)
+                assert decoded is not None, text[:40]
+                value, end = json.JSONDecoder().raw_decode(buf, 7)
+                assert (decoded[0], decoded[2]) == (value, end)
+    long_string = '{"a": "' + "x" * 50_000
+    assert strict_json(long_string, 0) is None  # never closed
+    assert strict_json(long_string + '"}', 0) is not None
+
+
 json_values = st.recursive(
     st.none()
     | st.booleans()
