@@ -178,6 +178,11 @@ def coerce_text(text: str, schema: Mapping[str, Any] | None) -> Any:
     return text
 
 
+# What a text float() reads may begin with: a sign, a point, inf or nan, or a digit
+# (any decimal digit: float() reads them all).
+_NUMBER_START = frozenset("+-.0123456789iInN")
+
+
 def _looks_like_json(text: str) -> bool:
     stripped = text.strip()
     if not stripped:
@@ -186,6 +191,8 @@ def _looks_like_json(text: str) -> bool:
         return stripped[-1] in "}]"
     if stripped in ("true", "false", "null"):
         return True
+    if stripped[0] not in _NUMBER_START and not stripped[0].isdecimal():
+        return False  # float() would say so too, after reading all of a long text
     try:
         float(stripped)
     except ValueError:

@@ -98,9 +98,10 @@ class StreamParser:
         # single-character markers before this buffer position are not tried again.
         self._barrier = 0
         self._closed = False
-        # Calls read from fences wait while a [TOOL_CALL] block may still come (seed 000).
-        openers = self._table.openers
-        self._fences = HeldFences() if bracket.MARKER in openers else None
+        # Calls read from fences wait while a [TOOL_CALL] block may still come (seed 000):
+        # with the formats that have both, from the first fence on (before it, nothing
+        # waits, and a delta pays nothing for them).
+        self._fences: HeldFences | None = None
 
     @property
     def orphan_close(self) -> bool:
@@ -128,7 +129,7 @@ class StreamParser:
         self._ctx.events = []
         if self._fences is not None:
             events = self._fences.take(events)
-        return _merge_text(events) if events else []
+        return events if len(events) < 2 else _merge_text(events)
 
     def _run(self, final: bool) -> None:
         buf = self._buf
@@ -196,11 +197,17 @@ class StreamParser:
             self._opener = marker
             keep_from = start
             ctx.mark(start)  # a call the region rejects is reported from its opener on
-            if self._fences is not None:
-                if marker == bracket.MARKER and self._fences.holding:
+            if marker == bracket.MARKER:
+                if self._fences is not None and self._fences.holding:
                     self._fences.give_back(ctx)
-                elif marker in fenced.MARKERS and not ctx.bracket_seen:
-                    self._fences.begin(ctx, start)
+            elif (
+                marker in fenced.MARKERS
+                and not ctx.bracket_seen
+                and bracket.MARKER in self._table.openers
+            ):
+                if self._fences is None:
+                    self._fences = HeldFences()
+                self._fences.begin(ctx, start)
             self._region = factory(ctx, marker)
             ctx.at_start = False
             pos = start + len(marker)
@@ -227,8 +234,6 @@ def _merge_text(events: list[Event]) -> list[Event]:
     fragments with each other: a feed gives each call at most one
     ``ToolCallArgumentsDelta``, however many pieces its text was read in.
     """
-    if len(events) < 2:
-        return events
     merged: list[Event] = []
     for kind, run in groupby(events, _kind):
         if kind is ContentDelta or kind is ReasoningDelta:

@@ -15,6 +15,7 @@ from toolrelay import (
     ToolCallStart,
     parse_tool_calls,
 )
+from toolrelay.repair import load_json
 
 
 def opens_in_reasoning(text: str, tools: Any = None, fmt: str = "auto") -> bool:
@@ -79,6 +80,9 @@ def check_stream(text: str, cuts: list[int], tools: Any = None, fmt: str = "auto
             ), "a call ends under the id and name it started with"
             assert "".join(arguments[event.index]) == event.call.arguments_json
             assert isinstance(event.call.arguments, dict)
+            # However the parser came by the value (decoded at once, or known to the
+            # region as it wrote the text), it is what the text decodes to.
+            assert event.call.arguments == load_json(event.call.arguments_json)
             ended.append(event)
     assert len(ended) == len(started), "every started call ends"
     got = [(e.call.name, e.call.arguments, e.call.arguments_json) for e in ended]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +18,7 @@ from toolrelay import (
     ToolCallStart,
     parse_tool_calls,
 )
-from toolrelay.formats import MarkerSearch, opener_table
+from toolrelay.formats import FORMATS, MarkerSearch, opener_table
 
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
 LONGEST_MARKER = opener_table("auto").longest
@@ -222,3 +223,27 @@ def test_the_anchored_search_finds_what_the_pattern_finds(pieces: list[str]) -> 
 )
 def test_a_marker_in_prose_after_a_section_is_found_however_cut(text: str) -> None:
     check_stream(text, list(range(1, len(text))))
+
+
+FOLLOWING = st.text(alphabet=" \t\n\u00a0\u2003\"'{[(]})aZ_9.-=", max_size=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(following=FOLLOWING | st.sampled_from(["", " ", '"a"', "f(", "a" * 130 + "("]))
+def test_a_marker_is_passed_over_only_where_no_sniff_could_claim_it(following: str) -> None:
+    # ``follows`` lets the marker search pass a bracket over in C: it must match
+    # wherever the marker's sniff could say anything but no.
+    openers = [o for f in FORMATS for o in f.openers if o.follows is not None]
+    assert openers
+    for opener in openers:
+        assert opener.sniff is not None
+        if opener.sniff(following) is not False:
+            assert re.match(opener.follows, following), (opener.marker, following)
+
+
+def test_bare_brackets_in_prose_cost_no_region() -> None:
+    prose = "The quick (brown) fox [jumps] over {the} lazy <dog>. " * 20
+    search = MarkerSearch(opener_table("auto"))
+    assert search.anchored(prose, 0) is None
+    assert search.search(prose, 0, True) is None
+    assert parse_tool_calls(prose).content == prose

@@ -8,6 +8,7 @@ cases are the ones where a C decoder and the lenient writer could differ.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -17,8 +18,8 @@ from hypothesis import strategies as st
 from streamcheck import check_stream  # type: ignore[import-not-found]
 
 from toolrelay import parse_tool_calls
-from toolrelay.repair import MAX_DEPTH
-from toolrelay.strictjson import strict_json
+from toolrelay.repair import MAX_DEPTH, JsonLexer, JsonWriter, lex_value
+from toolrelay.strictjson import read_member, strict_json
 
 TRICKY_ARGUMENTS = [
     '{"a": 1, "a": 2}',  # a duplicate key
@@ -78,7 +79,7 @@ def test_whole_and_streamed_agree(wrapper: str, arguments: str) -> None:
 
 def _strict_text(text: str) -> str | None:
     decoded = strict_json(text, 0)
-    return None if decoded is None else decoded[1].decode()
+    return None if decoded is None else decoded.text.decode()
 
 
 @pytest.mark.parametrize(
@@ -115,12 +116,15 @@ def test_values_of_any_length_and_where_they_stop() -> None:
             '{"a": 1.' + "5" * min(size, 5_000) + "}",  # a number across the slice's end
             "[" + "[1], " * (size // 5) + "2]",
         ):
-            for after in ("", " tail", "\n<|end|>"):
-                buf = "prefix " + text + after
-                decoded = strict_json(buf, 7)
+            # Near the buffer's start it is read as it is; further on, from the slice.
+            for prefix, after in itertools.product(
+                ("prefix ", "p" * 5_000 + " "), ("", " tail", "\n<|end|>")
+            ):
+                buf = prefix + text + after
+                decoded = strict_json(buf, len(prefix))
                 assert decoded is not None, text[:40]
-                value, end = json.JSONDecoder().raw_decode(buf, 7)
-                assert (decoded[0], decoded[2]) == (value, end)
+                value, end = json.JSONDecoder().raw_decode(buf, len(prefix))
+                assert (decoded.value, decoded.end) == (value, end)
     long_string = '{"a": "' + "x" * 50_000
     assert strict_json(long_string, 0) is None  # never closed
     assert strict_json(long_string + '"}', 0) is not None
@@ -149,3 +153,48 @@ def test_any_arguments_read_at_once_as_token_by_token(
     (call,) = parse_tool_calls(text).calls
     assert call.arguments == json.loads(call.arguments_json)
     check_stream(text, list(range(0, len(text), 5)))
+
+
+def _written(text: str, step: int, members: Any) -> str:
+    """``text`` fed to a writer ``step`` characters at a time, as a stream parser feeds it."""
+    lexer, writer = JsonLexer(), JsonWriter()
+    out: list[str] = []
+    held = ""
+    for start in range(0, len(text), step):
+        buf = held + text[start : start + step]
+        pos, _ = lex_value(lexer, writer, buf, 0, False, members)
+        held = buf[pos:]
+        out.append(writer.take())
+    lex_value(lexer, writer, held, 0, True, members)
+    writer.finish()
+    return "".join(out) + writer.take()
+
+
+HELD_MEMBERS = [
+    *TRICKY_ARGUMENTS,
+    '{"rows": [' + ", ".join(['{"a": "}]", "b": [1, {"c": "{"}]}'] * 30) + "]}",
+    '{"rows": [{"a": 1}, {"b": ' + '"' + "y" * 700 + '"}, [' + "1, " * 300 + "2]]}",
+    '{"a": [1, 2, {"b": broken}, 3], "c": {"d": 1,}}',
+    '{"a": [' + "[" * (MAX_DEPTH - 2) + "]" * (MAX_DEPTH - 2) + "]}",
+    '{"a": [' + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "]}",
+    '{"a": [{"b": 1}, {"b": 2}',  # cut off
+]
+
+
+@pytest.mark.parametrize("step", [1, 4, 17])
+@pytest.mark.parametrize("text", HELD_MEMBERS)
+def test_members_read_whole_are_written_as_their_tokens(text: str, step: int) -> None:
+    assert _written(text, step, read_member) == _written(text, len(text), None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    arguments=st.dictionaries(st.text(max_size=6), json_values, max_size=6),
+    step=st.integers(1, 9),
+    indent=st.booleans(),
+)
+def test_any_members_read_whole_as_token_by_token(
+    arguments: dict[str, Any], step: int, indent: bool
+) -> None:
+    text = json.dumps(arguments, indent=2 if indent else None)
+    assert _written(text, step, read_member) == _written(text, len(text), None)

@@ -138,9 +138,12 @@ class OpenerTable:
     prefixes: frozenset[str]
     partial: re.Pattern[str]  # a proper beginning of a marker, running to the end
     longest: int
-    # Each marker's first character that is not a letter, digit or space, and where
-    # it sits in the markers that have it: the characters ``MarkerSearch`` looks for.
-    anchors: tuple[tuple[str, tuple[int, ...]], ...]
+    # For ``MarkerSearch``: the markers that begin with a character rare in prose (not
+    # a letter, digit or space), and their first characters; the others, each with its
+    # first such character and where it sits in the marker.
+    anchored_pattern: re.Pattern[str]
+    anchors: str
+    worded: tuple[tuple[str, str, int], ...]
 
     def search(self, buf: str, pos: int) -> tuple[int, str] | None:
         """The first marker at or after ``pos`` (the longest, of those starting there)."""
@@ -200,47 +203,63 @@ def opener_table(name: str = "auto") -> OpenerTable:
     for token in tokens:
         openers.setdefault(token, [stray_token(token)])  # no region reads it: dropped
     markers = sorted(openers, key=len, reverse=True)
+    # A marker whose every format says what must follow it is only found where that does.
+    follows = {
+        marker: "|".join(f"(?:{c.follows})" for c in candidates)
+        for marker, candidates in openers.items()
+        if all(c.follows is not None for c in candidates)
+    }
     multi = [m for m in markers if len(m) > 1 and not m.startswith("`")]
     prefixes = frozenset(m[:i] for m in markers for i in range(1, len(m)))
-    anchors: dict[str, set[int]] = {}
+    anchored = [m for m in markers if not (m[0].isalnum() or m[0] == " ")]
+    worded = []
     for marker in markers:
-        # Not a letter, digit or space: rare in prose, and absent before it in the marker.
-        offset = next(i for i, c in enumerate(marker) if not c.isalnum() and c != " ")
-        anchors.setdefault(marker[offset], set()).add(offset)
+        if marker not in anchored:
+            offset = next(i for i, c in enumerate(marker) if not c.isalnum() and c != " ")
+            worded.append((marker, marker[offset], offset))
     shared = {m: tuple(o) for m, o in openers.items()}
     return OpenerTable(
-        pattern=re.compile(_trie(markers)),
+        pattern=re.compile(_trie(markers, follows)),
         marked_pattern=re.compile(_trie(multi)) if multi else None,
         openers=shared,
         tokens=tokens,
         prefixes=prefixes,
         partial=re.compile(_trie(sorted(prefixes, key=len, reverse=True)) + r"\Z"),
         longest=max(len(m) for m in markers),
-        anchors=tuple((c, tuple(sorted(o))) for c, o in sorted(anchors.items())),
+        anchored_pattern=re.compile(_trie(anchored, follows)),
+        anchors="".join(sorted({m[0] for m in anchored})),
+        worded=tuple(worded),
     )
 
 
-def _trie(markers: list[str]) -> str:
+def _trie(markers: list[str], follows: dict[str, str] | None = None) -> str:
     """One pattern for all the markers, their common beginnings written once.
 
     An alternation of many literals tries each at every position; a trie
     looks at each character once. Where a marker is the beginning of a
     longer one the longer is tried first, so, as with an alternation of the
     markers longest first, the longest marker at a position is the match.
+    A marker with a ``follows`` expression matches only where it is followed
+    by what that expression matches (a lookahead: it is not part of the match).
     """
+    follows = follows or {}
     root: dict[str, Any] = {}
     for marker in markers:
         node = root
         for char in marker:
             node = node.setdefault(char, {})
-        node[""] = {}  # a marker ends here
+        node[""] = follows.get(marker)  # a marker ends here
 
     def pattern(node: dict[str, Any]) -> str:
         branches = [re.escape(char) + pattern(child) for char, child in node.items() if char]
+        ends = "" in node
+        lookahead = node.get("")
+        if lookahead is not None:
+            return "(?:" + "|".join([*branches, f"(?={lookahead})"]) + ")"
         if not branches:
             return ""
         inner = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-        if "" in node:  # a marker ends here: the longer ones are optional
+        if ends:  # a marker ends here: the longer ones are optional
             return inner + "?" if len(branches) == 1 and len(inner) <= 2 else f"(?:{inner})?"
         return inner
 
@@ -251,20 +270,31 @@ class MarkerSearch:
     """One parser's search for markers, at memchr speed on long text.
 
     A regular expression of many markers looks at every character; on a
-    long buffer this looks for each marker's anchor (its first character
-    that is not a letter, digit or space) with ``str.find``, remembers where each
-    anchor next occurs, and checks the markers only there: what it finds is
+    long buffer this looks for the first character of each marker that
+    begins with one rare in prose (``<``, ``[``, ``{``, a backquote, …) with
+    ``str.find``, and runs the pattern of those markers only from there. The
+    few markers that begin with a letter or a space (``functools[``,
+    `` to=functions.``) are looked for by their first rare character, then
+    whole, and only before the first marker of the others. What it finds is
     what ``OpenerTable.search`` finds. A marker every format turns away on
-    sight (a bracket in prose) is passed over here, as text, without a
-    region made for it.
+    sight (a bracket in prose) is passed over here, as text, without a region
+    made for it.
+
+    Every position found is remembered for the buffer, so that however many
+    markers are turned away, no text is searched twice.
     """
 
-    __slots__ = ("_buf", "_next", "table")
+    __slots__ = ("_buf", "_from", "_hit", "_next", "_until", "_word_at", "table")
 
     def __init__(self, table: OpenerTable) -> None:
         self.table = table
         self._buf: str | None = None
         self._next: list[int] = []  # per anchor: where it next occurs, -1 none, -2 unknown
+        self._from = -1  # the first anchored marker at or after here is ``_hit``
+        self._hit: tuple[int, str] | None = None
+        # Per worded marker: where it next occurs, or -1: not before ``_until``.
+        self._word_at: list[int] = []
+        self._until: list[int] = []
 
     def search(
         self, buf: str, pos: int, final: bool
@@ -285,44 +315,87 @@ class MarkerSearch:
 
     def anchored(self, buf: str, pos: int) -> tuple[int, str] | None:
         """``OpenerTable.search``, by anchors."""
-        table = self.table
         if buf is not self._buf:
             self._buf = buf
-            self._next = [-2] * len(table.anchors)
+            self._next = [-2] * len(self.table.anchors)
+            self._from = -1
+            self._word_at = [-1] * len(self.table.worded)
+            self._until = [0] * len(self.table.worded)
+        hit = self._hit
+        if self._from < 0 or pos < self._from or (hit is not None and pos > hit[0]):
+            hit = self._hit = self._first_anchored(buf, pos)
+            self._from = pos
+        worded = self._first_worded(buf, pos, len(buf) if hit is None else hit[0])
+        return hit if worded is None else worded
+
+    def _first_anchored(self, buf: str, pos: int) -> tuple[int, str] | None:
+        """The first marker at or after ``pos`` that begins with an anchor."""
+        table = self.table
         following = self._next
+        pattern = table.anchored_pattern
         longest = table.longest
+        span = _STRETCH
         while True:
-            # The first two candidate starts, from different anchors.
+            # The first two anchors: where a marker may start.
             best = second = -1
-            for k, (char, offsets) in enumerate(table.anchors):
+            for k, char in enumerate(table.anchors):
                 at = following[k]
                 if at == -1:
                     continue  # no more of it in this buffer
-                if at < pos + offsets[0]:
-                    at = following[k] = buf.find(char, pos + offsets[0])
+                if at < pos:
+                    at = following[k] = buf.find(char, pos)
                     if at < 0:
                         continue
-                # A marker's characters before its anchor are letters, digits and
-                # spaces, so this occurrence gives an earlier start than any later one.
-                for offset in reversed(offsets):
-                    start = at - offset
-                    if start >= pos:
-                        if best < 0 or start < best:
-                            best, second = start, best
-                        elif second < 0 or start < second:
-                            second = start
-                        break
+                if best < 0 or at < best:
+                    best, second = at, best
+                elif second < 0 or at < second:
+                    second = at
             if best < 0:
                 return None
             # One regular expression search covers the next stretch: dense anchors
-            # ('<' in markup, brackets in code) are searched in C, not one by one.
-            stretch = len(buf) if second < 0 else max(second, best + _STRETCH)
-            hit = table.pattern.search(buf, best, min(len(buf), stretch + longest))
+            # ('<' in markup, brackets in code and prose) are searched in C, not one by
+            # one; the stretch doubles while nothing is found in it.
+            stretch = len(buf) if second < 0 else max(second, best + span)
+            end = min(len(buf), stretch + longest)
+            hit = pattern.search(buf, best, end)
             if hit is not None and hit.start() < stretch:
-                return hit.start(), hit.group()
+                start = hit.start()
+                if end < len(buf):
+                    # What must follow a marker may lie past the end searched: look again.
+                    hit = pattern.match(buf, start)
+                if hit is not None:
+                    return start, hit.group()
+                pos = start + 1
+                continue
             if stretch >= len(buf):
                 return None
             pos = stretch
+            span *= 2
+
+    def _first_worded(self, buf: str, pos: int, end: int) -> tuple[int, str] | None:
+        """The first marker starting in ``buf[pos:end]`` that begins with a letter or space."""
+        found: tuple[int, str] | None = None
+        word_at = self._word_at
+        until = self._until
+        for k, (marker, anchor, offset) in enumerate(self.table.worded):
+            at = word_at[k]
+            if at < pos:
+                if until[k] >= end:
+                    continue  # none before ``end``
+                start = max(pos, until[k])
+                stop = min(len(buf), end + len(marker) - 1)  # a marker starting before end
+                # Its rare character first (memchr), then, if that was not it, the whole.
+                at = buf.find(anchor, start + offset, stop) - offset
+                if at >= start and not buf.startswith(marker, at):
+                    at = buf.find(marker, at + 1, stop)
+                if at < start:
+                    at = -1
+                    until[k] = end
+                word_at[k] = at
+            # Longest first: of two starting together, the longer is kept.
+            if 0 <= at < end and (found is None or at < found[0]):
+                found = (at, marker)
+        return found
 
 
 # Below this many characters one regular expression search costs less than the

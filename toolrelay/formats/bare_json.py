@@ -9,19 +9,20 @@ tools are declared), otherwise it is content.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
 
-from toolrelay.formats.base import Format
+from toolrelay.formats.base import Format, Opener
 from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 
 _BARE = JsonCallsOptions(marked=False)
 
 
-def _first_is(allowed: str) -> Callable[[str], bool | None]:
-    """A sniff: the first character after the blanks is one of ``allowed``.
+def _first_is(marker: str, allowed: str) -> Opener:
+    """``marker`` opens a bare value when the first character after the blanks is one of
+    ``allowed``.
 
     Prose and code are full of brackets; this turns almost all of them away
-    before a region is made for them.
+    in the marker search itself, before any Python looks at them.
     """
 
     def sniff(following: str) -> bool | None:
@@ -30,11 +31,9 @@ def _first_is(allowed: str) -> Callable[[str], bool | None]:
             return None
         return stripped[0] in allowed
 
-    return sniff
-
-
-_QUOTED_KEY = _first_is("\"'")  # a call object's first key is always quoted
-_OBJECT = _first_is("{")
+    # str.lstrip and \s strip the same characters (str.isspace).
+    follows = r"\s*(?:[" + re.escape(allowed) + r"]|\Z)"
+    return json_opener(marker, _BARE, sniff=sniff, follows=follows)
 
 
 FORMAT = Format(
@@ -42,7 +41,7 @@ FORMAT = Format(
     families="Llama 3.1/3.2/3.3, Llama 4 JSON mode, xLAM, constrained decoding, llama.cpp generic",
     description='{"name": …, "arguments"|"parameters": …} or a JSON array of such objects',
     openers=(
-        json_opener("{", _BARE, sniff=_QUOTED_KEY),
-        json_opener("[", _BARE, sniff=_OBJECT),
+        _first_is("{", "\"'"),  # a call object's first key is always quoted
+        _first_is("[", "{"),  # a list of call objects
     ),
 )

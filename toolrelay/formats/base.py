@@ -32,8 +32,8 @@ from toolrelay.events import (
     ToolCallStart,
 )
 from toolrelay.names import ToolSet
-from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value, load_json
-from toolrelay.strictjson import strict_json
+from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value, load_written
+from toolrelay.strictjson import read_member, strict_json
 
 
 class Status(enum.Enum):
@@ -144,7 +144,8 @@ class Context:
 
     def trim(self, keep_from: int) -> None:
         """The parser drops ``buf[:keep_from]``: keep what belongs to the marked call."""
-        self._raw.trim(self.buf, self.base, keep_from)
+        if self._raw.start >= 0:
+            self._raw.trim(self.buf, self.base, keep_from)
         self.base += keep_from
 
     def checkpoint(self) -> tuple[Any, ...]:
@@ -215,7 +216,8 @@ class Call:
         self._ctx = ctx
         self._args: list[str] = []
         self._held: list[str] = []
-        self._decoded: tuple[str, dict[str, Any]] | None = None  # see whole_arguments
+        # See whole_arguments (the text decoded) and known_arguments (None: all of it).
+        self._decoded: tuple[str | None, dict[str, Any]] | None = None
         self.name: str | None = None
         self.raw_name: str | None = None  # the name as the model wrote it
         self.native_id: str | None = None
@@ -288,6 +290,11 @@ class Call:
             self._decoded = (text, value)
         self.arguments(text)
 
+    def known_arguments(self, value: dict[str, Any]) -> None:
+        """What the argument text sent so far decodes to, known to the region that wrote
+        it from values (each written by ``json_text``): not decoded again at the end."""
+        self._decoded = (None, value)
+
     def held_arguments(self) -> str:
         """Argument text received before the call started (a call whose name is not known yet)."""
         return "".join(self._held)
@@ -301,10 +308,9 @@ class Call:
             self.arguments("{}")
         arguments_json = "".join(self._args)
         decoded = self._decoded
-        # The text is the very string decoded: no second decoding.
-        arguments = (
-            decoded[1] if decoded and decoded[0] is arguments_json else load_json(arguments_json)
-        )
+        # The text is the very string decoded, or the region knows its value: no decoding.
+        known = decoded is not None and (decoded[0] is None or decoded[0] is arguments_json)
+        arguments = decoded[1] if decoded is not None and known else load_written(arguments_json)
         call = ToolCall(self.id, self.name, arguments, arguments_json)
         self._ctx.events.append(ToolCallEnd(self.index, call))
         self.dropped = True  # ended: nothing more may be added
@@ -372,15 +378,15 @@ class ArgumentStream:
                 return new_pos, buf[new_pos] if new_pos < len(buf) else ""
             decoded = strict_json(buf, new_pos - 1)
             if decoded is not None:
-                value, encoded, end = decoded
-                arguments = encoded.decode()
+                value, end = decoded.value, decoded.end
+                arguments = decoded.text.decode()
                 self._whole = self._complete = True
                 self._sent = len(arguments)
                 if self._call.name is not None:
                     self._call.start()
                 self._call.whole_arguments(arguments, value)
                 return end, None
-        pos, other = lex_value(self._lexer, writer, buf, pos, final)
+        pos, other = lex_value(self._lexer, writer, buf, pos, final, read_member)
         if other is None and writer.done and not writer.dropped_key:
             self._complete = True
         text = writer.take()
@@ -428,11 +434,18 @@ class Opener:
     ``sniff`` lets two formats share one marker (``<tool_call>`` opens Hermes
     JSON, Qwen3-Coder XML and GLM-4.5 blocks): it sees the text after the
     marker and says True (mine), False (not mine) or None (cannot tell yet).
+
+    ``follows``, for a marker common in prose (a bare ``{`` or ``[``): a regular
+    expression that the text after the marker matches whenever the sniff could
+    say anything but False (with ``\\Z`` where the text so far may go on). The
+    marker search checks it in C, so a bracket no format could claim costs
+    nothing in Python.
     """
 
     marker: str
     region: RegionFactory
     sniff: Sniff | None = None
+    follows: str | None = None
 
 
 @dataclass(frozen=True)

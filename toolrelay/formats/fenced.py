@@ -114,7 +114,8 @@ class HeldFences:
         self._events_from = len(ctx.events)
 
     def trim(self, ctx: Context, keep_from: int) -> None:
-        self._text.trim(ctx.buf, ctx.base, keep_from)
+        if self._text.start >= 0:
+            self._text.trim(ctx.buf, ctx.base, keep_from)
 
     def cancel(self) -> None:
         """The region fell back: its text is content, and it produced nothing."""

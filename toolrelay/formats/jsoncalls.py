@@ -43,13 +43,15 @@ from toolrelay.formats.base import (
     starts_or_partial,
 )
 from toolrelay.repair import MAX_DEPTH, JsonLexer, JsonWriter, Tok, lex_value
-from toolrelay.strictjson import strict_json
+from toolrelay.strictjson import read_member, strict_json
 
 NAME_KEYS = frozenset({"name", "tool_name", "tool", "function_name", "recipient_name"})
 ARGUMENT_KEYS = frozenset({"arguments", "parameters", "input", "args", "params"})
 ID_KEYS = frozenset({"id", "tool_call_id", "call_id"})
 WRAPPER_OBJECT_KEYS = frozenset({"function", "tool_call", "function_call"})
 WRAPPER_LIST_KEYS = frozenset({"tool_calls", "calls", "function_calls"})
+# Where a call's arguments are, under its wrappers: written apart by strict_json.
+_APART = ARGUMENT_KEYS | WRAPPER_OBJECT_KEYS | WRAPPER_LIST_KEYS
 CALL_KEYS = NAME_KEYS | ARGUMENT_KEYS | ID_KEYS | WRAPPER_OBJECT_KEYS | WRAPPER_LIST_KEYS | {"type"}
 
 _LEAKED_TAG = re.compile(r"</?[A-Za-z_|｜][^<>\n]{0,40}>")
@@ -158,6 +160,7 @@ class JsonCallsRegion:
         "_started_any",
         "_token_at",
         "_whole",
+        "_written",
     )
 
     def __init__(self, ctx: Context, options: JsonCallsOptions) -> None:
@@ -178,6 +181,7 @@ class JsonCallsRegion:
         self._end = 0  # where it ends
         self._opened = ""  # the opener was the value's own bracket, not read yet
         self._whole: dict[str, Any] | None = None  # an arguments object decoded at once
+        self._written: dict[int, bytes] = {}  # the text of objects decoded at once, by id
 
     @property
     def may_fallback(self) -> bool:
@@ -207,8 +211,8 @@ class JsonCallsRegion:
                     return pos, Status.CONTINUE
             top = frames[-1]
             if type(top) is _Value and top.purpose == "args":
-                pos = self._arguments_run(top, buf, pos, final)
-                if pos == len(buf) and not final:
+                pos, waiting = self._arguments_run(top, buf, pos, final)
+                if waiting:
                     return pos, Status.CONTINUE
                 if not frames or frames[-1] is not top:
                     continue
@@ -227,28 +231,31 @@ class JsonCallsRegion:
             self._end = new_pos
             self._token(tok, text)
 
-    def _arguments_run(self, frame: _Value, buf: str, pos: int, final: bool) -> int:
+    def _arguments_run(self, frame: _Value, buf: str, pos: int, final: bool) -> tuple[int, bool]:
         """The hot path: an arguments object's tokens straight into its writer.
 
         Text inside strings goes in runs (escapes decoded and written back
         in bulk), tokens skip the dispatch of ``_token``, and what the writer
         gives is sent to the call once per feed. Stops before what needs the
         region's judgement (a character that is not JSON, the end of the
-        text so far), after the object closes or a token breaks it.
+        text so far), after the object closes or a token breaks it. Says
+        whether it stopped only to wait for more text.
         """
         lexer = self._lexer
         writer = frame.writer
         record = frame.record
         end = len(buf)
         if writer.in_string_value and not writer.pending:
-            # The usual delta: more of a long string, straight to the call.
+            # The usual delta: more of a long string, straight to the call (up to
+            # an escape that the delta cut, which waits for the next one).
             text, pos = lexer.json_string_run(buf, pos, final)
-            if pos == end:
+            if pos == end or (pos == end - 1 and buf[pos] == "\\" and not final):
                 if text:
-                    self._send_arguments(record, text)
+                    record.args_sent += len(text)
+                    record.call.arguments(text)
                     if not record.call.started:
                         self._maybe_start(record)
-                return pos
+                return pos, not final
             if text:
                 writer.string_text(text)
         while True:
@@ -262,13 +269,23 @@ class JsonCallsRegion:
             if tok is Tok.NEED_MORE or tok is Tok.OTHER:
                 pos = new_pos  # where the lexer resumes: the generic loop takes it from here
                 break
+            if (tok is Tok.BEGIN_OBJECT or tok is Tok.BEGIN_ARRAY) and writer.awaits_member:
+                member_end = read_member(writer, buf, new_pos - 1, final)
+                if member_end is not None:
+                    if member_end < 0:
+                        # Held until it is complete: read whole, by the C decoder.
+                        self._send_arguments(record, writer.take())
+                        self._maybe_start(record)
+                        return new_pos - 1, True
+                    pos = member_end
+                    continue
             try:
                 done = writer.push(tok, text)
             except ValueError:
                 self._send_arguments(record, writer.take())
                 self._token_at, self._end = new_pos - len(text), new_pos
                 self._arguments_broken(frame, tok)
-                return new_pos
+                return new_pos, new_pos == end and not final
             pos = new_pos
             if done:
                 if not writer.dropped_key:
@@ -277,7 +294,7 @@ class JsonCallsRegion:
                 break
         self._send_arguments(record, writer.take())
         self._maybe_start(record)
-        return pos
+        return pos, pos == end and not final
 
     # -- between top-level values ------------------------------------------------
 
@@ -393,18 +410,20 @@ class JsonCallsRegion:
         be prose fail or rejects a call, since where the failure is and what
         the rejected call's text was are read from the text.
         """
-        decoded = strict_json(buf, pos)
-        if decoded is None or not _call_shaped(decoded[0]):
+        # A call's arguments are written apart, and go out as written here, once.
+        decoded = strict_json(buf, pos, apart=_APART)
+        if decoded is None or not _call_shaped(decoded.value):
             return None
         ctx = self._ctx
         state = (self._fresh, self._claimed, self._started_any)
         emitted = len(ctx.events)
         saved = ctx.checkpoint()
-        self._token_at, self._end = pos, decoded[2]
-        if self._replay(decoded[0]) and not any(
-            type(event) is CallRejected for event in ctx.events[emitted:]
-        ):
-            return decoded[2]
+        self._token_at, self._end = pos, decoded.end
+        self._written = decoded.objects
+        replayed = self._replay(decoded.value)
+        self._written = {}
+        if replayed and not any(type(event) is CallRejected for event in ctx.events[emitted:]):
+            return decoded.end
         self._fresh, self._claimed, self._started_any = state
         ctx.rollback(saved)
         self._frames.clear()
@@ -413,11 +432,16 @@ class JsonCallsRegion:
 
     def _replay(self, value: Any) -> bool:
         """The tokens of ``value`` into the machine; False if it failed on them."""
-        todo: list[Any] = [value]  # values to replay, and tokens as (Tok, text) pairs
+        # Values to replay, tokens as (Tok, text) pairs, and keys as (None, key).
+        todo: list[Any] = [value]
         while todo:
             item = todo.pop()
             if type(item) is tuple:
-                self._token(*item)
+                tok, text = item
+                if tok is None:
+                    self._whole_key(text)
+                else:
+                    self._token(tok, text)
             elif item is None:
                 self._token(Tok.ATOM, "null")
             elif type(item) is str:
@@ -446,20 +470,23 @@ class JsonCallsRegion:
         if type(frames[-1]) is _Value:
             frames.pop()  # a value the machine skips: skipped whole
             return
-        members: list[Any] = []
+        # No commas: between members the machine ignores them.
         if type(value) is dict:
-            for key, member in value.items():
-                members += [(Tok.STRING_START, '"')]
-                if key:
-                    members += [(Tok.STRING_CHUNK, key)]
-                members += [(Tok.STRING_END, '"'), (Tok.COLON, ":"), member, (Tok.COMMA, ",")]
+            todo.append((Tok.END_OBJECT, "}"))
+            for key, member in reversed(value.items()):
+                todo += (member, (None, key))
         else:
-            for member in value:
-                members += [member, (Tok.COMMA, ",")]
-        if members:
-            members.pop()  # no comma after the last member
-        members.append((Tok.END_OBJECT, "}") if type(value) is dict else (Tok.END_ARRAY, "]"))
-        todo.extend(reversed(members))
+            todo.append((Tok.END_ARRAY, "]"))
+            todo += reversed(value)
+
+    def _whole_key(self, key: str) -> None:
+        """A key of a decoded object, read at once up to its colon."""
+        frame = self._frames[-1]
+        assert type(frame) is _Object  # keys come right after the object opens or a member
+        frame.key = key
+        frame.quoted = True
+        frame.state = _Key.AFTER
+        self._object_token(frame, Tok.COLON, ":")
 
     # -- inside a value ----------------------------------------------------------
 
@@ -660,7 +687,8 @@ class JsonCallsRegion:
         record.args = _Args.OBJECT
         if self._whole is not None:
             # Decoded at once (see _whole_value): the whole object goes out as it is.
-            arguments = orjson.dumps(self._whole).decode()
+            written = self._written.get(id(self._whole))
+            arguments = (orjson.dumps(self._whole) if written is None else written).decode()
             record.args_complete = True
             record.args_sent += len(arguments)
             record.call.whole_arguments(arguments, self._whole)
@@ -844,6 +872,7 @@ def json_opener(
     marker: str,
     options: JsonCallsOptions,
     sniff: Sniff | None = None,
+    follows: str | None = None,
 ) -> Opener:
     """An opener whose region reads JSON call objects with ``options``.
 
@@ -858,4 +887,4 @@ def json_opener(
             parsed.open_with(own_bracket)
         return parsed
 
-    return Opener(marker, region, sniff)
+    return Opener(marker, region, sniff, follows)

@@ -660,22 +660,37 @@ class PyCallsRegion:
         return pos, Status.DONE
 
 
-def py_opener(marker: str, options: PyCallsOptions, sniff: Sniff | None = None) -> Opener:
+def py_opener(
+    marker: str, options: PyCallsOptions, sniff: Sniff | None = None, follows: str | None = None
+) -> Opener:
     """An opener whose region reads Python calls with ``options``."""
 
     def region(ctx: Context, _marker: str) -> Region:
         return PyCallsRegion(ctx, options)
 
-    return Opener(marker, region, sniff)
+    return Opener(marker, region, sniff, follows)
 
 
 def _bare_call_list(following: str) -> bool | None:
     return call_follows(following)
 
 
+# What ``call_follows`` can say yes to, or wait on: a name up to its '(' or the end.
+_CALL_FOLLOWS = (
+    "(?:["
+    + "".join(sorted(_NAME_START))
+    + "]["
+    + re.escape("".join(sorted(_NAME_CHARS)))
+    + f"]{{0,{_MAX_NAME - 1}}}"
+    + r"(?:\(|\Z)|\Z)"
+)
+
+
 FORMAT = Format(
     name="pythonic",
     families="Llama 3.2 1B/3B (pythonic prompt), ToolACE, Llama 4",
     description="[get_weather(city='Oslo'), get_time()]: a Python list of calls",
-    openers=(py_opener("[", PyCallsOptions(bare=True), sniff=_bare_call_list),),
+    openers=(
+        py_opener("[", PyCallsOptions(bare=True), sniff=_bare_call_list, follows=_CALL_FOLLOWS),
+    ),
 )

@@ -281,6 +281,7 @@ class XmlParamsRegion:
         "_terminators",
         "_trailer",
         "_value",
+        "_values",
         "_wrapper",
     )
 
@@ -303,7 +304,11 @@ class XmlParamsRegion:
         self._prose = False  # inside a run of prose between calls, until the next '<'
         self._after_separator = False  # Step-3: the last markup was the name separator
         self._blank = ""  # blanks skipped between calls, since the last markup
-        self._wrapper: tuple[str, str] | None = None  # a held "arguments" parameter: key, JSON
+        # A held "arguments" parameter: key, JSON, value.
+        self._wrapper: tuple[str, str, dict[str, Any]] | None = None
+        # The call's arguments as values, while every one was written from its value
+        # (None once one streamed): the call need not decode its text at the end.
+        self._values: dict[str, Any] | None = None
         self._value: _Value | None = None
         self._name: list[str] = []  # GLM name or key text so far
         self._key = ""
@@ -519,6 +524,7 @@ class XmlParamsRegion:
         self._count = 0
         self._json = None
         self._wrapper = None
+        self._values = {}
         self._fresh = True
         call.set_name(raw_name)
         self._state = _State.CALL
@@ -529,22 +535,32 @@ class XmlParamsRegion:
         if call is None:
             return
         self._call = None
+        values = self._values
         if self._json is not None:
             self._json.finish()
+            values = None
         elif self._wrapper is not None and self._count == 0:
             call.arguments(self._wrapper[1])  # the lone wrapper was the arguments object
+            values = self._wrapper[2]
         else:
             self._flush_wrapper()
             if self._count:
                 call.arguments("}")
         self._wrapper = None
+        if values is not None:
+            call.known_arguments(values)
         call.close(pos)
 
     def _flush_wrapper(self) -> None:
         if self._wrapper is not None and self._call is not None:
-            key, value = self._wrapper
+            key, text, value = self._wrapper
             self._wrapper = None
-            self._call.arguments(self._key_prefix(key) + value)
+            self._call.arguments(self._key_prefix(key) + text)
+            self._value_written(key, value)
+
+    def _value_written(self, key: str, value: Any) -> None:
+        if self._values is not None:
+            self._values[key] = value  # a repeated key: the last value, where the first was
 
     def _key_prefix(self, key: str) -> str:
         prefix = "{" if self._count == 0 else ","
@@ -588,6 +604,7 @@ class XmlParamsRegion:
         elif is_string_schema(schema) or (not schema and text_flag is True):
             value = _Value(key, _Mode.STREAM, schema, trim)
             call.arguments(self._key_prefix(key) + '"')
+            self._values = None  # a string that streams
         elif is_nullable_string(schema):
             value = _Value(key, _Mode.MAYBE_NULL, schema, trim)
         else:
@@ -643,6 +660,7 @@ class XmlParamsRegion:
                 self._call.arguments(self._key_prefix(value.key) + '"' + escape_json_text(held))
                 value.parts.clear()
                 value.mode = _Mode.STREAM
+                self._values = None
 
     def _close_value(self) -> None:
         value = self._value
@@ -656,9 +674,10 @@ class XmlParamsRegion:
             return
         coerced = coerce_text("".join(value.parts) + rest, value.schema)
         if value.wrapper and isinstance(coerced, dict):
-            self._wrapper = (value.key, json_text(coerced))
+            self._wrapper = (value.key, json_text(coerced), coerced)
             return
         call.arguments(self._key_prefix(value.key) + json_text(coerced))
+        self._value_written(value.key, coerced)
 
     def _read_json(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         stream = self._json
