@@ -97,6 +97,9 @@ _SIMPLE_ESCAPES = {
     "'": "'",
 }
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+# Escapes JsonWriter does not write as they are (orjson's \uXXXX only for control
+# characters, '/' unescaped): a run with none of them needs no rewriting.
+_REWRITTEN_ESCAPE = re.compile(r"\\[u/]")
 # The C decoder of a string's contents, given the position after its opening quote.
 scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
@@ -178,7 +181,7 @@ class JsonLexer:
         if (
             stop == pos
             or buf.find("\\", pos, stop) < 0
-            or (buf.find("\\u", pos, stop) < 0 and buf.find("\\/", pos, stop) < 0)
+            or _REWRITTEN_ESCAPE.search(buf, pos, stop) is None
         ):
             # No escapes, or only those JsonWriter writes (orjson's: \" \\ \b \f \n \r \t):
             # decoded and written back, the run would be what it is.

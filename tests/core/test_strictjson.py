@@ -198,3 +198,10 @@ def test_any_members_read_whole_as_token_by_token(
 ) -> None:
     text = json.dumps(arguments, indent=2 if indent else None)
     assert _written(text, step, read_member) == _written(text, len(text), None)
+
+
+@pytest.mark.parametrize("step", [1, 4, 17])
+@pytest.mark.parametrize("arguments", HELD_MEMBERS)
+def test_members_read_whole_in_a_streamed_call(arguments: str, step: int) -> None:
+    text = '<tool_call>{"name": "f", "arguments": ' + arguments + "}</tool_call> after"
+    check_stream(text, list(range(0, len(text), step)))

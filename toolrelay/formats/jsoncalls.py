@@ -155,6 +155,7 @@ class JsonCallsRegion:
         "_fresh",
         "_garbage_scanned",
         "_lexer",
+        "_member_waits",
         "_opened",
         "_options",
         "_started_any",
@@ -182,6 +183,7 @@ class JsonCallsRegion:
         self._opened = ""  # the opener was the value's own bracket, not read yet
         self._whole: dict[str, Any] | None = None  # an arguments object decoded at once
         self._written: dict[int, bytes] = {}  # the text of objects decoded at once, by id
+        self._member_waits = False  # an arguments member waits, at the position, to be whole
 
     @property
     def may_fallback(self) -> bool:
@@ -245,7 +247,18 @@ class JsonCallsRegion:
         writer = frame.writer
         record = frame.record
         end = len(buf)
-        if writer.in_string_value and not writer.pending:
+        given_up = False  # a member that waited is read token by token after all
+        if self._member_waits:
+            # Straight to the member that waits at ``pos``: is it complete now?
+            member_end = read_member(writer, buf, pos, final)
+            if member_end is not None and member_end < 0:
+                return pos, True
+            self._member_waits = False
+            if member_end is None:
+                given_up = True
+            else:
+                pos = member_end
+        elif writer.in_string_value and not writer.pending:
             # The usual delta: more of a long string, straight to the call (up to
             # an escape that the delta cut, which waits for the next one).
             text, pos = lexer.json_string_run(buf, pos, final)
@@ -269,11 +282,14 @@ class JsonCallsRegion:
             if tok is Tok.NEED_MORE or tok is Tok.OTHER:
                 pos = new_pos  # where the lexer resumes: the generic loop takes it from here
                 break
-            if (tok is Tok.BEGIN_OBJECT or tok is Tok.BEGIN_ARRAY) and writer.awaits_member:
+            if given_up:
+                given_up = False  # (this is its bracket)
+            elif (tok is Tok.BEGIN_OBJECT or tok is Tok.BEGIN_ARRAY) and writer.awaits_member:
                 member_end = read_member(writer, buf, new_pos - 1, final)
                 if member_end is not None:
                     if member_end < 0:
                         # Held until it is complete: read whole, by the C decoder.
+                        self._member_waits = True
                         self._send_arguments(record, writer.take())
                         self._maybe_start(record)
                         return new_pos - 1, True
