@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 from issue10 import EDIT, STRING, TIME, TOOLS, WEATHER, parsed, tool  # type: ignore[import-not-found]
+from streamcheck import check_stream  # type: ignore[import-not-found]
 
-from toolrelay import CallRejected, RejectedCall, StreamParser, ToolCallStart
+from toolrelay import CallRejected, RejectedCall, StreamParser, ToolCallStart, parse_tool_calls
 
 
 def only_rejection(text: str, tools: Any = TOOLS) -> RejectedCall:
@@ -191,3 +192,22 @@ def test_edit_tool_arguments_round_trip() -> None:
         [EDIT],
         calls=[("edit_file", {"path": "a.py", "old_string": "x = 1\n", "new_string": "x = 2\n"})],
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "f", "arguments": {"a": 1}}, {"name": "nope", "arguments": {}}'
+        "</tool_call>",
+        '<tool_call>[{"name": "f", "arguments": {"a": 1}}, {"name": "nope", "arguments": {"b": 2}}]'
+        "</tool_call>",
+        '[TOOL_CALLS] [{"name": "f", "arguments": {"a": 1}}, {"name": "nope", "arguments": {}}]',
+    ],
+)
+@pytest.mark.parametrize("step", [1, 3, 64])
+def test_a_call_rejected_after_one_streamed_shows_its_own_text(text: str, step: int) -> None:
+    # Once a call streams its text is no longer kept; the next one keeps its own.
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    check_stream(text, list(range(0, len(text), step)), tools)
+    (rejected,) = parse_tool_calls(text, tools).rejected
+    assert rejected.raw.startswith('{"name": "nope"')

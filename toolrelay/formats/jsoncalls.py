@@ -800,6 +800,10 @@ class JsonCallsRegion:
         ):
             call.start()
             self._started_any = True
+            if self._options.marked:
+                # Started, the call is never rejected, and in a marked block the next
+                # call object marks its own beginning: its text need not be kept.
+                self._ctx.unmark()
 
     def _end_object(self, record: _CallRecord) -> None:
         """A call object closed (or the text ended inside it): emit or reject the call."""
