@@ -157,7 +157,9 @@ def test_the_reask_after_a_stream_survives_the_server_closing_it() -> None:
             assert finish == "tool_calls"
             assert_clean(content)
         sent = [r for r in sim.requests if r.path.endswith("/chat/completions")]
-    assert len(sent) == 6  # each copy, then its re-ask
+    # Each copy, then its re-ask; a re-ask the server read just before it
+    # closed (it never answered) is sent once more, so at most once each.
+    assert 6 <= len(sent) <= 9
 
 
 # --- 5. what toolrelay wrote into the prompt never comes back ------------------------
