@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from toolrelay.events import RejectedCall, ToolCall
+from toolrelay.names import tool_spec
 
 # Bounds the walk through nested or recursive schemas.
 _MAX_DEPTH = 6
@@ -153,11 +154,9 @@ def _example_placeholders(tools: Iterable[Mapping[str, Any]] | None) -> dict[str
     as values: ``{"city": "The city's name"}``)."""
     out: dict[str, frozenset[str]] = {}
     for tool in tools or ():
-        function = tool.get("function")
-        function = function if isinstance(function, Mapping) else tool
-        name = function.get("name")
-        parameters = function.get("parameters")
-        if isinstance(name, str) and isinstance(parameters, Mapping):
+        spec = tool_spec(tool)
+        if spec is not None:
+            name, parameters = spec
             copies = {*_strings(example_arguments(parameters)), *_descriptions(parameters, 0)}
             out[name] = frozenset(copies)
     return out

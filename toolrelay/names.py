@@ -11,7 +11,7 @@ log = logging.getLogger("toolrelay.names")
 NAMESPACE_SEPARATORS = ("__", ".", "/", "-", ":")
 
 
-def _tool_spec(tool: Any) -> tuple[str, dict[str, Any]] | None:
+def tool_spec(tool: Any) -> tuple[str, dict[str, Any]] | None:
     """Name and parameter schema of an OpenAI tool entry (or a flat declarative one)."""
     if not isinstance(tool, Mapping):
         return None
@@ -32,7 +32,7 @@ class ToolSet:
     def __init__(self, tools: Iterable[Any] | None = None) -> None:
         self._by_name: dict[str, dict[str, Any]] = {}
         for tool in tools or ():
-            spec = _tool_spec(tool)
+            spec = tool_spec(tool)
             if spec is not None:
                 self._by_name.setdefault(spec[0], spec[1])
         self.declared = tools is not None and bool(self._by_name)
