@@ -97,6 +97,9 @@ def families() -> dict[str, Family]:
             'Note {"name": "f", "arguments": {"a": "', "x"
         ),
         "a call object never closed, bare": prefixed('{"name": "f", "arguments": ', '{"a": '),
+        "small objects in a list never closed": prefixed(
+            '<tool_call>{"name": "f", "arguments": {"xs": [', '{"a": 1, "b": [2]}, '
+        ),
         "'{\"arguments\": {' repeated": repeat('{"arguments": {'),
         "a wrapper nested": repeat('{"function": '),
         "a wrapper list nested": repeat('{"tool_calls": ['),

@@ -260,14 +260,17 @@ def read_member(writer: JsonWriter, buf: str, start: int, final: bool) -> int | 
     """
     opener = buf[start]
     closer = "}" if opener == "{" else "]"
-    # Closed as often as opened (brackets in strings aside): it may be complete.
-    if buf.count(closer, start) >= buf.count(opener, start):
+    # Closed as often as opened (brackets in strings aside): it may be complete. With
+    # more than _HELD characters after it, it cannot wait, so it is tried as it is:
+    # counting the whole rest of a long text at every member would be quadratic.
+    long_rest = len(buf) - start > _HELD
+    if long_rest or buf.count(closer, start) >= buf.count(opener, start):
         decoded = strict_json(buf, start)
         if decoded is not None:
             if (decoded.end - start) // 2 > writer.room:
                 return None  # it might nest too deep: a value nests half as deep as it is long
             writer.whole_member(decoded.text.decode())
             return decoded.end
-    if final or len(buf) - start > _HELD:
+    if final or long_rest:
         return None
     return -1
