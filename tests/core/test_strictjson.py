@@ -205,3 +205,17 @@ def test_any_members_read_whole_as_token_by_token(
 def test_members_read_whole_in_a_streamed_call(arguments: str, step: int) -> None:
     text = '<tool_call>{"name": "f", "arguments": ' + arguments + "}</tool_call> after"
     check_stream(text, list(range(0, len(text), step)))
+
+
+LONG_RESTS = [
+    '{"rows": [' + ", ".join(['{"a": 1, "b": [2, "]"]}'] * 200),  # cut off
+    '{"rows": [' + ", ".join(['{"a": 1}'] * 100) + ', {"a": broken}, ' + '{"b": [2]}, ' * 100,
+    '{"rows": [' + ", ".join(['{"a": "' + "x" * 600 + '"}'] * 3) + "]}",
+    '{"rows": [[' + "1, " * 400 + "2]",  # cut off inside a long member
+]
+
+
+@pytest.mark.parametrize("text", [*HELD_MEMBERS, *LONG_RESTS])
+def test_members_with_a_long_rest_read_as_token_by_token(text: str) -> None:
+    # All the text at once: every member has the rest of it after it (no waiting).
+    assert _written(text, len(text), read_member) == _written(text, len(text), None)
