@@ -153,15 +153,6 @@ def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -
     )
 
 
-def tools_for_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -> list[Tool]:
-    """The declared tools a model may call under ``tool_choice``, in declared order.
-
-    ``"none"`` gives an empty list and a named choice gives only that tool; the
-    native path uses this to enforce a choice the backend would ignore.
-    """
-    return list(resolve_tool_choice(tools, tool_choice).tools)
-
-
 def _declared_tools(tools: Sequence[Tool] | None) -> tuple[Tool, ...]:
     if tools is None:
         return ()

@@ -25,7 +25,6 @@ from toolrelay.rescue import (
     render_tools_prompt,
     resolve_tool_choice,
     rewrite_history,
-    tools_for_choice,
 )
 
 
@@ -118,12 +117,12 @@ def tool_result(call_id: str, content: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("choice", [None, "auto"])
 def test_auto_offers_every_declared_tool(choice: str | None) -> None:
-    assert tools_for_choice(TOOLS, choice) == TOOLS
+    assert list(resolve_tool_choice(TOOLS, choice).tools) == TOOLS
     assert resolve_tool_choice(TOOLS, choice).mode == "auto"
 
 
 def test_none_offers_no_tool() -> None:
-    assert tools_for_choice(TOOLS, "none") == []
+    assert list(resolve_tool_choice(TOOLS, "none").tools) == []
     assert resolve_tool_choice(TOOLS, "none") == ToolChoicePlan("none")
 
 
@@ -138,19 +137,25 @@ def test_named_function_offers_only_that_tool() -> None:
     choice = {"type": "function", "function": {"name": "get_time"}}
     plan = resolve_tool_choice(TOOLS, choice)
     assert plan == ToolChoicePlan("required", (CLOCK,), "get_time")
-    assert tools_for_choice(TOOLS, choice) == [CLOCK]
+    assert list(resolve_tool_choice(TOOLS, choice).tools) == [CLOCK]
 
 
 def test_named_function_in_flat_form_is_accepted() -> None:
-    assert tools_for_choice(TOOLS, {"type": "function", "name": "get_time"}) == [CLOCK]
+    assert list(resolve_tool_choice(TOOLS, {"type": "function", "name": "get_time"}).tools) == [
+        CLOCK
+    ]
 
 
 def test_named_custom_tool_matches_a_custom_tool() -> None:
     custom = {"type": "custom", "custom": {"name": "patch", "description": "apply a diff"}}
     choice = {"type": "custom", "custom": {"name": "patch"}}
-    assert tools_for_choice([WEATHER, custom], choice) == [custom]
+    assert list(resolve_tool_choice([WEATHER, custom], choice).tools) == [custom]
     with pytest.raises(ToolChoiceError):
-        tools_for_choice([WEATHER, custom], {"type": "function", "function": {"name": "patch"}})
+        list(
+            resolve_tool_choice(
+                [WEATHER, custom], {"type": "function", "function": {"name": "patch"}}
+            ).tools
+        )
 
 
 @pytest.mark.parametrize("mode", ["auto", "required"])
@@ -169,13 +174,6 @@ def test_allowed_tools_keeps_declared_order_and_mode(mode: str) -> None:
     assert plan.mode == mode
     assert list(plan.tools) == [WEATHER, STRICT_SEARCH]
     assert plan.forced_name is None
-
-
-def test_tools_for_choice_returns_a_new_list() -> None:
-    tools = [WEATHER]
-    chosen = tools_for_choice(tools, "auto")
-    chosen.append(CLOCK)
-    assert tools == [WEATHER]
 
 
 @pytest.mark.parametrize(
@@ -210,7 +208,7 @@ def test_invalid_tool_choice_names_the_problem(choice: Any, fragment: str) -> No
 
 def test_undeclared_name_lists_the_declared_tools() -> None:
     with pytest.raises(ToolChoiceError, match="get_weather, get_time, search_docs"):
-        tools_for_choice(TOOLS, {"type": "function", "function": {"name": "nope"}})
+        list(resolve_tool_choice(TOOLS, {"type": "function", "function": {"name": "nope"}}).tools)
 
 
 @pytest.mark.parametrize("tools", [None, []])
