@@ -12,22 +12,10 @@ import openai
 import pytest
 
 from tests.engine.support import completions, weather_tool
-from tests.gateway.support import GatewayServer, gateway
+from tests.gateway.support import TIME_TOOL, GatewayServer, gateway
 from tests.tools.service import Service
 from toolrelay.simulator import Simulator, SimulatorConfig
 
-TIME_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_time",
-        "description": "Current time in a time zone",
-        "parameters": {
-            "type": "object",
-            "properties": {"tz": {"type": "string"}},
-            "required": ["tz"],
-        },
-    },
-}
 # Server tool first, then the client's, then the answer from both results.
 MIXED = {
     "rules": [
@@ -178,7 +166,7 @@ def test_the_anthropic_front_gets_server_tools_too(
             {
                 "name": "get_time",
                 "description": "Current time in a time zone",
-                "input_schema": TIME_TOOL["function"]["parameters"],  # type: ignore[index]
+                "input_schema": TIME_TOOL["function"]["parameters"],
             }
         ],
     )
