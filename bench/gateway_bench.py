@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import socket
 import statistics
 import subprocess
@@ -40,8 +39,10 @@ from typing import Any
 import aiohttp
 import httpx
 import orjson
+from results import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
+HEADING = "## Gateway"
 TOOLRELAY = [sys.executable, "-m", "toolrelay"]
 STREAM_CHUNKS = 128
 CHUNK_CHARS = 4
@@ -380,7 +381,7 @@ def validation_cost() -> dict[str, float]:
 
 def report(results: dict[str, Any]) -> str:
     lines = [
-        "## Gateway",
+        HEADING,
         "",
         "`bench/gateway_bench.py`: `toolrelay simulate` direct vs through `toolrelay serve`,",
         "both as subprocesses on 127.0.0.1 (uvicorn, uvloop, httptools), an aiohttp client,",
@@ -467,17 +468,6 @@ def _verdict(met: bool) -> str:
     return "met" if met else "not met"
 
 
-def write_section(text: str) -> None:
-    path = ROOT / "bench" / "RESULTS.md"
-    current = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n\n"
-    pattern = re.compile(r"^## Gateway\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
-    if pattern.search(current):
-        updated = pattern.sub(lambda _: text, current)
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text
-    path.write_text(updated, encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
@@ -558,7 +548,7 @@ def main() -> None:
     text = report(results)
     print(text)
     if args.write:
-        write_section(text)
+        write_section(HEADING, text)
 
 
 if __name__ == "__main__":

@@ -40,8 +40,9 @@ from typing import Any
 
 import aiohttp
 import orjson
+from results import write_section
 
-ROOT = Path(__file__).resolve().parent.parent
+HEADING = "## Gateway under load"
 TOOLRELAY = [sys.executable, "-m", "toolrelay"]
 ARGUMENTS = {"city": "Paris", "notes": "Bring an umbrella; the forecast says rain after 4 pm."}
 EXPECTED = orjson.dumps(ARGUMENTS).decode()
@@ -304,7 +305,7 @@ def report(r: dict[str, Any]) -> str:
     n = r["streams"]
     return "\n".join(
         [
-            "## Gateway under load",
+            HEADING,
             "",
             "`bench/load_bench.py`: `toolrelay simulate` streaming one native tool call "
             f"(4-character pieces, {r['delay_ms']} ms apart, about "
@@ -343,20 +344,6 @@ def report(r: dict[str, Any]) -> str:
     )
 
 
-def write_section(text: str) -> None:
-    """Put ``text`` into bench/RESULTS.md in place of the section of its heading."""
-    path = ROOT / "bench" / "RESULTS.md"
-    current = path.read_text(encoding="utf-8")
-    marker = text.splitlines()[0]
-    if marker in current:
-        head, _, rest = current.partition(marker)
-        tail = rest[rest.find("\n## ") + 1 :] if "\n## " in rest else ""
-        current = head + text + ("\n" + tail if tail else "")
-    else:
-        current = current.rstrip("\n") + "\n\n" + text
-    path.write_text(current, encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=1000)
@@ -368,7 +355,7 @@ def main() -> None:
     text = report(results)
     print(text)
     if args.write:
-        write_section(text)
+        write_section(HEADING, text)
 
 
 if __name__ == "__main__":
