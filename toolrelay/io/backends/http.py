@@ -326,9 +326,7 @@ class HttpClient:
         except aiohttp.ClientPayloadError as exc:
             raise BackendError(502, f"backend at {shown} {_payload(exc)}") from exc
         except aiohttp.ClientError as exc:
-            raise BackendUnreachable(
-                f"backend at {shown} is unreachable: {self._scrub(_reason(exc), url)}"
-            ) from exc
+            raise self._unreachable(exc, url, shown) from exc
         finally:
             slots.release()
         try:
@@ -352,9 +350,7 @@ class HttpClient:
             raise self._timeout(started, shown) from exc
         except aiohttp.ClientError as exc:
             slots.release()
-            raise BackendUnreachable(
-                f"backend at {shown} is unreachable: {self._scrub(_reason(exc), url)}"
-            ) from exc
+            raise self._unreachable(exc, url, shown) from exc
         except BaseException:
             slots.release()
             raise
@@ -478,6 +474,11 @@ class HttpClient:
                 f"backend at {shown} did not finish within total_timeout ({total:g} s)"
             )
         return BackendTimeout(f"backend at {shown} did not answer in time")
+
+    def _unreachable(self, exc: aiohttp.ClientError, url: str, shown: str) -> BackendUnreachable:
+        return BackendUnreachable(
+            f"backend at {shown} is unreachable: {self._scrub(_reason(exc), url)}"
+        )
 
     def _scrub(self, text: str, url: str) -> str:
         return redact_text(redact_text(text, url), "?" + self._query)
