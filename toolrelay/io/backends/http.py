@@ -276,8 +276,9 @@ class HttpClient:
         self._session: aiohttp.ClientSession | None = None
         self._slots: _Slots | None = None
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        # Created lazily: aiohttp wants a running event loop.
+    def _connection(self) -> tuple[aiohttp.ClientSession, _Slots]:
+        """The session and the slots that bound its requests, created lazily:
+        aiohttp wants a running event loop."""
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers,
@@ -295,7 +296,8 @@ class HttpClient:
             )
             limits = self.limits
             self._slots = _Slots(limits.pool_size, limits.pool_queue, limits.pool_timeout)
-        return self._session
+        assert self._slots is not None
+        return self._session, self._slots
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -310,9 +312,7 @@ class HttpClient:
         ``auth`` is an ``Authorization`` value for this request only."""
         data = None if body is None else orjson.dumps(body)
         shown = redact_url(url)
-        session = self._get_session()
-        assert self._slots is not None
-        slots = self._slots
+        session, slots = self._connection()
         await slots.acquire(shown)
         started = time.monotonic()
         try:
@@ -338,9 +338,7 @@ class HttpClient:
         """POST and wait for the answer's headers; an error status raises here,
         before the caller has committed to a streamed reply."""
         shown = redact_url(url)
-        session = self._get_session()
-        assert self._slots is not None
-        slots = self._slots
+        session, slots = self._connection()
         await slots.acquire(shown)
         started = time.monotonic()
         try:
