@@ -25,14 +25,6 @@ from toolrelay.simulator import Simulator, SimulatorConfig
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    (folder / "notes.txt").write_text(NOTES)
-    return folder
-
-
-@pytest.fixture
 def chat(capsys: pytest.CaptureFixture[str], workdir: Path) -> Iterator[Any]:
     """chat(*args, scenario=NOTES_TASK, **switches) -> (status, stdout, stderr, simulator)."""
 

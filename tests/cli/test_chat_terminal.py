@@ -15,7 +15,8 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.cli.chat_scenario import ASK_NOTES, NOTES, NOTES_TASK
+from tests.cli.chat_scenario import ASK_NOTES, NOTES_TASK
+from tests.cli.processes import alive
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 PROMPT = "you› "
@@ -26,14 +27,6 @@ _STYLE = r"(?:\x1b\[[0-9;]*m)*"
 def shown(text: str) -> str:
     """A pattern for ``text`` as the terminal gets it: styles may change at spaces."""
     return re.escape(text).replace("\\ ", f"{_STYLE} {_STYLE}")
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    (folder / "notes.txt").write_text(NOTES)
-    return folder
 
 
 @pytest.fixture
@@ -114,7 +107,7 @@ def test_ctrl_c_cancels_the_turn_and_its_command_not_the_session(
     child.sendintr()
     child.expect_exact("turn cancelled")
     child.expect_exact(PROMPT)
-    assert not _alive(int(pid_file.read_text()))
+    assert not alive(int(pid_file.read_text()))
     child.sendline("hello")
     child.expect_exact("You said: hello")
     child.expect_exact(PROMPT)
@@ -159,17 +152,3 @@ def test_a_confirmation_asked_in_the_terminal(terminal: Any, workdir: Path) -> N
     child.expect_exact("wrote 9 bytes to todo.txt")
     child.expect_exact(PROMPT)
     assert (workdir / "todo.txt").read_text() == "buy bread"
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie (a container's init may be slow to reap it)."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return False
-        if state == "Z":
-            return False
-        time.sleep(0.05)
-    return True

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.processes import alive
 from toolrelay.cli.chat.approval import AlwaysApprove, AskUser, NobodyToAsk
 from toolrelay.cli.chat.toolbox import ToolOptions, build_toolbox
 from toolrelay.cli.chat.workspace import OutsideWorkspace, Workspace
@@ -139,21 +140,7 @@ def test_run_command_timeout_stops_the_whole_group(root: Path) -> None:
     output = run(root, "run_command", command="(sleep 30; touch late) & echo $! > pid; wait")
     assert time.monotonic() - started < 10
     assert output.text.startswith("timed out after 2 s, stopped")
-    assert not _alive(int((root / "pid").read_text()))
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie (a container's init may be slow to reap it)."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return False
-        if state == "Z":
-            return False
-        time.sleep(0.05)
-    return True
+    assert not alive(int((root / "pid").read_text()))
 
 
 def test_run_command_output_is_capped(root: Path) -> None:
