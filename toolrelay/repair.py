@@ -21,6 +21,10 @@ Hostile text is bounded, never an exception: values nest at most
 is text until it must be a number (integers keep every digit, however many),
 and every pattern here matches in time linear in the text (no pattern can
 backtrack over a run of characters more than once).
+
+Over 600 lines on purpose: the lexer and the writer are written for each
+other (the writer takes exactly the lexer's tokens) and share the limits and
+the atom rules above; split, one half would only make sense beside the other.
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ parameters); in unmarked text only when its name is a declared tool.
 An *unmarked* region (a bare ``{`` or ``[`` in the text, no format marker)
 is only a call if it looks like one through and through; until a call has
 started it may fall back, and its text is then content.
+
+Over 600 lines on purpose: the region is one state machine whose states share
+the call being built, the lexer and the writer; split, each part would reach
+into the others' state.
 """
 
 from __future__ import annotations

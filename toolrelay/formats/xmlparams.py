@@ -19,6 +19,10 @@ of the section; a tag that is not this format's ends the section. Prose
 between calls is content, in order. A tag that never closes
 (``<function=name`` and a newline) makes its call invalid: it is dropped, and
 its markup with it.
+
+Over 600 lines on purpose: the region is one state machine over tags and
+values (a value's end depends on which tag comes next); split, each part
+would reach into the others' state.
 """
 
 from __future__ import annotations
