@@ -27,6 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import orjson
 from starlette.types import Message, Receive, Scope, Send
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.events import Event
 from toolrelay.io.backends import BackendError
 from toolrelay.io.round import (
@@ -39,15 +40,14 @@ from toolrelay.io.round import (
     stream_round,
 )
 from toolrelay.repair import MAX_DEPTH as MAX_NESTING
-from toolrelay.rescue import RescueRequestError
-from toolrelay.server import loops
+from toolrelay.server import loop_guard
 from toolrelay.server.agent import (
     ServerTools,
     complete_agent_turn,
     server_tools,
     stream_agent_turn,
 )
-from toolrelay.server.errors import APIError, invalid, upstream
+from toolrelay.server.errors import APIError, api_error, invalid
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import note
 from toolrelay.stuck import Mode
@@ -169,9 +169,11 @@ class TurnRoute(Generic[TurnT]):
             turn = self.front.read(decode(raw), scope["headers"])
             note(scope, model=turn.round.model)
             extra: dict[str, Any] = {}
-            verdict = loops.check(turn.round, turn.stuck_mode, gateway.settings, gateway.counters)
+            verdict = loop_guard.check(
+                turn.round, turn.stuck_mode, gateway.settings, gateway.counters
+            )
             if verdict is not None:
-                turn.round = loops.final_answer_request(turn.round, verdict)
+                turn.round = loop_guard.final_answer_request(turn.round, verdict)
                 extra["toolrelay_stuck"] = verdict.to_public_dict()
             tools = None
             if verdict is None:
@@ -196,18 +198,15 @@ class TurnRoute(Generic[TurnT]):
 
     def _failure(self, exc: Exception, bug: str) -> tuple[APIError, str]:
         """The error to answer for ``exc`` and the outcome for the request counter."""
-        if isinstance(exc, APIError):
-            return exc, "invalid" if exc.status < 500 else "error"
-        if isinstance(exc, RescueRequestError):
-            # Found only when the history is rewritten for a rescued model.
-            return invalid(str(exc), exc.param), "invalid"
+        error = api_error(exc, bug)
         if isinstance(exc, BackendError):
             log.warning("backend error (%s): %s", exc.status, exc.message)
             self.gateway.counters.inc("backend_errors", str(exc.status))
-            return upstream(exc), "backend_error"
-        # A bug of ours, not the client's: still an error in the front's shape.
-        log.exception(bug)
-        return APIError(500, bug, type="server_error"), "error"
+            return error, "backend_error"
+        if not isinstance(exc, ToolrelayError):
+            # A bug of ours, not the client's: still an error in the front's shape.
+            log.exception(bug)
+        return error, "invalid" if error.status < 500 else "error"
 
     async def _stream(
         self,
