@@ -344,8 +344,8 @@ def validation_cost() -> dict[str, float]:
     from pydantic import TypeAdapter
 
     from toolrelay.io.settings import Settings
+    from toolrelay.server.asgi import decode
     from toolrelay.server.chat.request import read_request
-    from toolrelay.server.turn import decode
 
     tools = [
         {

@@ -11,10 +11,10 @@ from typing import Any
 
 from toolrelay.io.round import Reply
 from toolrelay.io.settings import Settings
+from toolrelay.server.asgi import Headers, client_auth, header
 from toolrelay.server.chat.request import ChatRequest, read_request
 from toolrelay.server.chat.wire import ChunkEncoder, completion
 from toolrelay.server.errors import APIError
-from toolrelay.server.turn import Headers, client_auth, header
 
 
 class ChatFront:
