@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from streamcheck import check_stream  # type: ignore[import-not-found]
 
-from toolrelay import ParseResult, parse_tool_calls
+from toolrelay import ParseResult, StreamParser, ToolCallStart, parse_tool_calls
+from toolrelay.repair import STRING_HOLD, repair_json
 
 WEATHER = {
     "type": "function",
@@ -139,3 +140,18 @@ def test_a_lost_closing_tag_still_ends_the_value_at_the_next_call() -> None:
     )
     result = _both(text)
     assert [c.arguments for c in result.calls] == [{"city": "Paris"}, {"city": "Oslo"}]
+
+
+def test_a_call_waits_for_a_first_string_up_to_the_hold() -> None:
+    # Exactly STRING_HOLD characters of a first string start the call; one fewer does not.
+    head = '<tool_call>{"name": "get_weather", "arguments": {"city": "'
+    for length, starts in ((STRING_HOLD - 1, False), (STRING_HOLD, True)):
+        parser = StreamParser(TOOLS)
+        events = parser.feed(head) + parser.feed("a" * length)
+        assert any(isinstance(e, ToolCallStart) for e in events) is starts
+
+
+def test_only_a_quote_opens_a_string() -> None:
+    # Found by the mutation check: '!' (or a control character) taken for a quote.
+    for text in ('{"a": !}', '{"a": \x01x}'):
+        assert repair_json(text) is None
