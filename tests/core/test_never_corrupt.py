@@ -155,3 +155,25 @@ def test_only_a_quote_opens_a_string() -> None:
     # Found by the mutation check: '!' (or a control character) taken for a quote.
     for text in ('{"a": !}', '{"a": \x01x}'):
         assert repair_json(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "get_weather", <|im_end|> "arguments": {"city": "Paris"}}</tool_call>',
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", <|im_end|> "unit": "c"}}'
+        "</tool_call>",
+    ],
+)
+def test_markup_leaked_between_members_is_skipped(text: str) -> None:
+    # Found by the mutation check: nothing but the fuzz tests covered it.
+    (call,) = _both(text).calls
+    assert call.arguments["city"] == "Paris"
+
+
+def test_arguments_broken_before_a_member_are_one_rejection() -> None:
+    # Only '{' where a key belongs is the model beginning the call again; '[' is not.
+    text = '<tool_call>{"name": "get_weather", "arguments": {[1]}}</tool_call>'
+    result = _both(text)
+    assert result.calls == []
+    assert [r.name for r in result.rejected] == ["get_weather"]
