@@ -58,6 +58,13 @@ DIFFERENT: dict[str, tuple[str, list[dict[str, Any]] | None, str | None, bool]] 
     ),
     "case-0067": (PROSE_KEPT, None, "  junk  trail", False),
     "case-0092": (PROSE_KEPT, None, "some prefix text some suffix text", True),
+    "case-0094": (
+        "issue 22: DeepSeek V3.1 output that leaves out a call's begin token is read, as "
+        "the dialect other engines accept; vLLM's parser needs the token",
+        [{"name": "foo", "arguments": {"x": 1}}],
+        "",
+        False,
+    ),
     "case-0117": (
         "issue 10: a call without a name is never given to a tool by the shape of its "
         "arguments when more than one declared tool could take them (read_file declares no "
