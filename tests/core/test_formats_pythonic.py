@@ -380,8 +380,9 @@ CASES: dict[str, Case] = {
         ],
         "Ok.  sent",
     ),
+    # Gemma 4 delimits every string and nothing else: a delimited 1 is the text "1".
     "gemma4_two_in_one_block": Case(
-        '<|tool_call>call:a{x:<|"|>1<|"|>}call:b{}<tool_call|>', [("a", {"x": 1}), ("b", {})]
+        '<|tool_call>call:a{x:<|"|>1<|"|>}call:b{}<tool_call|>', [("a", {"x": "1"}), ("b", {})]
     ),
     "gemma4_missing_end": Case(
         '<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}',

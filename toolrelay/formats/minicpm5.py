@@ -3,11 +3,12 @@
 OpenBMB's template writes each call bare, no block around it; a string
 holding ``<``, ``&`` or a line break goes in ``<![CDATA[…]]>``, whose text is
 the value whatever tags it holds. Its server reads the calls as XML, so
-entity escapes outside a CDATA section (``&quot;``, ``&#38;``) are decoded.
-Other values are written as Python writes them (``True``, ``{'a': 1}``) and
-typed by the tool's schema. ``<function name=`` also opens the Hermes drift
-that Qwen3-Coder's format reads (``<function name="f">{json}</function>``):
-the call is MiniCPM-5's when a ``<param`` tag (or the call's end) follows.
+entity escapes in a string outside a CDATA section (``&quot;``, ``&#38;``)
+are decoded. Other values are written as Python writes them (``True``,
+``{'a': 1}``, raw, escapes and all) and typed by the tool's schema.
+``<function name=`` also opens the Hermes drift that Qwen3-Coder's format
+reads (``<function name="f">{json}</function>``): the call is MiniCPM-5's
+when a ``<param`` tag (or the call's end) follows.
 """
 
 from __future__ import annotations

@@ -645,7 +645,7 @@ class XmlParamsRegion:
         match = dialect.value_end.search(buf, pos)
         if match is None:
             safe = len(buf) if final else self._safe_end(buf, pos)
-            if dialect.xml_text and not final:
+            if self._decodes() and not final:
                 safe = _before_partial_entity(buf, pos, safe)
             self._value_text(self._xml_text(buf[pos:safe]))
             if final:
@@ -664,7 +664,13 @@ class XmlParamsRegion:
         return found, None  # a lost closing tag: the markup that follows is read as such
 
     def _xml_text(self, text: str) -> str:
-        return decode_entities(text) if self._dialect.xml_text else text
+        return decode_entities(text) if self._decodes() else text
+
+    def _decodes(self) -> bool:
+        # Only a string's text: MiniCPM5's template puts a string holding '&' in CDATA,
+        # so an escape outside one is XML's, but writes lists and objects raw.
+        value = self._value
+        return self._dialect.xml_text and value is not None and value.mode is not _Mode.HOLD
 
     def _read_cdata(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         """A CDATA section's text is the value's, markup and all, up to ``]]>``."""
