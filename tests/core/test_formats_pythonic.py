@@ -257,11 +257,11 @@ CASES: dict[str, Case] = {
         [("get_weather", {"city": "SF"})],
         "Let me look.\n\nOK",
     ),
+    # Not OLMo's Python: an <invoke> block is DSML written without its token (issue 22).
     "olmo3_not_python": Case(
         "<function_calls><invoke name='x'/></function_calls>",
-        [],
-        "<function_calls><invoke name='x'/></function_calls>",
-        markup_free=False,
+        [("x", {})],
+        "",
     ),
     # -- Llama 3 after <|python_tag|> -------------------------------------------------
     "llama3_builtin_call": Case(

@@ -140,7 +140,8 @@ class SectionRegion:
                 return pos + len(marker), None
             if at is None and not final:
                 return pos, Status.CONTINUE
-        if markers.call_begin_optional:
+        if markers.call_begin_optional and (buf[pos].isalnum() or buf[pos] == "_"):
+            # A header begins with its name (or "function"); another token is no call.
             self._begin_call(pos, implicit=True)
             return pos, None
         return pos, self._end_status()
