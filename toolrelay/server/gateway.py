@@ -10,6 +10,7 @@ from typing import Any
 
 from toolrelay.io.backends import Backend, BackendError, Backends
 from toolrelay.io.counters import process_counters
+from toolrelay.io.mcp import McpServers, load_config, merge, parse_config
 from toolrelay.io.settings import Settings
 from toolrelay.io.shared import SharedState
 from toolrelay.io.tools import HttpToolClient
@@ -28,7 +29,8 @@ _HEALTH_PROBE_TIMEOUT = 2.0
 
 class Gateway:
     def __init__(self, settings: Settings) -> None:
-        """Raises :class:`~toolrelay.io.tools.registry.ToolsError` for a bad tools file."""
+        """Raises :class:`~toolrelay.io.tools.registry.ToolsError` for a bad tools file,
+        :class:`~toolrelay.io.mcp.McpConfigError` for a bad MCP configuration."""
         self.settings = settings
         self.backends = Backends(settings)
         self.counters = process_counters()
@@ -44,30 +46,38 @@ class Gateway:
             for backend in self.backends:
                 self.shared.facts.share(backend.base_url, backend.facts)
             store = self.shared.tool_store(definitions)
+        self.mcp = mcp_servers(settings)
         self.tools = ToolRegistry(
             store,
             HttpToolClient(timeout=settings.tool_timeout_secs),
             max_chars=settings.tool_result_max_chars,
+            sources=[self.mcp] if len(self.mcp) else [],
         )
 
     async def health(self) -> dict[str, Any]:
         backends = await asyncio.gather(*(_backend_health(b) for b in self.backends))
+        mcp = self.mcp.health()
+        healthy = all(b["reachable"] for b in backends) and all(s["state"] == "ready" for s in mcp)
         return {
-            "status": "ok" if all(b["reachable"] for b in backends) else "degraded",
+            "status": "ok" if healthy else "degraded",
             "uptime_seconds": round(time.time() - self.started, 3),
             "backends": backends,
             "settings": self.settings.public_dict(),
             "counters": self.counters.snapshot(),
             "shared_state": self.shared.health() if self.shared else {"store": "memory"},
+            "mcp_servers": mcp,
             # Which worker answered: with --workers N the counters are all workers'.
             "process": os.getpid(),
         }
 
     async def start(self) -> None:
-        """Connect to the shared state, when there is one; raises
-        :class:`~toolrelay.io.shared.SharedStateError` when it cannot be used."""
+        """Connect to the shared state, when there is one, and start the MCP servers;
+        raises :class:`~toolrelay.io.shared.SharedStateError` when the shared state
+        cannot be used, :class:`~toolrelay.io.mcp.McpStartupError` when a server
+        does not start (unless ``mcp_optional``)."""
         if self.shared is not None:
             await self.shared.start()
+        await self.tools.start()
 
     async def check_backends(self) -> None:
         """At startup: say what each backend is, or warn that it does not answer."""
@@ -78,6 +88,19 @@ class Gateway:
         await self.tools.aclose()
         if self.shared is not None:
             await self.shared.aclose()
+
+
+def mcp_servers(settings: Settings) -> McpServers:
+    """The MCP servers of ``mcp_config`` and ``mcp_servers`` (not started yet)."""
+    from_file = load_config(settings.mcp_config) if settings.mcp_config else ()
+    inline = parse_config(settings.mcp_servers, "mcpServers") if settings.mcp_servers else ()
+    return McpServers(
+        merge(from_file, inline),
+        timeout=settings.tool_timeout_secs,
+        startup_timeout=settings.mcp_startup_timeout,
+        optional=settings.mcp_optional,
+        naming=settings.mcp_tool_names,
+    )
 
 
 async def _backend_health(backend: Backend) -> dict[str, Any]:

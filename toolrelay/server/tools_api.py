@@ -40,7 +40,7 @@ class ToolsApi:
     async def get(self, request: Request) -> Response:
         if not self.gateway.backends.configured:
             return _error(APIError(503, NO_BACKEND, type="api_error", code="llm_disabled"))
-        return _answer(await self.gateway.tools.store.get())
+        return self._answer(await self.gateway.tools.store.get())
 
     async def post(self, request: Request) -> Response:
         gateway = self.gateway
@@ -77,7 +77,15 @@ class ToolsApi:
             "tool definitions replaced through POST /api/tools: %s",
             ", ".join(definition.name for definition in definitions),
         )
-        return _answer(active)
+        return self._answer(active)
+
+    def _answer(self, active: ActiveTools) -> Response:
+        """The HTTP tools in force (in the file format), then the MCP servers' tools
+        (``source: "mcp"``, with their ``server`` and their ``mcp_name``)."""
+        tools = [definition.to_dict() for definition in active.definitions]
+        tools += [tool.to_dict() for tool in self.gateway.tools.sourced(active.definitions)]
+        body = {"ok": True, "count": len(tools), "source": active.source, "tools": tools}
+        return _json(200, body)
 
 
 def _authorised(header: str | None, token: str) -> bool:
@@ -97,16 +105,6 @@ async def _read(request: Request, limit: int) -> bytes:
             raise APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _answer(active: ActiveTools) -> Response:
-    body = {
-        "ok": True,
-        "count": len(active.definitions),
-        "source": active.source,
-        "tools": [definition.to_dict() for definition in active.definitions],
-    }
-    return _json(200, body)
 
 
 def _error(error: APIError, headers: dict[str, str] | None = None) -> Response:
