@@ -6,7 +6,7 @@ Tools: ``forecast`` (the happy path), ``slow`` (sleeps), ``huge`` (a result of
 ``isError`` result), ``picture`` (image, embedded resource and link content),
 ``measure`` (structured content only) and ``grow`` (adds the tool ``extra`` and
 sends ``notifications/tools/list_changed``). With ``WEATHER_BAD_SCHEMA=1`` it
-also lists ``broken``, whose input schema is not an object schema.
+also lists ``broken``, whose input schema is not valid JSON Schema.
 """
 
 from __future__ import annotations
@@ -47,7 +47,12 @@ TOOLS = [
     _tool("grow", "Adds the tool 'extra'"),
 ]
 EXTRA = _tool("extra", "A tool that appeared later")
-BROKEN = types.Tool(name="broken", description="Bad schema", input_schema={"type": "string"})
+# An object schema (the SDK checks that much) that is not valid JSON Schema.
+BROKEN = types.Tool(
+    name="broken",
+    description="Bad schema",
+    input_schema={"type": "object", "properties": {"when": {"type": "tomorrow"}}},
+)
 
 
 def build() -> Server[Any]:

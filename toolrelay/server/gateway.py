@@ -10,7 +10,7 @@ from typing import Any
 
 from toolrelay.io.backends import Backend, BackendError, Backends
 from toolrelay.io.counters import process_counters
-from toolrelay.io.mcp import McpServers, load_config, merge, parse_config
+from toolrelay.io.mcp import McpServers
 from toolrelay.io.settings import Settings
 from toolrelay.io.shared import SharedState
 from toolrelay.io.tools import HttpToolClient
@@ -46,7 +46,7 @@ class Gateway:
             for backend in self.backends:
                 self.shared.facts.share(backend.base_url, backend.facts)
             store = self.shared.tool_store(definitions)
-        self.mcp = mcp_servers(settings)
+        self.mcp = McpServers.from_settings(settings)
         self.tools = ToolRegistry(
             store,
             HttpToolClient(timeout=settings.tool_timeout_secs),
@@ -88,19 +88,6 @@ class Gateway:
         await self.tools.aclose()
         if self.shared is not None:
             await self.shared.aclose()
-
-
-def mcp_servers(settings: Settings) -> McpServers:
-    """The MCP servers of ``mcp_config`` and ``mcp_servers`` (not started yet)."""
-    from_file = load_config(settings.mcp_config) if settings.mcp_config else ()
-    inline = parse_config(settings.mcp_servers, "mcpServers") if settings.mcp_servers else ()
-    return McpServers(
-        merge(from_file, inline),
-        timeout=settings.tool_timeout_secs,
-        startup_timeout=settings.mcp_startup_timeout,
-        optional=settings.mcp_optional,
-        naming=settings.mcp_tool_names,
-    )
 
 
 async def _backend_health(backend: Backend) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from toolrelay.cli.chat.workspace import Workspace
 from toolrelay.cli.flags import given
 from toolrelay.io.backends import BackendError, Backends
 from toolrelay.io.engine import LoopConfig
+from toolrelay.io.mcp import McpConfigError, McpServers, McpStartupError
 from toolrelay.io.settings import Settings, describe_error
 from toolrelay.io.tools import Toolbox
 from toolrelay.server.agent import loop_config
@@ -39,7 +40,13 @@ def main(args: argparse.Namespace) -> int:
         return _fail(str(exc), 2)
     terminal = sys.stdin.isatty()
     approver: Approver = AlwaysApprove() if args.yes else AskUser() if terminal else NobodyToAsk()
+    loop = asyncio.new_event_loop()
     try:
+        servers = McpServers.from_settings(settings)
+    except McpConfigError as exc:
+        return _fail(f"invalid MCP configuration: {exc}", 2)
+    try:
+        loop.run_until_complete(servers.start())
         toolbox, client = build_toolbox(
             ToolOptions(
                 workspace=workspace,
@@ -48,18 +55,26 @@ def main(args: argparse.Namespace) -> int:
                 tools_file=args.tools,
                 max_chars=args.max_result_chars,
                 command_timeout=args.command_timeout,
+                http_timeout=settings.tool_timeout_secs,
+                mcp=servers,
+                ask_mcp=not args.yes,
             )
         )
+    except McpStartupError as exc:
+        loop.close()
+        return _fail(str(exc), 1)
     except ToolsFileError as exc:
+        loop.run_until_complete(servers.aclose())
+        loop.close()
         return _fail(str(exc), 2)
     backends = Backends(settings)
-    loop = asyncio.new_event_loop()
     try:
         return _chat(args, settings, backends, toolbox, loop, terminal and args.message is None)
     finally:
         loop.run_until_complete(backends.aclose())
         if client is not None:
             loop.run_until_complete(client.aclose())
+        loop.run_until_complete(servers.aclose())
         loop.close()
 
 
@@ -69,7 +84,8 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, Workspace]:
             "--max-rounds must be 0 or more, --max-result-chars and --command-timeout above 0"
         )
     try:
-        settings = Settings(**given(args, "backend", "backend_kind", "tool_mode", "config"))
+        flags = ("backend", "backend_kind", "tool_mode", "config", "mcp_config", "mcp_optional")
+        settings = Settings(**given(args, *flags))
     except ValidationError as exc:
         raise Usage(f"invalid settings:\n{describe_error(exc)}") from None
     except (OSError, ValueError) as exc:

@@ -27,6 +27,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from toolrelay import __version__
 from toolrelay.io.mcp import render
@@ -233,6 +234,10 @@ def _reason(exc: BaseException) -> str:
         if exc.code == types.REQUEST_TIMEOUT:
             return "no answer to the MCP handshake in time"
         return exc.message
+    if isinstance(exc, ValidationError):
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"an answer that breaks the MCP schema ({exc.title}: {where}: {first['msg']})"
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
     if isinstance(exc, OSError):

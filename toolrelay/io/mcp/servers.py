@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolrelay.io.mcp.config import ServerConfig
+from toolrelay.io.mcp.config import ServerConfig, load_config, merge, parse_config
 from toolrelay.io.mcp.connection import Connection
 from toolrelay.io.mcp.tools import McpTool, Naming, Skipped, build_tools
+
+if TYPE_CHECKING:
+    from toolrelay.io.settings import Settings
 
 log = logging.getLogger("toolrelay.mcp")
 
@@ -43,6 +46,20 @@ class McpServers:
         self.naming = naming
         self._revision = 0
         self._built: tuple[int, frozenset[str], list[McpTool], list[Skipped]] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> McpServers:
+        """The servers of ``mcp_config`` and ``mcp_servers`` (not started yet); raises
+        :class:`~toolrelay.io.mcp.McpConfigError` for a bad configuration."""
+        from_file = load_config(settings.mcp_config) if settings.mcp_config else ()
+        inline = parse_config(settings.mcp_servers, "mcpServers") if settings.mcp_servers else ()
+        return cls(
+            merge(from_file, inline),
+            timeout=settings.tool_timeout_secs,
+            startup_timeout=settings.mcp_startup_timeout,
+            optional=settings.mcp_optional,
+            naming=settings.mcp_tool_names,
+        )
 
     @property
     def revision(self) -> int:

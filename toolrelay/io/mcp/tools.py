@@ -8,8 +8,8 @@ with ``mcp_tool_names: prefixed`` every MCP tool is. Names are cut to 64
 characters; a tool whose name still clashes is left out, with a warning.
 
 Descriptions and input schemas are passed on as the server wrote them. A
-schema that is not an object schema (what a tool's arguments must be) leaves
-its tool out, with the reason in ``/health``.
+schema that is not an object schema (what a tool's arguments must be), or not
+valid JSON Schema, leaves its tool out, with the reason in ``/health``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import jsonschema_rs
 import mcp_types as types
 
 from toolrelay.io.mcp.connection import Connection
@@ -99,9 +100,9 @@ def build_tools(
             if not connection.config.offers(tool.name):
                 continue
             try:
-                parameters = check_parameters(dict(tool.input_schema))
-            except ToolDefinitionError as exc:
-                skipped.append(Skipped(connection.name, tool.name, f"inputSchema: {exc.reason}"))
+                parameters = _checked_schema(tool.input_schema)
+            except ValueError as exc:
+                skipped.append(Skipped(connection.name, tool.name, f"inputSchema: {exc}"))
                 continue
             wanted.append((connection, tool, parameters))
     plain = Counter(_clean(tool.name) for _, tool, _ in wanted)
@@ -119,6 +120,21 @@ def build_tools(
     for skip in skipped:
         log.warning("MCP server %s: tool %r left out: %s", skip.server, skip.tool, skip.reason)
     return tools, skipped
+
+
+def _checked_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema, checked as an HTTP tool's ``parameters`` is, and compiled: a schema
+    that is not JSON Schema would fail every request to a backend that enforces it."""
+    try:
+        parameters = check_parameters(dict(schema))
+    except ToolDefinitionError as exc:
+        raise ValueError(exc.reason) from None
+    try:
+        jsonschema_rs.validator_for(parameters)
+    except ValueError as exc:  # jsonschema_rs.ValidationError is one
+        first = str(exc).splitlines()[0]
+        raise ValueError(f"not valid JSON Schema: {first}") from None
+    return parameters
 
 
 def _clean(name: str) -> str:
