@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -175,7 +176,7 @@ def test_a_tool_with_a_bad_schema_is_left_out_and_shown_in_health() -> None:
     ]
 
 
-def test_a_listing_the_sdk_refuses_fails_the_server_with_the_reason(tmp_path: Any) -> None:
+def test_a_listing_the_sdk_refuses_fails_the_server_with_the_reason(tmp_path: Path) -> None:
     # A tool whose schema is not an object schema: the SDK refuses the whole listing.
     # The SDK will not send such a thing, so this server writes its JSON-RPC by hand.
     script = tmp_path / "raw_server.py"
@@ -210,16 +211,18 @@ for line in sys.stdin:
 
 
 def test_list_changed_brings_the_new_tool() -> None:
-    async def body(mcp: McpServers) -> tuple[int, ToolOutput, ToolOutput]:
+    async def body(mcp: McpServers) -> tuple[int, int, ToolOutput, ToolOutput]:
         before = mcp.revision
         await call(mcp, "grow")
         for _ in range(100):
             if "extra" in [tool.name for tool in mcp.tools(())]:
                 break
             await asyncio.sleep(0.05)
-        return before, await call(mcp, "extra"), await call(mcp, "forecast", city="Oslo")
+        extra = await call(mcp, "extra")
+        return before, mcp.revision, extra, await call(mcp, "forecast", city="Oslo")
 
-    before, extra, forecast = running(servers({"weather": stdio_entry()}), body)
+    before, after, extra, forecast = running(servers({"weather": stdio_entry()}), body)
+    assert after > before
     assert extra == ToolOutput("extra ran")
     assert forecast.text == "Sunny in Oslo, 21 °C"
 
@@ -258,13 +261,13 @@ def test_stopping_stops_the_stdio_child() -> None:
 
 
 async def pid_of_child(parent: int) -> int:
-    children = open(f"/proc/{parent}/task/{parent}/children").read().split()
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
     assert children, "no child process"
     return int(children[-1])
 
 
 def _zombie(pid: int) -> bool:
     try:
-        return open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
