@@ -142,7 +142,7 @@ class Connection:
                 raise
             except Exception as exc:
                 self.state = "failed"
-                self.error = self._with_stderr(_reason(exc))
+                self.error = self._with_stderr(_reason(exc, self.config.command))
                 level = logging.ERROR if not self._attempted.is_set() else logging.WARNING
                 log.log(level, "MCP server %s (%s): %s", self.name, self.config.shown, self.error)
             finally:
@@ -225,7 +225,7 @@ class Connection:
         return f"{reason}; its standard error ends: {tail}" if tail else reason
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, command: str) -> str:
     """The first real cause in an exception (anyio wraps them in groups)."""
     # anyio's task groups wrap failures in (Base)ExceptionGroups (a backport on 3.10).
     while getattr(exc, "exceptions", None):
@@ -239,7 +239,7 @@ def _reason(exc: BaseException) -> str:
         where = ".".join(str(part) for part in first["loc"])
         return f"an answer that breaks the MCP schema ({exc.title}: {where}: {first['msg']})"
     if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
+        return f"command not found: {exc.filename or command}"
     if isinstance(exc, OSError):
         return f"cannot start it: {exc.strerror or exc}"
     text = str(exc)
