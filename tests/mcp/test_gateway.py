@@ -106,9 +106,13 @@ def test_a_ws_turn_calls_a_stdio_and_an_http_server_through_the_real_commands(
         assert simulate.stdout is not None
         backend = simulate.stdout.readline().split()[-1] + "/v1"
         port = free_port()
+        config = two_servers(tmp_path, http_url)
         serve = subprocess.Popen(
-            [*TOOLRELAY, "serve", "--backend", backend, "--port", str(port)]
-            + ["--mcp-config", two_servers(tmp_path, http_url), "--log-level", "warning"],
+            [
+                *TOOLRELAY,
+                *("serve", "--backend", backend, "--port", str(port)),
+                *("--mcp-config", config, "--log-level", "warning"),
+            ],
             stderr=subprocess.PIPE,
             text=True,
         )
