@@ -107,9 +107,7 @@ def test_chat_with_server_filesystem_beside_the_builtin_file_tools(
     )
     # server-filesystem's read_text_file keeps its name; its list_directory is
     # also the chat agent's own tool's name, so it becomes files__list_directory.
-    scenario = calling(
-        "files__list_directory", {"path": str(work)}, "Listed: {last_tool_result}"
-    )
+    scenario = calling("files__list_directory", {"path": str(work)}, "Listed: {last_tool_result}")
     with Simulator(SimulatorConfig.load(scenario)) as sim:
         status = main(
             [
