@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -271,3 +272,27 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_a_child_that_dies_while_idle_is_noticed_and_restarted() -> None:
+    mcp = servers({"weather": stdio_entry()})
+    mcp.connections[0].ping_interval = 0.2
+
+    async def body(mcp: McpServers) -> tuple[list[str], ToolOutput, int]:
+        first = await pid_of_child(os.getpid())
+        os.kill(first, signal.SIGKILL)
+        states = []
+        for _ in range(300):  # the restart waits a second, then starts a new child
+            await asyncio.sleep(0.05)
+            state = mcp.health()[0]["state"]
+            if not states or states[-1] != state:
+                states.append(state)
+            if states[-1] == "ready" and len(states) > 1:
+                break
+        output = await call(mcp, "forecast", city="Oslo")
+        return states, output, await pid_of_child(os.getpid())
+
+    states, output, second = running(mcp, body)
+    assert states == ["ready", "failed", "ready"]
+    assert output.text == "Sunny in Oslo, 21 °C"
+    assert second > 0

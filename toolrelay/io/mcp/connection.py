@@ -5,7 +5,8 @@ A :class:`Connection` runs a supervisor task that owns the SDK's
 it connects, lists the tools (every page), and then waits. A
 ``notifications/tools/list_changed`` from the server makes it list them
 again; a connection that is lost (a stdio child that exited, an HTTP server
-that went away) is retried after 1, 2, 4 … 30 seconds, and its tools stay
+that went away, noticed by a failed call or by a ping every 15 seconds of
+quiet) is retried after 1, 2, 4 … 30 seconds, and its tools stay
 declared meanwhile: their calls answer that the server is not running.
 
 Calls run from any task with their own timeout. Stopping a connection stops
@@ -18,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import tempfile
+import warnings
 from collections.abc import Callable
 from typing import IO, Any, Literal
 
@@ -26,7 +28,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import ValidationError
 
 from toolrelay import __version__
@@ -40,6 +42,8 @@ State = Literal["starting", "ready", "failed", "stopped"]
 # Backoff between reconnection attempts, in seconds.
 FIRST_RETRY = 1.0
 LAST_RETRY = 30.0
+# Seconds between pings of an idle connection.
+PING_INTERVAL = 15.0
 # How much of a stdio child's standard error a failure quotes.
 _STDERR_TAIL = 400
 _CLIENT_INFO = types.Implementation(name="toolrelay", version=__version__)
@@ -53,10 +57,12 @@ class Connection:
         config: ServerConfig,
         *,
         startup_timeout: float = 30.0,
+        ping_interval: float = PING_INTERVAL,
         on_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
         self.startup_timeout = startup_timeout
+        self.ping_interval = ping_interval
         self.on_change = on_change
         self.state: State = "stopped"
         self.error: str | None = None
@@ -175,10 +181,26 @@ class Connection:
                 ", ".join(tool.name for tool in self.tools) or "no tools",
             )
             while not self._lost:
-                await self._wake.wait()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self.ping_interval)
+                except asyncio.TimeoutError:
+                    await self._ping(client)
+                    continue
                 self._wake.clear()
                 if not self._lost:
                     await self._list(client)
+
+    async def _ping(self, client: Client) -> None:
+        """Notice a server that died while idle (a child that exited): its next call
+        would fail anyway, but /health should say so and the restart begin now."""
+        try:
+            with warnings.catch_warnings():
+                # Deprecated in the 2026 revision; this connection speaks the 2025 one.
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.send_ping()
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                self._lose(exc.message)
 
     def _transport(self) -> Any:
         config = self.config
