@@ -16,7 +16,8 @@ import pytest
 
 from tests.mcp.support import http_server, stdio_entry
 from toolrelay.events import ToolCall
-from toolrelay.io.mcp import McpServers, McpStartupError, parse_config
+from toolrelay.io.mcp.config import parse_config
+from toolrelay.io.mcp.servers import McpServers, McpStartupError
 from toolrelay.io.mcp.tools import Naming
 from toolrelay.io.tools import Toolbox, ToolOutput
 from toolrelay.io.tools.results import TRUNCATION_MARK

@@ -19,7 +19,8 @@ from tests.mcp.support import calling, config_file, free_port, wait_for_port
 from tests.mcp.test_gateway import ws_turn
 from toolrelay.cli import main
 from toolrelay.events import ToolCall
-from toolrelay.io.mcp import McpServers, parse_config
+from toolrelay.io.mcp.config import parse_config
+from toolrelay.io.mcp.servers import McpServers
 from toolrelay.io.tools import Toolbox, ToolOutput
 from toolrelay.simulator import Simulator, SimulatorConfig
 

@@ -130,7 +130,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from toolrelay.io.mcp import McpConfigError
+    from toolrelay.io.mcp.config import McpConfigError
     from toolrelay.io.settings import Settings, describe_error
     from toolrelay.io.tools.registry import ToolsError
     from toolrelay.io.urls import redact_url

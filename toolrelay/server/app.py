@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from importlib import metadata
 
 import orjson
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -21,8 +20,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError
-from toolrelay.io.mcp import McpStartupError
 from toolrelay.io.settings import Settings
+from toolrelay.io.tools.source import SourceStartError
 from toolrelay.server.anthropic import CountTokens, MessagesFront
 from toolrelay.server.auth import ApiKeys
 from toolrelay.server.completions import ChatFront
@@ -31,7 +30,7 @@ from toolrelay.server.errors import APIError, upstream
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import AccessLog, note
 from toolrelay.server.mcp import PATH as MCP_PATH
-from toolrelay.server.mcp import mcp_endpoint
+from toolrelay.server.mcp import McpEndpoint
 from toolrelay.server.metrics import Metrics
 from toolrelay.server.responses import ResponsesFront, stored_routes
 from toolrelay.server.responses.store import ResponseStore
@@ -53,7 +52,7 @@ def create_app(settings: Settings) -> Starlette:
     gateway = Gateway(settings)
     metrics = Metrics(gateway.counters, settings)
     tools_api = ToolsApi(gateway)
-    mcp = mcp_endpoint(gateway.tools, settings.host)
+    mcp = McpEndpoint(gateway.tools, settings.host)
     spec = document(openapi_spec(_version()))
 
     async def models(request: Request) -> Response:
@@ -97,17 +96,17 @@ def create_app(settings: Settings) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # A Redis that cannot be used stops the start (SharedStateError), and so
-        # does an MCP server that does not start (McpStartupError).
+        # does an MCP server that does not start (a SourceStartError).
         try:
             await gateway.start()
-        except McpStartupError as exc:
+        except SourceStartError as exc:
             startup_failure.append(f"toolrelay serve: {exc}")
             raise
         # In the background: a slow backend must not delay the gateway's start.
         check = asyncio.create_task(gateway.check_backends())
-        async with mcp.run():
-            yield
+        yield
         check.cancel()
+        await mcp.aclose()
         await gateway.aclose()
 
     chat = TurnRoute(gateway, ChatFront(settings))
@@ -129,7 +128,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/api/tools", tools_api.get, methods=["GET"]),
             Route("/api/tools", tools_api.post, methods=["POST"]),
             WebSocketRoute("/ws", websocket_endpoint),
-            Route(MCP_PATH, StreamableHTTPASGIApp(mcp), methods=["GET", "POST", "DELETE"]),
+            Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/docs", docs, methods=["GET"]),
             Mount("/docs/assets", StaticFiles(directory=SWAGGER_ASSETS)),

@@ -6,11 +6,11 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolrelay.io.backends import Backend, BackendError, Backends
 from toolrelay.io.counters import process_counters
-from toolrelay.io.mcp import McpServers
+from toolrelay.io.mcp.config import configured
 from toolrelay.io.settings import Settings
 from toolrelay.io.shared import SharedState
 from toolrelay.io.tools import HttpToolClient
@@ -21,6 +21,9 @@ from toolrelay.io.tools.registry import (
     load_tools_file,
 )
 
+if TYPE_CHECKING:
+    from toolrelay.io.mcp.servers import McpServers
+
 log = logging.getLogger("toolrelay.gateway")
 
 # /health must answer quickly even when a backend hangs.
@@ -30,7 +33,7 @@ _HEALTH_PROBE_TIMEOUT = 2.0
 class Gateway:
     def __init__(self, settings: Settings) -> None:
         """Raises :class:`~toolrelay.io.tools.registry.ToolsError` for a bad tools file,
-        :class:`~toolrelay.io.mcp.McpConfigError` for a bad MCP configuration."""
+        :class:`~toolrelay.io.mcp.config.McpConfigError` for a bad MCP configuration."""
         self.settings = settings
         self.backends = Backends(settings)
         self.counters = process_counters()
@@ -46,17 +49,18 @@ class Gateway:
             for backend in self.backends:
                 self.shared.facts.share(backend.base_url, backend.facts)
             store = self.shared.tool_store(definitions)
-        self.mcp = McpServers.from_settings(settings)
+        # Loaded only when servers are configured: the MCP SDK is slow to import.
+        self.mcp = _mcp_servers(settings) if configured(settings) else None
         self.tools = ToolRegistry(
             store,
             HttpToolClient(timeout=settings.tool_timeout_secs),
             max_chars=settings.tool_result_max_chars,
-            sources=[self.mcp] if len(self.mcp) else [],
+            sources=[self.mcp] if self.mcp is not None else [],
         )
 
     async def health(self) -> dict[str, Any]:
         backends = await asyncio.gather(*(_backend_health(b) for b in self.backends))
-        mcp = self.mcp.health()
+        mcp = self.mcp.health() if self.mcp is not None else []
         healthy = all(b["reachable"] for b in backends) and all(s["state"] == "ready" for s in mcp)
         return {
             "status": "ok" if healthy else "degraded",
@@ -73,7 +77,7 @@ class Gateway:
     async def start(self) -> None:
         """Connect to the shared state, when there is one, and start the MCP servers;
         raises :class:`~toolrelay.io.shared.SharedStateError` when the shared state
-        cannot be used, :class:`~toolrelay.io.mcp.McpStartupError` when a server
+        cannot be used, :class:`~toolrelay.io.tools.source.SourceStartError` when a server
         does not start (unless ``mcp_optional``)."""
         if self.shared is not None:
             await self.shared.start()
@@ -88,6 +92,12 @@ class Gateway:
         await self.tools.aclose()
         if self.shared is not None:
             await self.shared.aclose()
+
+
+def _mcp_servers(settings: Settings) -> McpServers:
+    from toolrelay.io.mcp.servers import McpServers
+
+    return McpServers.from_settings(settings)
 
 
 async def _backend_health(backend: Backend) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from rich.text import Text
@@ -21,9 +22,13 @@ from toolrelay.cli.chat.workspace import Workspace
 from toolrelay.cli.flags import given
 from toolrelay.io.backends import BackendError, Backends
 from toolrelay.io.engine import LoopConfig
-from toolrelay.io.mcp import McpConfigError, McpServers, McpStartupError
+from toolrelay.io.mcp.config import McpConfigError, configured
 from toolrelay.io.settings import Settings, describe_error
 from toolrelay.io.tools import Toolbox
+from toolrelay.io.tools.source import SourceStartError
+
+if TYPE_CHECKING:
+    from toolrelay.io.mcp.servers import McpServers
 from toolrelay.server.agent import loop_config
 
 
@@ -42,11 +47,12 @@ def main(args: argparse.Namespace) -> int:
     approver: Approver = AlwaysApprove() if args.yes else AskUser() if terminal else NobodyToAsk()
     loop = asyncio.new_event_loop()
     try:
-        servers = McpServers.from_settings(settings)
+        servers = _mcp_servers(settings)
     except McpConfigError as exc:
         return _fail(f"invalid MCP configuration: {exc}", 2)
     try:
-        loop.run_until_complete(servers.start())
+        if servers is not None:
+            loop.run_until_complete(servers.start())
         toolbox, client = build_toolbox(
             ToolOptions(
                 workspace=workspace,
@@ -60,11 +66,12 @@ def main(args: argparse.Namespace) -> int:
                 ask_mcp=not args.yes,
             )
         )
-    except McpStartupError as exc:
+    except SourceStartError as exc:
         loop.close()
         return _fail(str(exc), 1)
     except ToolsFileError as exc:
-        loop.run_until_complete(servers.aclose())
+        if servers is not None:
+            loop.run_until_complete(servers.aclose())
         loop.close()
         return _fail(str(exc), 2)
     backends = Backends(settings)
@@ -74,8 +81,18 @@ def main(args: argparse.Namespace) -> int:
         loop.run_until_complete(backends.aclose())
         if client is not None:
             loop.run_until_complete(client.aclose())
-        loop.run_until_complete(servers.aclose())
+        if servers is not None:
+            loop.run_until_complete(servers.aclose())
         loop.close()
+
+
+def _mcp_servers(settings: Settings) -> McpServers | None:
+    """The configured MCP servers, or None (the SDK, slow to import, is then not loaded)."""
+    if not configured(settings):
+        return None
+    from toolrelay.io.mcp.servers import McpServers
+
+    return McpServers.from_settings(settings)
 
 
 def _settings(args: argparse.Namespace) -> tuple[Settings, Workspace]:

@@ -3,13 +3,15 @@ unless the server is marked ``trusted`` in the configuration or ``--yes`` is giv
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from toolrelay.cli.chat.approval import Approver, Declined
-from toolrelay.io.mcp import McpTool
 from toolrelay.io.tools import ToolOutput
+
+if TYPE_CHECKING:
+    from toolrelay.io.mcp.tools import McpTool
 
 _SHOWN_ARGUMENTS = 200
 

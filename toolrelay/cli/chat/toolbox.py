@@ -4,15 +4,18 @@ and the MCP servers' tools (named apart from both)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from toolrelay.cli.chat.approval import Approver
 from toolrelay.cli.chat.command import RunCommand
 from toolrelay.cli.chat.files import file_tools
 from toolrelay.cli.chat.mcp import guarded
 from toolrelay.cli.chat.workspace import Workspace
-from toolrelay.io.mcp import McpServers
 from toolrelay.io.tools import HttpTool, HttpToolClient, Tool, Toolbox
 from toolrelay.io.tools.registry import ToolsError, load_tools_file
+
+if TYPE_CHECKING:
+    from toolrelay.io.mcp.servers import McpServers
 
 
 class ToolsFileError(ValueError):

@@ -5,21 +5,8 @@
 * :mod:`~toolrelay.io.mcp.connection` — one server, kept connected.
 * :mod:`~toolrelay.io.mcp.tools` — MCP tools as toolrelay tools, and their names.
 * :mod:`~toolrelay.io.mcp.servers` — every configured server as one tool source.
+* :mod:`~toolrelay.io.mcp.offer` — toolrelay's own tools offered to MCP clients.
 
-toolrelay's own tools served to MCP clients live in :mod:`toolrelay.server.mcp`.
+Nothing is imported here: the SDK takes a while to load, and a gateway or a
+chat without MCP servers should not pay for it. Import the modules.
 """
-
-from toolrelay.io.mcp.config import McpConfigError, ServerConfig, load_config, merge, parse_config
-from toolrelay.io.mcp.servers import McpServers, McpStartupError
-from toolrelay.io.mcp.tools import McpTool
-
-__all__ = [
-    "McpConfigError",
-    "McpServers",
-    "McpStartupError",
-    "McpTool",
-    "ServerConfig",
-    "load_config",
-    "merge",
-    "parse_config",
-]

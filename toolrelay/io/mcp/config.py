@@ -22,7 +22,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from toolrelay.io.settings import Settings
 
 Transport = Literal["stdio", "http"]
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -111,6 +114,13 @@ def merge(*groups: tuple[ServerConfig, ...]) -> tuple[ServerConfig, ...]:
                 raise McpConfigError(f"MCP server {server.name!r} is configured twice")
             seen[server.name] = server
     return tuple(seen.values())
+
+
+def configured(settings: Settings) -> tuple[ServerConfig, ...]:
+    """The servers of ``mcp_config`` and ``mcp_servers`` (the config file's ``mcpServers``)."""
+    from_file = load_config(settings.mcp_config) if settings.mcp_config else ()
+    inline = parse_config(settings.mcp_servers, "mcpServers") if settings.mcp_servers else ()
+    return merge(from_file, inline)
 
 
 def _server(name: str, entry: Any, where: str) -> ServerConfig | None:

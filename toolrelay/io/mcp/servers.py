@@ -13,9 +13,10 @@ import logging
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolrelay.io.mcp.config import ServerConfig, load_config, merge, parse_config
+from toolrelay.io.mcp.config import ServerConfig, configured
 from toolrelay.io.mcp.connection import Connection
 from toolrelay.io.mcp.tools import McpTool, Naming, Skipped, build_tools
+from toolrelay.io.tools.source import SourceStartError
 
 if TYPE_CHECKING:
     from toolrelay.io.settings import Settings
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolrelay.mcp")
 
 
-class McpStartupError(RuntimeError):
+class McpStartupError(SourceStartError):
     """Servers that could not be started, each with its reason."""
 
 
@@ -50,11 +51,9 @@ class McpServers:
     @classmethod
     def from_settings(cls, settings: Settings) -> McpServers:
         """The servers of ``mcp_config`` and ``mcp_servers`` (not started yet); raises
-        :class:`~toolrelay.io.mcp.McpConfigError` for a bad configuration."""
-        from_file = load_config(settings.mcp_config) if settings.mcp_config else ()
-        inline = parse_config(settings.mcp_servers, "mcpServers") if settings.mcp_servers else ()
+        :class:`~toolrelay.io.mcp.config.McpConfigError` for a bad configuration."""
         return cls(
-            merge(from_file, inline),
+            configured(settings),
             timeout=settings.tool_timeout_secs,
             startup_timeout=settings.mcp_startup_timeout,
             optional=settings.mcp_optional,

@@ -16,6 +16,11 @@ from typing import Any, Protocol
 from toolrelay.io.tools.toolbox import Tool
 
 
+class SourceStartError(RuntimeError):
+    """A source that cannot start (an MCP server that does not): the message says
+    which and why, in one line."""
+
+
 class SourcedTool(Tool, Protocol):
     def to_dict(self) -> dict[str, Any]:
         """The tool's entry in ``GET /api/tools`` (with its ``source``)."""
