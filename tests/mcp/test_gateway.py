@@ -227,6 +227,37 @@ def test_a_mixed_request_through_the_openai_sdk_uses_an_mcp_tool_beside_a_client
     assert final.choices[0].message.content == "It is 14:05."
 
 
+def test_the_anthropic_and_responses_fronts_run_the_mcp_tool_too(
+    stack: tuple[Simulator, GatewayServer],
+) -> None:
+    import anthropic
+
+    sim, gw = stack
+    anthropic_client = anthropic.Anthropic(base_url=gw.url, api_key="unused", max_retries=0)
+    time_tool = {
+        "name": "get_time",
+        "description": "Current time in a time zone",
+        "input_schema": TIME_TOOL["function"]["parameters"],
+    }
+    message = anthropic_client.messages.create(
+        model="toolrelay-sim",
+        max_tokens=200,
+        messages=[{"role": "user", "content": "Weather and time in Oslo?"}],
+        tools=[time_tool],  # type: ignore[list-item]
+    )
+    uses = [block for block in message.content if block.type == "tool_use"]
+    assert [use.name for use in uses] == ["get_time"]
+    assert completions(sim)[-1]["messages"][-1]["content"] == "Sunny in Oslo, 21 °C"
+    response = gw.client().responses.create(
+        model="toolrelay-sim",
+        input="Weather and time in Oslo?",
+        tools=[{"type": "function", **TIME_TOOL["function"]}],  # type: ignore[list-item]
+    )
+    calls = [item for item in response.output if item.type == "function_call"]
+    assert [call.name for call in calls] == ["get_time"]
+    assert completions(sim)[-1]["messages"][-1]["content"] == "Sunny in Oslo, 21 °C"
+
+
 def test_api_tools_lists_mcp_tools_with_their_source_and_health_their_server(
     stack: tuple[Simulator, GatewayServer],
 ) -> None:
