@@ -5,7 +5,7 @@ _ -`` replaced by ``_`` (what OpenAI-compatible servers accept). When that
 name is taken (by an HTTP tool, the chat agent's own, or a tool of another
 MCP server) every MCP tool that wants it is called ``SERVER__name`` instead;
 with ``mcp_tool_names: prefixed`` every MCP tool is. Names are cut to 64
-characters; a tool whose name still clashes is left out, with a warning.
+characters; a name still used after that gets ``_2``, ``_3`` … at its end.
 
 Descriptions and input schemas are passed on as the server wrote them. A
 schema that is not an object schema (what a tool's arguments must be), or not
@@ -112,9 +112,7 @@ def build_tools(
         name = _clean(tool.name)
         if naming == "prefixed" or plain[name] > 1 or name in taken:
             name = _clean(connection.name + SEPARATOR + tool.name)
-        if name in used:
-            skipped.append(Skipped(connection.name, tool.name, f"the name {name!r} is taken"))
-            continue
+        name = _numbered(name, used)
         used.add(name)
         tools.append(McpTool(name, tool, parameters, connection, timeout))
     for skip in skipped:
@@ -135,6 +133,18 @@ def _checked_schema(schema: dict[str, Any]) -> dict[str, Any]:
         first = str(exc).splitlines()[0]
         raise ValueError(f"not valid JSON Schema: {first}") from None
     return parameters
+
+
+def _numbered(name: str, used: set[str]) -> str:
+    """``name``, or ``name_2``, ``name_3`` … when it is used (names that differ only
+    by characters a function name cannot have, names cut at 64 characters)."""
+    number = 2
+    candidate = name
+    while candidate in used:
+        suffix = f"_{number}"
+        candidate = name[: MAX_NAME - len(suffix)] + suffix
+        number += 1
+    return candidate
 
 
 def _clean(name: str) -> str:
