@@ -180,3 +180,10 @@ def test_toolrelay_mcp_with_a_bad_tools_file_says_so(tmp_path: Path) -> None:
         f"toolrelay mcp: invalid tools: tools file {bad}: tool #0 ('x'), field 'url': is required"
     )
     assert done.stdout == ""
+
+
+def test_post_mcp_and_mcp_tools_are_in_the_openapi_document(gw: GatewayServer) -> None:
+    spec = httpx.get(gw.url + "/openapi.json").json()
+    assert spec["paths"]["/mcp"]["post"]["tags"] == ["tools"]
+    items = spec["components"]["schemas"]["ToolsAnswer"]["properties"]["tools"]["items"]
+    assert {"$ref": "#/components/schemas/McpTool"} in items["oneOf"]

@@ -137,10 +137,20 @@ _DEFINITIONS = {
 
 # /docs: both endpoints under the tag "tools", with their request and response schemas.
 OPENAPI_PATHS: dict[str, Any] = {
+    "/mcp": {
+        "post": {
+            "tags": ["tools"],
+            "summary": "The HTTP tools in force as an MCP server (streamable HTTP, stateless)",
+            "description": "JSON-RPC messages of the Model Context Protocol: tools/list and "
+            "tools/call on the HTTP tools (docs/mcp.md). Use an MCP client.",
+            "responses": {"200": {"description": "A JSON-RPC answer (JSON or an SSE stream)"}},
+        }
+    },
     "/api/tools": {
         "get": {
             "tags": ["tools"],
-            "summary": "The HTTP tool definitions in force and where they came from",
+            "summary": "The HTTP tool definitions in force and where they came from, then "
+            "the MCP servers' tools (source: mcp)",
             "responses": {
                 "200": _tools_answer("source: file (LLM_TOOLS_FILE), request (POST) or none"),
                 "503": _tools_error("No model server is configured: the LLM is disabled"),
@@ -168,7 +178,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                 ),
             },
         },
-    }
+    },
 }
 
 OPENAPI_SCHEMAS: dict[str, Any] = {
@@ -204,7 +214,27 @@ OPENAPI_SCHEMAS: dict[str, Any] = {
             "ok": {"type": "boolean", "const": True},
             "count": {"type": "integer"},
             "source": {"type": "string", "enum": ["file", "request", "none"]},
-            "tools": {"type": "array", "items": {"$ref": "#/components/schemas/ToolDefinition"}},
+            "tools": {
+                "type": "array",
+                "items": {
+                    "oneOf": [
+                        {"$ref": "#/components/schemas/ToolDefinition"},
+                        {"$ref": "#/components/schemas/McpTool"},
+                    ]
+                },
+            },
+        },
+    },
+    "McpTool": {
+        "type": "object",
+        "required": ["name", "parameters", "source", "server", "mcp_name"],
+        "properties": {
+            "name": {"type": "string", "description": "The name the model sees"},
+            "description": {"type": "string"},
+            "parameters": {"type": "object", "description": "The server's inputSchema"},
+            "source": {"type": "string", "const": "mcp"},
+            "server": {"type": "string", "description": "The MCP server (--mcp-config)"},
+            "mcp_name": {"type": "string", "description": "The tool's name on its server"},
         },
     },
     "ToolsError": {

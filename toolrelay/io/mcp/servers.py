@@ -64,9 +64,6 @@ class McpServers:
     def revision(self) -> int:
         return self._revision
 
-    def __len__(self) -> int:
-        return len(self.connections)
-
     async def start(self) -> None:
         started = await asyncio.gather(*(c.start() for c in self.connections))
         failed = [c for c, ok in zip(self.connections, started, strict=True) if not ok]
