@@ -187,3 +187,28 @@ def test_post_mcp_and_mcp_tools_are_in_the_openapi_document(gw: GatewayServer) -
     assert spec["paths"]["/mcp"]["post"]["tags"] == ["tools"]
     items = spec["components"]["schemas"]["ToolsAnswer"]["properties"]["tools"]["items"]
     assert {"$ref": "#/components/schemas/McpTool"} in items["oneOf"]
+
+
+def test_an_mcp_server_needing_a_header_gets_it_from_the_config(gw: GatewayServer) -> None:
+    # toolrelay's own /mcp, behind its API key, as an MCP server of another toolrelay.
+    from toolrelay.events import ToolCall
+    from toolrelay.io.mcp.config import parse_config
+    from toolrelay.io.mcp.servers import McpServers, McpStartupError
+    from toolrelay.io.tools import Toolbox
+
+    def entry(key: str) -> dict[str, Any]:
+        return {"gw": {"url": gw.url + "/mcp", "headers": {"Authorization": f"Bearer {key}"}}}
+
+    async def main(key: str) -> str:
+        mcp = McpServers(parse_config(entry(key)), startup_timeout=10)
+        await mcp.start()
+        try:
+            toolbox = Toolbox(mcp.tools(()))
+            output = await toolbox.run(ToolCall("c", "get_weather", {"city": "Oslo"}))
+            return output.text
+        finally:
+            await mcp.aclose()
+
+    assert asyncio.run(main(KEY)) == "ok GET /weather/Oslo"
+    with pytest.raises(McpStartupError, match=r"MCP server 'gw' \(http://127.0.0.1:\d+/mcp\)"):
+        asyncio.run(main("sk-wrong"))

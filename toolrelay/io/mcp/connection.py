@@ -160,35 +160,42 @@ class Connection:
             delay = min(delay * 2, LAST_RETRY)
 
     async def _connected_session(self) -> None:
-        async with Client(
-            self._transport(),
-            mode="legacy",  # the initialize handshake: what every server of today speaks
-            read_timeout_seconds=self.startup_timeout,
-            message_handler=self._on_message,
-            client_info=_CLIENT_INFO,
-            cache=None,
-        ) as client:
-            info = client.server_info
-            self.server_info = f"{info.name} {info.version}".strip() if info else None
-            await self._list(client)
-            self._client = client
-            self.state, self.error = "ready", None
-            self._attempted.set()
-            log.info(
-                "MCP server %s (%s) ready: %s",
-                self.name,
-                self.config.shown,
-                ", ".join(tool.name for tool in self.tools) or "no tools",
+        async with contextlib.AsyncExitStack() as stack:
+            client = await stack.enter_async_context(
+                Client(
+                    await self._transport(stack),
+                    mode="legacy",  # the initialize handshake: what every server of today speaks
+                    read_timeout_seconds=self.startup_timeout,
+                    message_handler=self._on_message,
+                    client_info=_CLIENT_INFO,
+                    cache=None,
+                )
             )
-            while not self._lost:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self.ping_interval)
-                except asyncio.TimeoutError:
-                    await self._ping(client)
-                    continue
-                self._wake.clear()
-                if not self._lost:
-                    await self._list(client)
+            await self._serve(client)
+
+    async def _serve(self, client: Client) -> None:
+        """List the tools, then keep them current until the connection is lost."""
+        info = client.server_info
+        self.server_info = f"{info.name} {info.version}".strip() if info else None
+        await self._list(client)
+        self._client = client
+        self.state, self.error = "ready", None
+        self._attempted.set()
+        log.info(
+            "MCP server %s (%s) ready: %s",
+            self.name,
+            self.config.shown,
+            ", ".join(tool.name for tool in self.tools) or "no tools",
+        )
+        while not self._lost:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.ping_interval)
+            except asyncio.TimeoutError:
+                await self._ping(client)
+                continue
+            self._wake.clear()
+            if not self._lost:
+                await self._list(client)
 
     async def _ping(self, client: Client) -> None:
         """Notice a server that died while idle (a child that exited): its next call
@@ -202,10 +209,13 @@ class Connection:
             if exc.code == types.CONNECTION_CLOSED:
                 self._lose(exc.message)
 
-    def _transport(self) -> Any:
+    async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         config = self.config
         if config.transport == "http":
-            http = create_mcp_http_client(headers=dict(config.headers) or None)
+            # Given to the transport, so closed by us (the SDK closes only its own).
+            http = await stack.enter_async_context(
+                create_mcp_http_client(headers=dict(config.headers) or None)
+            )
             return streamable_http_client(config.url, http_client=http)
         # Kept open until the connection ends (closed in _supervise), read on failure.
         self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
