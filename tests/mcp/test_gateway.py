@@ -120,6 +120,11 @@ def test_a_ws_turn_calls_a_stdio_and_an_http_server_through_the_real_commands(
         wait_up(url + "/health", serve)
         events = asyncio.run(ws_turn(url, "Weather in Oslo?"))
         child = children(serve.pid)
+        for _ in range(50):  # read /proc again if it was caught between two states
+            if child:
+                break
+            time.sleep(0.1)
+            child = children(serve.pid)
         assert child, "the stdio MCP server runs as the gateway's child"
     finally:
         for process in (serve, simulate):
