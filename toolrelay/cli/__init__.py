@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "simulate": ("toolrelay.cli.simulate", "serve a model-server simulator (a test double)"),
     "chat": ("toolrelay.cli.chat", "chat with a model that uses tools, in the terminal"),
+    "mcp": ("toolrelay.cli.mcp", "serve toolrelay's HTTP tools to an MCP client over stdio"),
     "doctor": (
         "toolrelay.cli.doctor",
         "probe a model server's tool calling and say what to set",

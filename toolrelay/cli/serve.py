@@ -70,6 +70,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=("text", "json"),
         help="text lines, or one JSON object per line for log collectors (default: text)",
     )
+    mcp = parser.add_argument_group("MCP servers whose tools toolrelay runs (docs/mcp.md)")
+    mcp.add_argument(
+        "--mcp-config",
+        metavar="FILE",
+        help='a JSON file {"mcpServers": {...}} as Claude Desktop, Claude Code and Cursor '
+        "write it (TOOLRELAY_MCP_CONFIG)",
+    )
+    mcp.add_argument(
+        "--mcp-optional",
+        action="store_true",
+        default=None,
+        help="start even when an MCP server does not: a warning, and its tools are absent "
+        "until it comes up (TOOLRELAY_MCP_OPTIONAL)",
+    )
+    mcp.add_argument(
+        "--mcp-tool-names",
+        choices=("auto", "prefixed"),
+        help="MCP tools keep their names unless one is taken, then SERVER__tool (auto, the "
+        "default), or are always SERVER__tool (prefixed)",
+    )
     tools = parser.add_argument_group(
         "HTTP tools run by toolrelay (docs/agent.md; also in the environment and the config file)"
     )
@@ -110,6 +130,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from toolrelay.io.mcp.config import McpConfigError
     from toolrelay.io.settings import Settings, describe_error
     from toolrelay.io.tools.registry import ToolsError
     from toolrelay.io.urls import redact_url
@@ -134,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
         "tool_max_iterations",
         "tool_timeout_secs",
         "tool_result_max_chars",
+        "mcp_config",
+        "mcp_optional",
+        "mcp_tool_names",
     )
     try:
         settings = Settings(**explicit)
@@ -148,6 +172,9 @@ def run(args: argparse.Namespace) -> int:
         app = create_app(settings)
     except ToolsError as exc:
         print(f"toolrelay serve: invalid tools: {exc}", file=sys.stderr)
+        return 2
+    except McpConfigError as exc:
+        print(f"toolrelay serve: invalid MCP configuration: {exc}", file=sys.stderr)
         return 2
     if settings.redis_url:
         import asyncio

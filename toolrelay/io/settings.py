@@ -310,6 +310,31 @@ class Settings(BaseSettings):
         validation_alias=_seed_env("tool_result_max_chars"),
         description="tool results are cut to this many characters",
     )
+    # MCP servers whose tools the agent runs beside the HTTP tools (docs/mcp.md).
+    mcp_config: str | None = Field(
+        default=None,
+        description='a JSON file of MCP servers, {"mcpServers": {...}} as Claude Desktop, '
+        "Claude Code and Cursor write it",
+    )
+    mcp_servers: dict[str, Any] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("mcpServers", "TOOLRELAY_MCP_SERVERS"),
+        description="MCP servers given here (mcpServers: in the config file, or JSON), "
+        "beside those of mcp_config",
+    )
+    mcp_optional: bool = Field(
+        default=False,
+        description="an MCP server that fails to start is a warning and its tools are absent "
+        "(else it stops the start)",
+    )
+    mcp_tool_names: Literal["auto", "prefixed"] = Field(
+        default="auto",
+        description="MCP tools keep their names unless taken, then SERVER__tool (auto), "
+        "or are always SERVER__tool (prefixed)",
+    )
+    mcp_startup_timeout: float = Field(
+        default=30.0, gt=0, description="seconds an MCP server may take to start and answer"
+    )
     admin_token: str | None = Field(
         default=None, description="bearer token POST /api/tools requires, when set"
     )
@@ -411,7 +436,8 @@ class Settings(BaseSettings):
 
     def public_dict(self) -> dict[str, Any]:
         """The settings in force, without secrets (for ``/health``)."""
-        hidden = {"api_key", "api_keys", "admin_token", "backends"}
+        # MCP servers' env and headers hold secrets: /health shows the servers' states instead.
+        hidden = {"api_key", "api_keys", "admin_token", "backends", "mcp_servers"}
         if self.backends and "backend" not in self.model_fields_set:
             # The config file's backends are in force: the flat default-backend
             # settings describe no backend and would only mislead.

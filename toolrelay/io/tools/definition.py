@@ -166,6 +166,12 @@ def _definition(index: int, entry: Any) -> ToolDefinition:
     )
 
 
+def check_parameters(value: Any) -> dict[str, Any]:
+    """An arguments' schema from elsewhere (an MCP server's ``inputSchema``), checked as a
+    definition's ``parameters`` is; a :class:`ToolDefinitionError` whose ``reason`` says why."""
+    return _parameters(value, lambda field, reason: ToolDefinitionError(0, None, field, reason))
+
+
 def _parameters(value: Any, fail: Fail) -> dict[str, Any]:
     if value is None:
         return dict(NO_PARAMETERS)
