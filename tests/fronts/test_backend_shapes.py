@@ -139,3 +139,26 @@ def test_anthropic_results_of_a_parallel_batch_each_pair_with_their_call(pair: P
     assert [m["tool_call_id"] for m in sent[2:4]] == [call["id"] for call in calls]
     assert [m["content"] for m in sent[2:4]] == [NO_RESULT, "Rome 25C"]
     assert sent[4] == {"role": "user", "content": "Oslo was cancelled."}
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_chat_completions_system_message_mid_conversation(pair: Pair, streamed: bool) -> None:
+    sim, gw = pair
+    messages: list[Any] = [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "Hi."},
+        {"role": "system", "content": "The user is in Oslo."},
+        {"role": "user", "content": "and now?"},
+    ]
+    answer = gw.client().chat.completions.create(model="m", messages=messages, stream=streamed)
+    text = (
+        "".join(c.choices[0].delta.content or "" for c in answer if c.choices)
+        if streamed
+        else answer.choices[0].message.content
+    )
+    assert text is not None and text.startswith("You said:") and "and now?" in text
+    sent = sim.requests[-1].body["messages"]
+    assert sent[0] == {"role": "system", "content": "Be brief."}
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[-1]["content"].endswith("</system-note>\n\nand now?")

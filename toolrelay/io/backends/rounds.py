@@ -281,7 +281,7 @@ def _finish_reason(req: RoundRequest, has_calls: bool, upstream: Any) -> str:
     return upstream if upstream in FINISH_REASONS and upstream != "tool_calls" else "stop"
 
 
-def over_limit_warning(names: Sequence[str]) -> str | None:
+def _over_limit_warning(names: Sequence[str]) -> str | None:
     """What the client is told of calls ``parallel_tool_calls: false`` left out:
     they are dropped, not kept, since the gateway keeps nothing between requests
     and the model, seeing the first call's result, can make them again."""
@@ -382,7 +382,7 @@ async def _attempt(
         counters.inc("rounds", mode)
         _watch_silence(backend, req, mode, bool(calls))
     return Reply(
-        warning=over_limit_warning([call.name for call in over]),
+        warning=_over_limit_warning([call.name for call in over]),
         content=content if content or not calls else None,
         reasoning=reasoning,
         calls=calls,
@@ -740,7 +740,7 @@ async def _relay_round(
     stop_sequence = _stop_sequence(req, state.finish_choice) if state.finish_choice else None
     stopped = None if called else stop_sequence
     finish = _finish_reason(req, called, state.finish)
-    dropped = over_limit_warning(state.dropped)
+    dropped = _over_limit_warning(state.dropped)
     last.append(Finish(finish, state.usage, dropped, stop_sequence=stopped))
     yield last
 
