@@ -105,12 +105,52 @@ def conform(messages: Sequence[Mapping[str, Any]], ids: IdMap | None = None) -> 
     entries joined into one system message, later ones folded into the
     neighbouring user turn, ``content`` a string
     beside ``tool_calls``, each call followed by exactly one result in call order,
-    and ids in the style ``ids`` asks for."""
+    ids in the style ``ids`` asks for, and for the Mistral family consecutive
+    user turns joined."""
     out = _place_system([dict(m) for m in messages])
     out = _pair_results(out)
     if ids is not None and ids.style is not None:
         out = _rewrite_ids(out, ids)
+    if ids is not None and ids.style == "mistral":
+        out = _alternate(out)
     return out
+
+
+def _alternate(messages: list[Message]) -> list[Message]:
+    """User and answering assistant turns alternating, as the Mistral family's
+    templates demand (they skip tool results and assistant turns with calls, and
+    raise otherwise): a user turn right after another joins it, one right after
+    tool results joins the last result (Claude Code puts its text after the
+    results in one user turn; smolagents writes a result as a user
+    ``Observation:`` turn, which another user turn may follow), and an
+    assistant turn right after another answering one joins it."""
+    out: list[Message] = []
+    last_role = ""  # of the last user or answering assistant turn
+    for message in messages:
+        role = message.get("role")
+        plain = role == "user" or (role == "assistant" and not message.get("tool_calls"))
+        previous = out[-1] if out else None
+        if plain and role == last_role and previous is not None:
+            if previous.get("role") == role:
+                out[-1] = _joined(previous, message)
+                continue
+            if role == "user" and previous.get("role") == "tool":
+                text = _text(message.get("content"))
+                out[-1] = {**previous, "content": _text(previous.get("content")) + "\n\n" + text}
+                continue
+        if plain:
+            last_role = str(role)
+        out.append(message)
+    return out
+
+
+def _joined(first: Message, second: Message) -> Message:
+    content = second.get("content")
+    if isinstance(content, list):
+        parts = first.get("content")
+        before = parts if isinstance(parts, list) else [{"type": "text", "text": _text(parts)}]
+        return {**first, "content": [*before, *content]}
+    return _with_text(first, _text(content), before=False)
 
 
 def _text(content: Any) -> str:

@@ -27,7 +27,8 @@ def _raise(message: str) -> None:
 ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
 ENV.globals["raise_exception"] = _raise
 # The Mistral family's rules: a system message only first, user and assistant
-# turns alternating (tool results aside), ids of 9 letters and digits.
+# turns alternating (tool results and assistant turns with calls aside), ids of
+# 9 letters and digits.
 MISTRAL = ENV.from_string(
     """
 {%- set ns = namespace(last='') %}
@@ -39,18 +40,18 @@ MISTRAL = ENV.from_string(
     {%- if id is not string or id|length != 9 or not id.isalnum() %}
       {{- raise_exception('Tool call IDs should be alphanumeric strings with length 9!') }}
     {%- endif %}[TOOL_RESULTS]{{ m.content }}[/TOOL_RESULTS]
+  {%- elif m.role == 'assistant' and m.tool_calls %}
+    {%- for call in m.tool_calls %}
+      {%- if call.id|length != 9 or not call.id.isalnum() %}
+        {{- raise_exception('Tool call IDs should be alphanumeric strings with length 9!') }}
+      {%- endif %}[TOOL_CALLS]{{ call.function.name }}
+    {%- endfor %}
   {%- else %}
     {%- if m.role == ns.last %}
       {{- raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}
     {%- endif %}
     {%- set ns.last = m.role %}
-    {%- if m.role == 'user' %}[INST]{{ m.content }}[/INST]{% else %}{{ m.content }}
-      {%- for call in m.tool_calls or [] %}
-        {%- if call.id|length != 9 or not call.id.isalnum() %}
-          {{- raise_exception('Tool call IDs should be alphanumeric strings with length 9!') }}
-        {%- endif %}[TOOL_CALLS]{{ call.function.name }}
-      {%- endfor %}
-    {%- endif %}
+    {%- if m.role == 'user' %}[INST]{{ m.content }}[/INST]{% else %}{{ m.content }}{% endif %}
   {%- endif %}
 {%- endfor %}
 """
@@ -105,18 +106,50 @@ def test_claude_code_history_renders_with_the_mistral_template() -> None:
     sent = conform(CLAUDE_CODE, IdMap("mistral"))
     assert before == CLAUDE_CODE  # the client's own history is never changed
     MISTRAL.render(messages=sent)
+    # A user turn right after results joins the last one: Mistral's templates
+    # want an answer between a result and the next user turn.
     assert [m["role"] for m in sent] == [
-        "system", "user", "assistant", "tool", "tool", "user", "assistant", "tool", "user"
+        "system", "user", "assistant", "tool", "tool", "assistant", "tool"
     ]  # fmt: skip
     first, second = sent[2]["tool_calls"]
     assert [sent[3]["tool_call_id"], sent[4]["tool_call_id"]] == [first["id"], second["id"]]
-    assert sent[3]["content"] == NO_RESULT and sent[4]["content"] == "B\nB again"
+    assert sent[3]["content"] == NO_RESULT
+    note = SYSTEM_OPEN + "The user edited a." + SYSTEM_CLOSE
+    assert sent[4]["content"] == "B\nB again\n\n" + note + "\n\ngo on"
     assert sent[2]["content"] == ""
-    assert sent[5]["content"] == SYSTEM_OPEN + "The user edited a." + SYSTEM_CLOSE + "\n\ngo on"
-    assert sent[8]["content"] == SYSTEM_OPEN + "Keep it short." + SYSTEM_CLOSE
+    assert sent[6]["content"] == "a b\n\n" + SYSTEM_OPEN + "Keep it short." + SYSTEM_CLOSE
+    plain = conform(CLAUDE_CODE, IdMap(None))
+    assert [m["role"] for m in plain] == [
+        "system", "user", "assistant", "tool", "tool", "user", "assistant", "tool", "user"
+    ]  # fmt: skip
+    assert plain[5]["content"] == note + "\n\ngo on"
     # Stable across rounds: the next request maps the same client ids alike.
     again = conform([*CLAUDE_CODE, {"role": "user", "content": "more"}], IdMap("mistral"))
     assert again[2]["tool_calls"] == sent[2]["tool_calls"]
+
+
+def test_smolagents_observations_render_with_the_mistral_template() -> None:
+    """smolagents writes calls as assistant text and results as user turns."""
+    history = [
+        {"role": "system", "content": "You are an expert assistant."},
+        {"role": "user", "content": "New task:\nWhat is in notes.txt?"},
+        {
+            "role": "assistant",
+            "content": "Calling tools:\n[{'id': 'call_1', 'type': 'function', "
+            "'function': {'name': 'read_file', 'arguments': {'path': 'notes.txt'}}}]",
+        },
+        {"role": "user", "content": "Call id: call_1\nObservation:\nbuy milk"},
+        {"role": "user", "content": [{"type": "text", "text": "Now go on."}]},
+    ]
+    with pytest.raises(ValueError, match="alternate"):
+        MISTRAL.render(messages=history)
+    sent = conform(history, IdMap("mistral"))
+    MISTRAL.render(messages=sent)
+    assert sent[3]["content"] == [
+        {"type": "text", "text": "Call id: call_1\nObservation:\nbuy milk"},
+        {"type": "text", "text": "Now go on."},
+    ]
+    assert conform(history, IdMap(None)) == history  # other templates take it as it is
 
 
 def test_kimi_ids_count_over_the_conversation() -> None:
@@ -168,6 +201,14 @@ def test_no_style_leaves_ids_and_a_plain_history_alone() -> None:
 )
 def test_id_style(format_name: str, model: str, style: str | None) -> None:
     assert id_style(format_name, model) == style
+
+
+def _mistral_renders(sent: list[dict[str, Any]]) -> None:
+    """Stray results and a history that starts with an answer are the client's
+    own mistakes; everything else must render."""
+    plain = [m for m in sent if m["role"] in ("user", "assistant") and not m.get("tool_calls")]
+    if plain and plain[0]["role"] == "user":
+        MISTRAL.render(messages=sent)
 
 
 # --- properties ----------------------------------------------------------------
@@ -238,6 +279,8 @@ def test_conformed_histories_keep_every_rule(history: list[dict[str, Any]], styl
     if style == "mistral":
         results = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
         assert all(re.fullmatch(r"[A-Za-z0-9]{9}", i) for i in [*ids, *results])
+        if not sent or sent[0]["role"] == "system" or len(sent) == 1:
+            _mistral_renders(sent)
     if style == "kimi":
         KIMI.render(messages=sent)
     # Once is enough: the conformed history is already in shape.
