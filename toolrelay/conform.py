@@ -100,15 +100,19 @@ def _nine(text: str) -> str:
     return "".join(out)
 
 
-def conform(messages: Sequence[Mapping[str, Any]], ids: IdMap | None = None) -> list[Message]:
+def conform(messages: Sequence[Message], ids: IdMap | None = None) -> list[Message]:
     """The messages as the backend gets them: leading system (or developer)
     entries joined into one system message, later ones folded into the
     neighbouring user turn, ``content`` a string
     beside ``tool_calls``, each call followed by exactly one result in call order,
     ids in the style ``ids`` asks for, and for the Mistral family consecutive
     user turns joined."""
-    out = _place_system([dict(m) for m in messages])
-    out = _pair_results(out)
+    # Most histories need nothing: each step looks before it copies.
+    out: list[Message] = list(messages)
+    if any(_is_system(m) for m in out[1:]) or (out and out[0].get("role") == "developer"):
+        out = _place_system(out)
+    if not _paired(out):
+        out = _pair_results(out)
     if ids is not None and ids.style is not None:
         out = _rewrite_ids(out, ids)
     if ids is not None and ids.style == "mistral":
@@ -172,6 +176,7 @@ def _is_system(message: Message) -> bool:
 
 
 def _place_system(messages: list[Message]) -> list[Message]:
+    """System entries joined first, later ones folded (new dicts, never the client's)."""
     leading: list[str] = []
     start = 0
     while start < len(messages) and _is_system(messages[start]):
@@ -221,6 +226,26 @@ def _with_text(message: Message, text: str, *, before: bool) -> Message:
     own = content if isinstance(content, str) else ""
     joined = (text + "\n\n" + own if before else own + "\n\n" + text) if own else text
     return {**message, "content": joined}
+
+
+def _paired(messages: list[Message]) -> bool:
+    """Whether every call already has exactly its one result, in call order, and
+    a string ``content`` beside it."""
+    expected: list[Any] = []  # the ids the next messages must answer, in order
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            if not expected or message.get("tool_call_id") != expected.pop(0):
+                return False
+            continue
+        if expected:
+            return False  # a call left without its result
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if calls:
+            if not isinstance(message.get("content"), str) or not isinstance(calls, list):
+                return False
+            expected = [call.get("id") if isinstance(call, dict) else None for call in calls]
+    return not expected
 
 
 def _pair_results(messages: list[Message]) -> list[Message]:
