@@ -34,7 +34,7 @@ _MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}\Z")
 _KIMI_ID = re.compile(r"functions\.([^:]+):(\d+)\Z")
 _ALPHANUMERIC = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Format names (toolrelay.formats) and model-name words whose templates constrain ids.
-_FORMAT_STYLES: dict[str, IdStyle] = {"mistral": "mistral", "kimi": "kimi"}
+_FORMAT_STYLES: dict[str, IdStyle] = {"mistral": "mistral", "kimi_k2": "kimi"}
 _MODEL_WORDS: tuple[tuple[str, IdStyle], ...] = (
     ("kimi", "kimi"),
     ("mistral", "mistral"),

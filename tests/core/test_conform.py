@@ -191,7 +191,7 @@ def test_no_style_leaves_ids_and_a_plain_history_alone() -> None:
     ("format_name", "model", "style"),
     [
         ("mistral", "anything", "mistral"),
-        ("kimi", "anything", "kimi"),
+        ("kimi_k2", "anything", "kimi"),
         ("auto", "mistralai/Devstral-Small-2507", "mistral"),
         ("auto", "Mixtral-8x7B", "mistral"),
         ("auto", "moonshotai/Kimi-K2-Instruct", "kimi"),
