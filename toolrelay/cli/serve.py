@@ -35,12 +35,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
     parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
-    parser.add_argument("--model", help="force every request onto this model")
+    parser.add_argument(
+        "--model",
+        help="the catch-all: requests for a model no alias matches and the backend does not "
+        "list go to this model",
+    )
+    parser.add_argument(
+        "--model-alias",
+        action="append",
+        metavar="CLIENT=BACKEND",
+        help="serve the client's model name CLIENT (a glob allowed: 'claude-*') with the "
+        "backend's model BACKEND; repeatable",
+    )
     parser.add_argument(
         "--validation",
         choices=("repair", "warn", "off"),
         help="tool calls that do not fit their schema: re-ask the model once (repair, the "
         "default), pass them on with a warning (warn), or leave them alone (off)",
+    )
+    parser.add_argument(
+        "--builtin-tools",
+        choices=("drop", "error"),
+        help="tools only OpenAI's or Anthropic's servers run (web_search, ...): leave them "
+        "out with a warning (drop, the default) or refuse the request (error)",
     )
     parser.add_argument("--host", help="default: 127.0.0.1")
     parser.add_argument("--port", type=int, help="default: 8787")
@@ -144,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
         "backend_kind",
         "tool_mode",
         "model",
+        "model_alias",
         "validation",
+        "builtin_tools",
         "host",
         "port",
         "workers",
