@@ -223,6 +223,9 @@ def _log_to(path: str | None, level: str) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # The model listing asked of the gateway: its own access line says enough.
+    for chatty in ("httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 def _say(text: str) -> None:

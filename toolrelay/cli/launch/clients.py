@@ -180,13 +180,16 @@ def _opencode_setup(target: Target, home: Path) -> Setup:
 # --- llm: an extra OpenAI-compatible model in LLM_USER_PATH, made the default.
 
 
+def _llm_model_id(target: Target) -> str:
+    return f"{PROVIDER}/{target.model}"
+
+
 def _llm_models(target: Target) -> str:
     entry = {
-        "model_id": target.model,
+        "model_id": _llm_model_id(target),
         "model_name": target.model,
+        # With an api_base of its own the model needs no key from llm's keys.json.
         "api_base": target.openai_url,
-        "api_key_name": "toolrelay",
-        "can_stream": True,
         "supports_tools": True,
     }
     # JSON is YAML: one list with one mapping.
@@ -198,8 +201,7 @@ def _llm_setup(target: Target, home: Path) -> Setup:
         env={"LLM_USER_PATH": str(home)},
         files={
             "extra-openai-models.yaml": _llm_models(target),
-            "default_model.txt": target.model + "\n",
-            "keys.json": json.dumps({"toolrelay": CLIENT_KEY}) + "\n",
+            "default_model.txt": _llm_model_id(target) + "\n",
         },
     )
 

@@ -1,0 +1,243 @@
+"""Running a real client against ``toolrelay simulate`` through the gateway.
+
+Every piece is a real process on 127.0.0.1: the simulator (``toolrelay
+simulate``, a test double for a model), the gateway (``toolrelay serve``, or
+the one ``toolrelay launch`` starts) and the client, installed by
+``install.py``. The scenario makes the model call the client's own file or
+shell tool on a file the test wrote; the client has to run the tool for real
+and the model's final answer repeats what the tool returned, so the marker
+only reaches the client's output through a real execution.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.clients.install import PINNED, install
+
+MODES = ("native", "rescue")
+# Long: a client's first start (several hundred MB of binary) on a shared machine.
+CLIENT_TIMEOUT = 300.0
+_START_TIMEOUT = 30.0
+ASK = "Read the file {path} and tell me what it says."
+_ASKED = r"Read the file (?P<path>\S+?)\.? and tell me"
+
+
+def installed(name: str) -> Path:
+    """The bin folder of the pinned client ``name``: skipped (failed under CI) without it."""
+    reason = install([name])[name]
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return PINNED[name].bin_dir
+
+
+@dataclass(frozen=True)
+class Task:
+    """A file with a marker only reading it can reveal, and the question asking for it."""
+
+    path: Path
+    marker: str
+
+    @property
+    def question(self) -> str:
+        return ASK.format(path=self.path)
+
+
+def make_task(folder: Path) -> Task:
+    """In the client's working folder (``folder/work``): clients read there unasked."""
+    marker = f"MARKER-{secrets.token_hex(8)}"
+    (folder / "work").mkdir(exist_ok=True)
+    path = folder / "work" / "secret.txt"
+    path.write_text(f"{marker}\n")
+    return Task(path, marker)
+
+
+def scenario(tool: str, arguments: dict[str, Any], **final: Any) -> dict[str, Any]:
+    """The model: asked to read the file, it calls ``tool`` natively (native path)
+    or as a ``<tool_call>`` text call (rescue path: tools in the prompt); given the
+    result, it answers with it. ``{path}`` in ``arguments`` is the asked file.
+    ``final`` replaces the last answer (a client that ends with a tool of its own)."""
+    text_call = json.dumps({"name": tool, "arguments": arguments})
+    return {
+        "models": ["sim-coder"],
+        "rules": [
+            {
+                "match": {"tool_result": True},
+                "answer": final or {"content": "The file says: {last_tool_result}"},
+            },
+            {
+                "match": {"tools": "native", "last_user": _ASKED},
+                "answer": {"tool_calls": [{"name": tool, "arguments": arguments}]},
+            },
+            {
+                "match": {"tools": "prompt", "last_user": _ASKED},
+                "answer": {"content": f"<tool_call>\n{text_call}\n</tool_call>"},
+            },
+            {"answer": {"content": "Ask me to read a file."}},
+        ],
+    }
+
+
+def environment(home: Path, *bin_dirs: Path) -> dict[str, str]:
+    """A client's environment: a home of its own (nothing of this machine's
+    configuration, nothing written outside the test) and its bin folder first."""
+    home.mkdir(parents=True, exist_ok=True)
+    keep = {"PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "CI", "USER", "LOGNAME", "SHELL"}
+    env = {name: value for name, value in os.environ.items() if name in keep}
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_STATE_HOME=str(home / ".local/state"),
+        NO_COLOR="1",
+        PATH=os.pathsep.join([*map(str, bin_dirs), os.environ.get("PATH", "")]),
+    )
+    return env
+
+
+@contextmanager
+def simulator(folder: Path, rules: dict[str, Any]) -> Iterator[str]:
+    """``toolrelay simulate`` with these rules; its base URL."""
+    scenario_file = folder / "scenario.json"
+    scenario_file.write_text(json.dumps(rules))
+    with _server(
+        [
+            sys.executable,
+            "-m",
+            "toolrelay",
+            "simulate",
+            "--port",
+            "0",
+            "--scenario",
+            str(scenario_file),
+        ],
+        folder / "simulator.log",
+    ) as process:
+        assert process.stdout is not None
+        line = process.stdout.readline().decode()
+        found = re.search(r"http://\S+", line)
+        assert found, f"the simulator did not say where it listens: {line!r}"
+        yield found.group(0)
+
+
+@contextmanager
+def gateway(folder: Path, backend: str, mode: str) -> Iterator[str]:
+    """``toolrelay serve`` in front of ``backend`` in this tool mode; its base URL."""
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "toolrelay", "serve", "--backend", backend, "--tool-mode", mode,
+        "--port", str(port), "--log-level", "debug",
+    ]  # fmt: skip
+    with _server(command, folder / "gateway.log", stdout_to_log=True):
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + _START_TIMEOUT
+        while True:
+            try:
+                httpx.get(url + "/health", timeout=2).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the gateway did not start: {_tail(folder / 'gateway.log')}")
+                time.sleep(0.1)
+        yield url
+
+
+@contextmanager
+def _server(
+    command: list[str], log: Path, *, stdout_to_log: bool = False
+) -> Iterator[subprocess.Popen[bytes]]:
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(
+            command,
+            stdout=sink if stdout_to_log else subprocess.PIPE,
+            stderr=sink,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def launch(
+    client: str,
+    backend: str,
+    mode: str,
+    client_args: list[str],
+    *,
+    folder: Path,
+    bin_dir: Path,
+) -> subprocess.CompletedProcess[str]:
+    """``toolrelay launch CLIENT`` in non-interactive mode; what it printed."""
+    work = folder / "work"
+    work.mkdir(exist_ok=True)
+    command = [
+        sys.executable, "-m", "toolrelay", "launch", client, "--backend", backend,
+        "--tool-mode", mode, "--log-file", str(folder / "gateway.log"), "--log-level", "debug",
+        "--", *client_args,
+    ]  # fmt: skip
+    return run(command, folder, bin_dir, cwd=work)
+
+
+def run(
+    command: list[str], folder: Path, *bin_dirs: Path, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            command,
+            cwd=cwd or folder,
+            env={**environment(folder / "home", *bin_dirs), **env},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=CLIENT_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(
+            f"{command[0:5]} did not finish in {CLIENT_TIMEOUT:.0f} s; output: "
+            f"{exc.stdout!r} {exc.stderr!r}; gateway log: {_tail(folder / 'gateway.log')}"
+        )
+
+
+def assert_read(result: subprocess.CompletedProcess[str], task: Task, folder: Path) -> None:
+    """The client ran its tool on the file and printed what it found."""
+    assert result.returncode == 0 and task.marker in result.stdout, (
+        f"status {result.returncode}\nstdout: {result.stdout[-2000:]}\n"
+        f"stderr: {result.stderr[-3000:]}\ngateway log: {_tail(folder / 'gateway.log')}"
+    )
+
+
+def _tail(path: Path, size: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-size:]
+    except FileNotFoundError:
+        return "(none)"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
