@@ -42,6 +42,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="tool calls that do not fit their schema: re-ask the model once (repair, the "
         "default), pass them on with a warning (warn), or leave them alone (off)",
     )
+    parser.add_argument(
+        "--builtin-tools",
+        choices=("drop", "error"),
+        help="tools only OpenAI's or Anthropic's servers run (web_search, ...): leave them "
+        "out with a warning (drop, the default) or refuse the request (error)",
+    )
     parser.add_argument("--host", help="default: 127.0.0.1")
     parser.add_argument("--port", type=int, help="default: 8787")
     parser.add_argument(
@@ -124,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         "tool_mode",
         "model",
         "validation",
+        "builtin_tools",
         "host",
         "port",
         "workers",

@@ -44,6 +44,10 @@ StuckMode = Literal["enforce", "observe", "off"]
 # What the gateway does with a tool call that does not fit its tool's schema:
 # ask the model once to correct it, pass it on with a warning, or nothing.
 ValidateMode = Literal["repair", "warn", "off"]
+# What the Messages and Responses fronts do with a tool only the vendor's own
+# servers run (web search, code interpreter, hosted MCP, ...): leave it out of
+# what the model sees, with a warning, or refuse the request.
+BuiltinTools = Literal["drop", "error"]
 
 DEFAULT_BACKEND_URL = "http://127.0.0.1:8000/v1"
 
@@ -119,6 +123,7 @@ class ModelOverride(BaseModel):
     # True: the chat template opens the reasoning, so answers start inside it (text
     # before the closing tag is reasoning); None: read from the template, or learned.
     reasoning_open: bool | None = None
+    builtin_tools: BuiltinTools | None = None
 
 
 class BackendConfig(BaseModel):
@@ -221,6 +226,11 @@ class Settings(BaseSettings):
     validation: ValidateMode = Field(
         default="repair",
         description="tool calls that do not fit their schema: repair (re-ask once), warn, off",
+    )
+    builtin_tools: BuiltinTools = Field(
+        default="drop",
+        description="tools only OpenAI's or Anthropic's servers run (web_search, ...): "
+        "drop (left out, with a warning) or error (a 400)",
     )
     capability_ttl: float = Field(
         default=600.0, description="seconds a probed or learned fact about a model is trusted"
@@ -408,6 +418,10 @@ class Settings(BaseSettings):
             "stream_tools": override.stream_tools is not False,
             "reasoning_open": override.reasoning_open,
         }
+
+    def builtin_tools_for(self, model: str) -> BuiltinTools:
+        """What to do with a vendor-hosted tool in a request for ``model``."""
+        return self.override_for(model).builtin_tools or self.builtin_tools
 
     def public_dict(self) -> dict[str, Any]:
         """The settings in force, without secrets (for ``/health``)."""

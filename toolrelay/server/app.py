@@ -45,6 +45,12 @@ class JSONResponse(Response):
         return orjson.dumps(content)
 
 
+ROOT_TEXT = (
+    "toolrelay: tool calling that works on any model server.\n"
+    "POST /v1/chat/completions, /v1/messages, /v1/responses; GET /v1/models, /health, /docs.\n"
+)
+
+
 def create_app(settings: Settings) -> Starlette:
     gateway = Gateway(settings)
     metrics = Metrics(gateway.counters, settings)
@@ -67,6 +73,10 @@ def create_app(settings: Settings) -> Starlette:
             error = upstream(errors[0])
             return JSONResponse(error.to_dict(), status_code=error.status)
         return JSONResponse({"object": "list", "data": data})
+
+    async def root(request: Request) -> Response:
+        # Clients probe the base URL before anything else (Claude Code: HEAD /).
+        return Response(ROOT_TEXT, media_type="text/plain; charset=utf-8")
 
     async def health(request: Request) -> Response:
         return JSONResponse(await gateway.health())
@@ -111,6 +121,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/v1/responses/{response_id}", retrieve, methods=["GET"]),
             Route("/v1/responses/{response_id}", delete, methods=["DELETE"]),
             Route("/v1/models", models, methods=["GET"]),
+            Route("/", root, methods=["GET", "HEAD"]),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),
             Route("/api/tools", tools_api.get, methods=["GET"]),

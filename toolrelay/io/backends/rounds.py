@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from toolrelay import StreamParser
+from toolrelay.conform import IdMap, conform, id_style
 from toolrelay.correction import (
     CallHold,
     CheckedCalls,
@@ -209,15 +210,16 @@ async def backend_body(
     backend kinds with guided decoding.
     """
     body = dict(req.body)
+    messages = body["messages"] = conform(req.messages, IdMap(id_style(req.format, req.model)))
     if constrained and "response_format" not in body:
         body["response_format"] = _call_format(req.plan.tools)
     if mode == "native" and strict:
-        body["messages"] = append_note(req.messages, native_directive(req.tools, req.tool_choice))
+        body["messages"] = append_note(messages, native_directive(req.tools, req.tool_choice))
     if mode == "rescue":
         for key in TOOL_FIELDS:
             body.pop(key, None)
         body["messages"] = build_rescue_request(
-            req.messages,
+            messages,
             req.tools,
             req.tool_choice,
             parallel_tool_calls=req.parallel_tool_calls,
