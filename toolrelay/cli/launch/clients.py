@@ -265,7 +265,7 @@ def toml_document(table: Mapping[str, object]) -> str:
 def _toml_table(lines: list[str], path: tuple[str, ...], table: Mapping[str, object]) -> None:
     values = [(key, value) for key, value in table.items() if not isinstance(value, Mapping)]
     tables = [(key, value) for key, value in table.items() if isinstance(value, Mapping)]
-    if path and values:
+    if path and (values or not tables):  # an empty table is written too
         lines.extend(["", "[" + ".".join(toml_key(part) for part in path) + "]"])
     lines.extend(f"{toml_key(key)} = {toml_value(value)}" for key, value in values)
     for key, value in tables:
