@@ -146,7 +146,8 @@ def stand_in(tmp_path: Path) -> Path:
 def test_launch_runs_the_client_with_its_settings_and_passes_on_its_status(
     stand_in: Path, tmp_path: Path
 ) -> None:
-    config = SimulatorConfig.load({"models": ["sim-coder"], "rules": [{"answer": {"content": "hi"}}]})
+    scenario = {"models": ["sim-coder"], "rules": [{"answer": {"content": "hi"}}]}
+    config = SimulatorConfig.load(scenario)
     with Simulator(config) as sim:
         done = subprocess.run(
             [sys.executable, "-m", "toolrelay", "launch", "codex", "--backend", sim.openai_url,
