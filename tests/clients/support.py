@@ -38,14 +38,27 @@ ASK = "Read the file {path} and tell me what it says."
 _ASKED = r"Read the file (?P<path>\S+?)\.? and tell me"
 
 
+_outcomes: dict[str, str | None] = {}
+
+
 def installed(name: str) -> Path:
-    """The bin folder of the pinned client ``name``: skipped (failed under CI) without it."""
-    reason = install([name])[name]
+    """The bin folder of the pinned client ``name``: skipped (failed under CI) without it.
+
+    The first call installs every pinned client at once, side by side: one wait
+    for all of them instead of one per client."""
+    if not _outcomes:
+        _outcomes.update(install(PINNED))
+    reason = _outcomes[name]
     if reason is not None:
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
     return PINNED[name].bin_dir
+
+
+def unavailable() -> dict[str, str]:
+    """The clients that could not be installed in this run, and why."""
+    return {name: reason for name, reason in _outcomes.items() if reason is not None}
 
 
 @dataclass(frozen=True)
@@ -69,30 +82,49 @@ def make_task(folder: Path) -> Task:
     return Task(path, marker)
 
 
-def scenario(tool: str, arguments: dict[str, Any], **final: Any) -> dict[str, Any]:
+def scenario(
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    final: tuple[str, dict[str, Any]] | None = None,
+    result: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The model: asked to read the file, it calls ``tool`` natively (native path)
     or as a ``<tool_call>`` text call (rescue path: tools in the prompt); given the
     result, it answers with it. ``{path}`` in ``arguments`` is the asked file.
-    ``final`` replaces the last answer (a client that ends with a tool of its own)."""
-    text_call = json.dumps({"name": tool, "arguments": arguments})
+
+    ``final``: a tool the model calls with the result instead of answering in
+    text (smolagents' ``final_answer``, mini-swe-agent's submit command), the
+    same way as the first call. ``result``: what says the tool result is back
+    (default: ``tool_result: true``)."""
+    result = result or {"tool_result": True}
+    if final is None:
+        last = [{"match": result, "answer": {"content": "The file says: {last_tool_result}"}}]
+    else:
+        last = _calls({**result}, *final)
     return {
         "models": ["sim-coder"],
         "rules": [
-            {
-                "match": {"tool_result": True},
-                "answer": final or {"content": "The file says: {last_tool_result}"},
-            },
-            {
-                "match": {"tools": "native", "last_user": _ASKED},
-                "answer": {"tool_calls": [{"name": tool, "arguments": arguments}]},
-            },
-            {
-                "match": {"tools": "prompt", "last_user": _ASKED},
-                "answer": {"content": f"<tool_call>\n{text_call}\n</tool_call>"},
-            },
+            *last,
+            *_calls({"last_user": _ASKED}, tool, arguments),
             {"answer": {"content": "Ask me to read a file."}},
         ],
     }
+
+
+def _calls(match: dict[str, Any], tool: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    """A native call when tools came natively, a text call when they came in the prompt."""
+    text_call = json.dumps({"name": tool, "arguments": arguments})
+    return [
+        {
+            "match": {**match, "tools": "native"},
+            "answer": {"tool_calls": [{"name": tool, "arguments": arguments}]},
+        },
+        {
+            "match": {**match, "tools": "prompt"},
+            "answer": {"content": f"<tool_call>\n{text_call}\n</tool_call>"},
+        },
+    ]
 
 
 def environment(home: Path, *bin_dirs: Path) -> dict[str, str]:
