@@ -171,9 +171,11 @@ def simulator(folder: Path, rules: dict[str, Any]) -> Iterator[str]:
 
 
 @contextmanager
-def gateway(folder: Path, backend: str, mode: str) -> Iterator[str]:
-    """``toolrelay serve`` in front of ``backend`` in this tool mode; its base URL."""
+def gateway(folder: Path, model_server: str, mode: str) -> Iterator[str]:
+    """``toolrelay serve`` in front of the simulator at ``model_server`` (its OpenAI
+    API, ``/v1``) in this tool mode; the gateway's base URL."""
     port = _free_port()
+    backend = model_server + "/v1"
     command = [
         sys.executable, "-m", "toolrelay", "serve", "--backend", backend, "--tool-mode", mode,
         "--port", str(port), "--log-level", "debug",

@@ -84,7 +84,7 @@ def test_smolagents_tool_calling_agent_runs_its_tool(mode: str, tmp_path: Path) 
     )
     script = tmp_path / "agent.py"
     script.write_text(_SMOLAGENTS)
-    with simulator(tmp_path, rules) as model_server, gateway(tmp_path, model_server + "/v1", mode) as url:
+    with simulator(tmp_path, rules) as model_server, gateway(tmp_path, model_server, mode) as url:
         result = run(
             [str(bin_dir / "python"), str(script), url + "/v1", task.question], tmp_path, bin_dir
         )
@@ -100,7 +100,7 @@ def test_mini_swe_agent_runs_its_bash_tool(mode: str, tmp_path: Path) -> None:
         {"command": "cat {path}"},
         final=("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}),
     )
-    with simulator(tmp_path, rules) as model_server, gateway(tmp_path, model_server + "/v1", mode) as url:
+    with simulator(tmp_path, rules) as model_server, gateway(tmp_path, model_server, mode) as url:
         command = [
             str(bin_dir / "mini"), "-y", "--exit-immediately", "-m", "openai/sim-coder",
             "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={url}/v1",
