@@ -88,6 +88,7 @@ def scenario(
     *,
     final: tuple[str, dict[str, Any]] | None = None,
     result: dict[str, Any] | None = None,
+    text_calls: bool = False,
 ) -> dict[str, Any]:
     """The model: asked to read the file, it calls ``tool`` natively (native path)
     or as a ``<tool_call>`` text call (rescue path: tools in the prompt); given the
@@ -96,34 +97,34 @@ def scenario(
     ``final``: a tool the model calls with the result instead of answering in
     text (smolagents' ``final_answer``, mini-swe-agent's submit command), the
     same way as the first call. ``result``: what says the tool result is back
-    (default: ``tool_result: true``)."""
+    (default: ``tool_result: true``). ``text_calls``: the model writes its call
+    as text even when the tools came natively (a server without a tool parser)."""
     result = result or {"tool_result": True}
     if final is None:
         last = [{"match": result, "answer": {"content": "The file says: {last_tool_result}"}}]
     else:
-        last = _calls({**result}, *final)
+        last = _calls({**result}, *final, text_calls=text_calls)
     return {
         "models": ["sim-coder"],
         "rules": [
             *last,
-            *_calls({"last_user": _ASKED}, tool, arguments),
+            *_calls({"last_user": _ASKED}, tool, arguments, text_calls=text_calls),
             {"answer": {"content": "Ask me to read a file."}},
         ],
     }
 
 
-def _calls(match: dict[str, Any], tool: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
-    """A native call when tools came natively, a text call when they came in the prompt."""
+def _calls(
+    match: dict[str, Any], tool: str, arguments: dict[str, Any], *, text_calls: bool
+) -> list[dict[str, Any]]:
+    """A native call when tools came natively (unless ``text_calls``), a text call
+    when they came in the prompt."""
     text_call = json.dumps({"name": tool, "arguments": arguments})
+    written = {"content": f"<tool_call>\n{text_call}\n</tool_call>"}
+    native = {"tool_calls": [{"name": tool, "arguments": arguments}]}
     return [
-        {
-            "match": {**match, "tools": "native"},
-            "answer": {"tool_calls": [{"name": tool, "arguments": arguments}]},
-        },
-        {
-            "match": {**match, "tools": "prompt"},
-            "answer": {"content": f"<tool_call>\n{text_call}\n</tool_call>"},
-        },
+        {"match": {**match, "tools": "native"}, "answer": written if text_calls else native},
+        {"match": {**match, "tools": "prompt"}, "answer": written},
     ]
 
 
@@ -146,8 +147,8 @@ def environment(home: Path, *bin_dirs: Path) -> dict[str, str]:
 
 
 @contextmanager
-def simulator(folder: Path, rules: dict[str, Any]) -> Iterator[str]:
-    """``toolrelay simulate`` with these rules; its base URL."""
+def simulator(folder: Path, rules: dict[str, Any], *switches: str) -> Iterator[str]:
+    """``toolrelay simulate`` with these rules and switches; its base URL."""
     scenario_file = folder / "scenario.json"
     scenario_file.write_text(json.dumps(rules))
     with _server(
@@ -160,6 +161,7 @@ def simulator(folder: Path, rules: dict[str, Any]) -> Iterator[str]:
             "0",
             "--scenario",
             str(scenario_file),
+            *switches,
         ],
         folder / "simulator.log",
     ) as process:

@@ -2,7 +2,9 @@
 
 Each runs non-interactively (``claude -p``, ``codex exec``, ``opencode run``)
 with nothing but what ``toolrelay launch`` writes for it, streams its rounds,
-and must run its own file or shell tool on the native and the rescue path.
+and must run its own file or shell tool on the native and the rescue path;
+Claude Code 2.1 and Codex also when the server swallows a streamed call or
+the model writes its call as text.
 """
 
 from __future__ import annotations
@@ -57,5 +59,30 @@ def test_client_runs_its_own_tool_through_launch(pinned: str, mode: str, tmp_pat
     with simulator(tmp_path, scenario(tool, arguments)) as model_server:
         result = launch(
             name, model_server + "/v1", mode, argv(task), folder=tmp_path, bin_dir=bin_dir
+        )
+    assert_read(result, task, tmp_path)
+
+
+# What servers do to streamed calls, on the native path: a round whose call the
+# server's parser swallows (the stream ends empty), and a call the model writes
+# as text because the server has no parser for it.
+TROUBLES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    "swallowed-stream": ({}, ("--swallow-streamed-calls",)),
+    "call-as-text": ({"text_calls": True}, ()),
+}
+
+
+@pytest.mark.parametrize("trouble", sorted(TROUBLES))
+@pytest.mark.parametrize("pinned", ["claude-2.1", "codex"])
+def test_client_survives_what_servers_do_to_calls(
+    pinned: str, trouble: str, tmp_path: Path
+) -> None:
+    bin_dir = installed(pinned)
+    name, tool, arguments, argv = CLIENTS[pinned]
+    options, switches = TROUBLES[trouble]
+    task = make_task(tmp_path)
+    with simulator(tmp_path, scenario(tool, arguments, **options), *switches) as model_server:
+        result = launch(
+            name, model_server + "/v1", "native", argv(task), folder=tmp_path, bin_dir=bin_dir
         )
     assert_read(result, task, tmp_path)
