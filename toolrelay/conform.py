@@ -34,7 +34,7 @@ _MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}\Z")
 _KIMI_ID = re.compile(r"functions\.([^:]+):(\d+)\Z")
 _ALPHANUMERIC = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Format names (toolrelay.formats) and model-name words whose templates constrain ids.
-_FORMAT_STYLES: dict[str, IdStyle] = {"mistral": "mistral", "kimi": "kimi"}
+_FORMAT_STYLES: dict[str, IdStyle] = {"mistral": "mistral", "kimi_k2": "kimi"}
 _MODEL_WORDS: tuple[tuple[str, IdStyle], ...] = (
     ("kimi", "kimi"),
     ("mistral", "mistral"),
@@ -100,17 +100,61 @@ def _nine(text: str) -> str:
     return "".join(out)
 
 
-def conform(messages: Sequence[Mapping[str, Any]], ids: IdMap | None = None) -> list[Message]:
+def conform(messages: Sequence[Message], ids: IdMap | None = None) -> list[Message]:
     """The messages as the backend gets them: leading system (or developer)
     entries joined into one system message, later ones folded into the
     neighbouring user turn, ``content`` a string
     beside ``tool_calls``, each call followed by exactly one result in call order,
-    and ids in the style ``ids`` asks for."""
-    out = _place_system([dict(m) for m in messages])
-    out = _pair_results(out)
+    ids in the style ``ids`` asks for, and for the Mistral family consecutive
+    user turns joined."""
+    # Most histories need nothing: each step looks before it copies.
+    out: list[Message] = list(messages)
+    if any(_is_system(m) for m in out[1:]) or (out and out[0].get("role") == "developer"):
+        out = _place_system(out)
+    if not _paired(out):
+        out = _pair_results(out)
     if ids is not None and ids.style is not None:
         out = _rewrite_ids(out, ids)
+    if ids is not None and ids.style == "mistral":
+        out = _alternate(out)
     return out
+
+
+def _alternate(messages: list[Message]) -> list[Message]:
+    """User and answering assistant turns alternating, as the Mistral family's
+    templates demand (they skip tool results and assistant turns with calls, and
+    raise otherwise): a user turn right after another joins it, one right after
+    tool results joins the last result (Claude Code puts its text after the
+    results in one user turn; smolagents writes a result as a user
+    ``Observation:`` turn, which another user turn may follow), and an
+    assistant turn right after another answering one joins it."""
+    out: list[Message] = []
+    last_role = ""  # of the last user or answering assistant turn
+    for message in messages:
+        role = message.get("role")
+        plain = role == "user" or (role == "assistant" and not message.get("tool_calls"))
+        previous = out[-1] if out else None
+        if plain and role == last_role and previous is not None:
+            if previous.get("role") == role:
+                out[-1] = _joined(previous, message)
+                continue
+            if role == "user" and previous.get("role") == "tool":
+                text = _text(message.get("content"))
+                out[-1] = {**previous, "content": _text(previous.get("content")) + "\n\n" + text}
+                continue
+        if plain:
+            last_role = str(role)
+        out.append(message)
+    return out
+
+
+def _joined(first: Message, second: Message) -> Message:
+    content = second.get("content")
+    if isinstance(content, list):
+        parts = first.get("content")
+        before = parts if isinstance(parts, list) else [{"type": "text", "text": _text(parts)}]
+        return {**first, "content": [*before, *content]}
+    return _with_text(first, _text(content), before=False)
 
 
 def _text(content: Any) -> str:
@@ -132,6 +176,7 @@ def _is_system(message: Message) -> bool:
 
 
 def _place_system(messages: list[Message]) -> list[Message]:
+    """System entries joined first, later ones folded (new dicts, never the client's)."""
     leading: list[str] = []
     start = 0
     while start < len(messages) and _is_system(messages[start]):
@@ -181,6 +226,26 @@ def _with_text(message: Message, text: str, *, before: bool) -> Message:
     own = content if isinstance(content, str) else ""
     joined = (text + "\n\n" + own if before else own + "\n\n" + text) if own else text
     return {**message, "content": joined}
+
+
+def _paired(messages: list[Message]) -> bool:
+    """Whether every call already has exactly its one result, in call order, and
+    a string ``content`` beside it."""
+    expected: list[Any] = []  # the ids the next messages must answer, in order
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            if not expected or message.get("tool_call_id") != expected.pop(0):
+                return False
+            continue
+        if expected:
+            return False  # a call left without its result
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if calls:
+            if not isinstance(message.get("content"), str) or not isinstance(calls, list):
+                return False
+            expected = [call.get("id") if isinstance(call, dict) else None for call in calls]
+    return not expected
 
 
 def _pair_results(messages: list[Message]) -> list[Message]:

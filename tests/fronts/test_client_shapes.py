@@ -22,6 +22,10 @@ import pytest
 from tests.fronts.rules import check_messages_stream, check_responses_stream
 from tests.gateway.support import GatewayServer, stack
 from toolrelay.conform import SYSTEM_CLOSE, SYSTEM_OPEN
+from toolrelay.io.settings import Settings
+from toolrelay.server.errors import APIError
+from toolrelay.server.responses.request import read_responses
+from toolrelay.server.responses.store import ResponseStore
 from toolrelay.simulator import Simulator
 
 Pair = tuple[Simulator, GatewayServer]
@@ -381,3 +385,14 @@ def test_root_answers_head_and_get(pair: Pair) -> None:
     assert head.status_code == 200 and head.content == b""
     page = httpx.get(gw.url + "/", timeout=10)
     assert page.status_code == 200 and "toolrelay" in page.text
+
+
+def test_builtin_tools_per_model() -> None:
+    settings = Settings(models={"strict": {"builtin_tools": "error"}})
+    body = {"input": "hi", "tools": CODEX_TOOLS}
+    lenient = read_responses({**body, "model": "other"}, settings, ResponseStore(0))
+    assert lenient.warning is not None and "web_search, image_generation" in lenient.warning
+    assert [t["function"]["name"] for t in lenient.round.tools or []] == ["ls", READ]
+    with pytest.raises(APIError) as refused:
+        read_responses({**body, "model": "strict"}, settings, ResponseStore(0))
+    assert refused.value.param == "tools[2].type"

@@ -35,7 +35,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
     parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
-    parser.add_argument("--model", help="force every request onto this model")
+    parser.add_argument(
+        "--model",
+        help="the catch-all: requests for a model no alias matches and the backend does not "
+        "list go to this model",
+    )
+    parser.add_argument(
+        "--model-alias",
+        action="append",
+        metavar="CLIENT=BACKEND",
+        help="serve the client's model name CLIENT (a glob allowed: 'claude-*') with the "
+        "backend's model BACKEND; repeatable",
+    )
     parser.add_argument(
         "--validation",
         choices=("repair", "warn", "off"),
@@ -129,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         "backend_kind",
         "tool_mode",
         "model",
+        "model_alias",
         "validation",
         "builtin_tools",
         "host",

@@ -35,6 +35,7 @@ from pydantic_settings import (
 )
 
 from toolrelay.formats import format_names
+from toolrelay.io.models import ModelNames, parse_alias
 from toolrelay.io.urls import redact_url
 from toolrelay.profiles import get_profile
 
@@ -76,6 +77,36 @@ def _key_list(value: Any) -> Any:
 
 
 ApiKeys = Annotated[list[str], NoDecode, BeforeValidator(_key_list)]
+
+
+def _alias_list(value: Any) -> Any:
+    """Aliases as a list, each checked: the environment gives them comma-separated."""
+    value = _key_list(value)
+    if isinstance(value, list):
+        for alias in value:
+            if isinstance(alias, str):
+                parse_alias(alias)
+    return value
+
+
+Aliases = Annotated[list[str], NoDecode, BeforeValidator(_alias_list)]
+
+
+def _aliases_from_models(data: Any) -> Any:
+    """A ``models:`` entry whose value is a name (``claude-*: qwen3-coder``) is an
+    alias; it comes after the ``--model-alias`` ones, which win."""
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        return data
+    models = dict(data["models"])
+    names = {client: model for client, model in models.items() if isinstance(model, str)}
+    if not names:
+        return data
+    given = _key_list(data.get("model_alias") or [])
+    return {
+        **data,
+        "models": {k: v for k, v in models.items() if k not in names},
+        "model_alias": [*given, *(f"{client}={model}" for client, model in names.items())],
+    }
 
 
 def _known_profile(name: str) -> str:
@@ -202,7 +233,14 @@ class Settings(BaseSettings):
         default=False, description="never send tool_choice to the backend"
     )
     model: str | None = Field(
-        default=None, description="send every request to this model (else the model it names)"
+        default=None,
+        description="the catch-all: requests for a model no alias matches and no backend "
+        "lists go to this model",
+    )
+    model_alias: Aliases = Field(
+        default_factory=list,
+        description="CLIENT=BACKEND model aliases, comma-separated; CLIENT may be a glob "
+        "(claude-*=qwen3-coder)",
     )
     workers: int = Field(
         default=1, ge=1, description="gateway processes sharing the port (toolrelay serve)"
@@ -334,6 +372,8 @@ class Settings(BaseSettings):
     )
     # model -> its backend's config, worked out once (every request asks).
     _routes: dict[str, BackendConfig | None] = PrivateAttr(default_factory=dict)
+    _model_names: ModelNames | None = PrivateAttr(default=None)
+    _aliases_in_models = model_validator(mode="before")(_aliases_from_models)
 
     @classmethod
     def settings_customise_sources(
@@ -360,6 +400,13 @@ class Settings(BaseSettings):
                     f"(backends: {', '.join(names)})"
                 )
         return self
+
+    @property
+    def model_names(self) -> ModelNames:
+        """Client model names to backend ones: the aliases and the ``model`` catch-all."""
+        if self._model_names is None:
+            self._model_names = ModelNames(map(parse_alias, self.model_alias), self.model)
+        return self._model_names
 
     @property
     def tools_active(self) -> bool:

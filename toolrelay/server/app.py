@@ -67,11 +67,14 @@ def create_app(settings: Settings) -> Starlette:
             except BackendError as exc:
                 errors.append(exc)
                 continue
+            settings.model_names.learn_served(listing)
             entries = listing.get("data")
             data.extend(entries if isinstance(entries, list) else [])
         if errors and not data:
             error = upstream(errors[0])
             return JSONResponse(error.to_dict(), status_code=error.status)
+        # The client names an alias serves, so that a client that checks finds its model.
+        data.extend(settings.model_names.listed())
         return JSONResponse({"object": "list", "data": data})
 
     async def root(request: Request) -> Response:

@@ -10,6 +10,7 @@ from typing import Any
 
 from toolrelay.io.backends import Backend, BackendError, Backends
 from toolrelay.io.counters import process_counters
+from toolrelay.io.models import ModelNames
 from toolrelay.io.settings import Settings
 from toolrelay.io.shared import SharedState
 from toolrelay.io.tools import HttpToolClient
@@ -57,6 +58,7 @@ class Gateway:
             "uptime_seconds": round(time.time() - self.started, 3),
             "backends": backends,
             "settings": self.settings.public_dict(),
+            "model_names": self.settings.model_names.health(),
             "counters": self.counters.snapshot(),
             "shared_state": self.shared.health() if self.shared else {"store": "memory"},
             # Which worker answered: with --workers N the counters are all workers'.
@@ -71,7 +73,8 @@ class Gateway:
 
     async def check_backends(self) -> None:
         """At startup: say what each backend is, or warn that it does not answer."""
-        await asyncio.gather(*(_check_backend(b) for b in self.backends))
+        names = self.settings.model_names
+        await asyncio.gather(*(_check_backend(b, names) for b in self.backends))
 
     async def aclose(self) -> None:
         await self.backends.aclose()
@@ -101,10 +104,10 @@ async def _backend_health(backend: Backend) -> dict[str, Any]:
     return out
 
 
-async def _check_backend(backend: Backend) -> None:
+async def _check_backend(backend: Backend, names: ModelNames) -> None:
     try:
         kind = await asyncio.wait_for(backend.kind(), _HEALTH_PROBE_TIMEOUT)
-        await asyncio.wait_for(backend.list_models(), _HEALTH_PROBE_TIMEOUT)
+        names.learn_served(await asyncio.wait_for(backend.list_models(), _HEALTH_PROBE_TIMEOUT))
     except (BackendError, asyncio.TimeoutError) as exc:
         reason = exc.message if isinstance(exc, BackendError) else "no answer in time"
         log.warning(

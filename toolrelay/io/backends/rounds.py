@@ -281,6 +281,16 @@ def _finish_reason(req: RoundRequest, has_calls: bool, upstream: Any) -> str:
     return upstream if upstream in FINISH_REASONS and upstream != "tool_calls" else "stop"
 
 
+def _over_limit_warning(names: Sequence[str]) -> str | None:
+    """What the client is told of calls ``parallel_tool_calls: false`` left out:
+    they are dropped, not kept, since the gateway keeps nothing between requests
+    and the model, seeing the first call's result, can make them again."""
+    if not names:
+        return None
+    listed = ", ".join(names)
+    return f"parallel_tool_calls is false: left out {len(names)} more call(s) ({listed})"
+
+
 def _call_limit(req: RoundRequest) -> int | None:
     if req.plan.mode == "none":
         return 0
@@ -366,12 +376,13 @@ async def _attempt(
         # The blank lines an echo stood between go with it.
         content = cleaned.strip() if cleaned != content else content
     limit = _call_limit(req)
-    if limit is not None:
-        calls = calls[:limit]
+    over = calls[limit:] if limit is not None else []
+    calls = calls[:limit] if limit is not None else calls
     if req.has_tools:
         counters.inc("rounds", mode)
         _watch_silence(backend, req, mode, bool(calls))
     return Reply(
+        warning=_over_limit_warning([call.name for call in over]),
         content=content if content or not calls else None,
         reasoning=reasoning,
         calls=calls,
@@ -728,9 +739,9 @@ async def _relay_round(
         _watch_silence(backend, req, mode, called)
     stop_sequence = _stop_sequence(req, state.finish_choice) if state.finish_choice else None
     stopped = None if called else stop_sequence
-    last.append(
-        Finish(_finish_reason(req, called, state.finish), state.usage, stop_sequence=stopped)
-    )
+    finish = _finish_reason(req, called, state.finish)
+    dropped = _over_limit_warning(state.dropped)
+    last.append(Finish(finish, state.usage, dropped, stop_sequence=stopped))
     yield last
 
 
@@ -772,6 +783,7 @@ class _StreamState:
         "_open",
         "_waiting",
         "calls",
+        "dropped",
         "finish",
         "finish_choice",
         "limit",
@@ -789,6 +801,8 @@ class _StreamState:
         self.native = native
         self.limit = limit
         self.calls = 0
+        # Names of the calls over the limit, left out.
+        self.dropped: list[str] = []
         # Calls that could not be used: the stream did hold a call.
         self.rejected = 0
         self.saw_text = False
@@ -870,6 +884,8 @@ class _StreamState:
             indices[event.index] = self.calls if within else None
             if within:
                 self.calls += 1
+            else:
+                self.dropped.append(event.name)
             self._open = native
         index = indices.get(event.index)
         if isinstance(event, ToolCallEnd):
