@@ -89,6 +89,7 @@ def scenario(
     final: tuple[str, dict[str, Any]] | None = None,
     result: dict[str, Any] | None = None,
     text_calls: bool = False,
+    model: str = "sim-coder",
 ) -> dict[str, Any]:
     """The model: asked to read the file, it calls ``tool`` natively (native path)
     or as a ``<tool_call>`` text call (rescue path: tools in the prompt); given the
@@ -98,14 +99,15 @@ def scenario(
     text (smolagents' ``final_answer``, mini-swe-agent's submit command), the
     same way as the first call. ``result``: what says the tool result is back
     (default: ``tool_result: true``). ``text_calls``: the model writes its call
-    as text even when the tools came natively (a server without a tool parser)."""
+    as text even when the tools came natively (a server without a tool parser).
+    ``model``: the one model the simulator lists (``launch`` picks it)."""
     result = result or {"tool_result": True}
     if final is None:
         last = [{"match": result, "answer": {"content": "The file says: {last_tool_result}"}}]
     else:
         last = _calls({**result}, *final, text_calls=text_calls)
     return {
-        "models": ["sim-coder"],
+        "models": [model],
         "rules": [
             *last,
             *_calls({"last_user": _ASKED}, tool, arguments, text_calls=text_calls),

@@ -86,3 +86,21 @@ def test_client_survives_what_servers_do_to_calls(
             name, model_server + "/v1", "native", argv(task), folder=tmp_path, bin_dir=bin_dir
         )
     assert_read(result, task, tmp_path)
+
+
+# With a model name of its own catalogue, Codex sends its tools as an
+# additional_tools input item, and its shell is reached through the custom
+# ``exec`` tool: JavaScript that calls the nested exec_command tool.
+_CODEX_EXEC = 'const out = await tools.exec_command({cmd: "cat {path}"}); text(out);'
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_codex_with_a_model_of_its_catalogue(mode: str, tmp_path: Path) -> None:
+    bin_dir = installed("codex")
+    task = make_task(tmp_path)
+    rules = scenario("exec", {"input": _CODEX_EXEC}, model="gpt-6-astra")
+    with simulator(tmp_path, rules) as model_server:
+        result = launch(
+            "codex", model_server + "/v1", mode, _codex(task), folder=tmp_path, bin_dir=bin_dir
+        )
+    assert_read(result, task, tmp_path)
