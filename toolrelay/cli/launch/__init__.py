@@ -113,6 +113,7 @@ def _launch(client: Client, program: str, client_args: list[str], args: Any) -> 
     from pydantic import ValidationError
 
     from toolrelay.io.settings import Settings, describe_error
+    from toolrelay.io.urls import redact_url
     from toolrelay.server import create_app
     from toolrelay.server.background import BackgroundServer
 
@@ -146,7 +147,7 @@ def _launch(client: Client, program: str, client_args: list[str], args: Any) -> 
         env = {name: value for name, value in os.environ.items() if name not in setup.unset}
         env.update(setup.env)
         _say(
-            f"gateway on {gateway.url} in front of {settings.backend} "
+            f"gateway on {gateway.url} in front of {redact_url(settings.backend)} "
             f"(model {settings.model}, tool mode {settings.tool_mode}); starting {client.program}"
         )
         return foreground([program, *client_args], env)
