@@ -26,6 +26,7 @@ from toolrelay.server.auth import ApiKeys
 from toolrelay.server.completions import ChatFront
 from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
 from toolrelay.server.errors import APIError, upstream
+from toolrelay.server.facts_api import FactsApi
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import AccessLog, note
 from toolrelay.server.metrics import Metrics
@@ -49,6 +50,7 @@ def create_app(settings: Settings) -> Starlette:
     gateway = Gateway(settings)
     metrics = Metrics(gateway.counters, settings)
     tools_api = ToolsApi(gateway)
+    facts_api = FactsApi(gateway)
     spec = document(openapi_spec(_version()))
 
     async def models(request: Request) -> Response:
@@ -115,6 +117,9 @@ def create_app(settings: Settings) -> Starlette:
             Route("/metrics", prometheus, methods=["GET"]),
             Route("/api/tools", tools_api.get, methods=["GET"]),
             Route("/api/tools", tools_api.post, methods=["POST"]),
+            Route("/api/facts", facts_api.get, methods=["GET"]),
+            Route("/api/facts", facts_api.delete, methods=["DELETE"]),
+            Route("/api/facts/{fact}", facts_api.delete, methods=["DELETE"]),
             WebSocketRoute("/ws", websocket_endpoint),
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/docs", docs, methods=["GET"]),

@@ -603,9 +603,7 @@ async def _stream_unchecked(
 ) -> AsyncGenerator[list[StreamItem], None]:
     mode = await round_mode(backend, req)
     if req.has_tools and (
-        req.plan.mode == "required"
-        or not req.stream_tools
-        or backend.knows(req.model, "swallows_streamed_calls")
+        req.plan.mode == "required" or not req.stream_tools or backend.holds_streams(req.model)
     ):
         # A required call may need a re-ask, and a backend known (or configured)
         # to lose streamed calls is asked without streaming: stream the finished reply.
@@ -713,10 +711,16 @@ async def _relay_round(
         # The stream came back empty although tools were sent: the backend's
         # streamed tool parsing lost the call. Ask once without streaming. (A
         # round the token limit cut short, in its reasoning, lost nothing.)
-        backend.learn(req.model, "swallows_streamed_calls")
         counters.inc("fallbacks", "swallowed_stream")
         log.info("model %s: a streamed round came back empty; asking without streaming", req.model)
         reply = await _complete_unchecked(backend, req, counters)
+        if reply.calls:
+            # Direct evidence only: the same request, streamed without its call.
+            reason = (
+                f"a streamed request came back empty; the same request without streaming "
+                f"brought {len(reply.calls)} call(s) ({', '.join(c.name for c in reply.calls)})"
+            )
+            backend.learn(req.model, "swallows_streamed_calls", reason=reason)
         last.extend(reply_events(reply))
         last.append(_finish_of(reply, reply.usage or state.usage))
         yield last
@@ -724,6 +728,8 @@ async def _relay_round(
     called = state.calls > cleaner.removed_calls
     if req.has_tools:
         _watch_silence(backend, req, mode, called)
+        if called:
+            backend.streamed_call(req.model)
     stop_sequence = _stop_sequence(req, state.finish_choice) if state.finish_choice else None
     stopped = None if called else stop_sequence
     last.append(
