@@ -50,8 +50,12 @@ class ChatSession:
         toolbox: Toolbox,
         loop: LoopConfig,
         options: Mapping[str, Any],
+        *,
+        max_tokens: int | None = None,
     ) -> None:
         self.backend = backend
+        # Tokens per answer (None: the server's own limit).
+        self.max_tokens = max_tokens
         self.model = model
         self.toolbox = toolbox
         self.loop = loop
@@ -64,9 +68,10 @@ class ChatSession:
         """Run the message through the loop; raises BackendError on backend failure
         and CancelledError when cancelled, the history unchanged either way."""
         messages = [*self.history, {"role": "user", "content": text}]
-        request = RoundRequest.from_body(
-            {"model": self.model, "messages": messages}, **self.options
-        )
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.max_tokens:
+            body["max_tokens"] = self.max_tokens
+        request = RoundRequest.from_body(body, **self.options)
         before = _snapshot(self.counters)
         events = run_turn(self.backend, request, self.toolbox, self.loop, self.counters)
         async with aclosing(events):
