@@ -446,8 +446,9 @@ def test_a_weak_model_behind_a_template_without_tools(
     assert flags(report) == ["--jinja --chat-template-file <a template that renders tools>"]
     # Ollama's /api/show capabilities are evidence the same way.
     ollama = run(weak, **switches)
-    assert "/api/show says the model takes no tools" in (
-        ollama["checks"]["tools_reach_model"]["verdict"]
+    assert (
+        "/api/show says the model takes no tools"
+        in (ollama["checks"]["tools_reach_model"]["verdict"])
     )
     assert "Modelfile TEMPLATE" in ollama["server_fixes"][0]["advice"]
     # The table a person reads ends with the fix.
