@@ -122,8 +122,9 @@ def test_markup_removed_keeps_the_words_of_an_answer_that_is_all_markup() -> Non
     assert markup_removed(f"{listing}\n\nParis.", [listing]) == "Paris."
 
 
-_MARKERS = ["[TOOL_CALL]", "[/TOOL_CALL]", "<tool_call>", "</tool_call>", "[SYSTEM DIRECTIVE]",
-            "[TOOL CALL ERRORS]", "[TOOL_RESULT name=f id=1]", "[/TOOL_RESULT]", "<think>"]  # fmt: skip
+_MARKERS = ["[TOOL_CALL]", "[/TOOL_CALL]", "<tool_call>", "</tool_call>",
+            "[SYSTEM DIRECTIVE]", "[TOOL CALL ERRORS]", "[TOOL_RESULT name=f id=1]",
+            "[/TOOL_RESULT]", "<think>"]  # fmt: skip
 
 
 @settings(max_examples=200, deadline=None)
