@@ -141,16 +141,14 @@ def test_echo_history_repeats_the_framed_blocks_then_answers(start_simulator, wi
     client = wire.openai(sim)
     messages = _tool_loop(weather_tool)
     answer = client.chat.completions.create(model="m", messages=messages).choices[0]
-    blocks = answer.message.content.split("\n")
-    assert blocks[-1] == "It is sunny."
-    assert blocks[0].startswith("[TOOL_CALL]") and blocks[0].endswith("[/TOOL_CALL]")
-    assert blocks[1].startswith("[TOOL_RESULT") and "sunny, 21 C" in answer.message.content
+    assert answer.message.content == (
+        "[TOOL_RESULT name=get_weather id=call_1]\nsunny, 21 C\n[/TOOL_RESULT]\nIt is sunny."
+    )
     assert answer.finish_reason == "stop"
     # The echo spends a small budget: the answer is cut, finish_reason length.
     short = client.chat.completions.create(model="m", messages=messages, max_tokens=5).choices[0]
     assert (short.message.content, short.finish_reason) == (answer.message.content[:20], "length")
-    # A history without the framed blocks (no call block, an unclosed result) has
-    # nothing to echo: the model answers.
+    # A result without the closed block has nothing to echo: the model answers.
     plain = [messages[1], {"role": "user", "content": "[TOOL_RESULT name=get_weather] sunny"}]
     unframed = client.chat.completions.create(model="m", messages=plain).choices[0].message
     assert unframed.content == "It is sunny."

@@ -46,8 +46,8 @@ class SimulatorConfig:
     # A weak model: given tools in the prompt (or a correction re-ask), it answers with a
     # copy of the prompt toolrelay wrote instead of an answer.
     copy_prompt: bool = False
-    # A weak model: after a tool result it first repeats the rescue-framed history
-    # ([TOOL_CALL] and [TOOL_RESULT] blocks) it was given, then answers.
+    # A weak model: after a tool result it first repeats the rescue-framed results
+    # ([TOOL_RESULT] blocks) it was given, then answers.
     echo_history: bool = False
     # Requests with tools are refused with this message (probes still claim tool support).
     refuse_tools: str | None = None

@@ -28,9 +28,7 @@ RESCUE_RESULT_PREFIX = "[TOOL_RESULT"
 LATE_DIRECTIVE_MARKER = "[SYSTEM DIRECTIVE]"
 
 _PROMPT_TOOL_BLOCK = re.compile(r"\[TOOL_CALL\](.*?)\[/TOOL_CALL\]", re.DOTALL)
-_FRAMED_BLOCK = re.compile(
-    r"\[TOOL_CALL\].*?\[/TOOL_CALL\]|\[TOOL_RESULT[^\]]*\].*?\[/TOOL_RESULT\]", re.DOTALL
-)
+_FRAMED_RESULT = re.compile(r"\[TOOL_RESULT[^\]]*\].*?\[/TOOL_RESULT\]", re.DOTALL)
 _JSON_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
 _RESULT_BLOCK = re.compile(
     r"\[TOOL_RESULT([^\]]*)\](.*?)(?:\[/TOOL_RESULT\]|(?=\[TOOL_RESULT)|\Z)", re.DOTALL
@@ -83,8 +81,8 @@ class Turn:
     stop: tuple[str, ...] = ()
     # The token budget (`max_tokens`, `max_completion_tokens`, Ollama's `num_predict`).
     max_tokens: int | None = None
-    # The rescue-framed history after the last question: its [TOOL_CALL] and
-    # [TOOL_RESULT] blocks, verbatim, one per line (what --echo-history repeats).
+    # The rescue-framed results after the last question: its closed [TOOL_RESULT]
+    # blocks, verbatim, one per line (what --echo-history repeats).
     framed_history: str = ""
 
 
@@ -348,7 +346,7 @@ def _framed_history(messages: Sequence[Mapping[str, Any]]) -> str:
         if message["role"] == "user" and not _is_rescue_result(message):
             break  # the question: what came before it is an older exchange
         text = message_text(message.get("content")).split(LATE_DIRECTIVE_MARKER, 1)[0]
-        blocks[:0] = _FRAMED_BLOCK.findall(text)
+        blocks[:0] = _FRAMED_RESULT.findall(text)
     return "\n".join(blocks)
 
 
