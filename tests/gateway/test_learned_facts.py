@@ -147,3 +147,12 @@ def test_the_admin_endpoint_takes_the_admin_token_when_api_keys_are_set() -> Non
         assert refused.status_code == 401
         as_admin = {"authorization": "Bearer sesame"}
         assert httpx.delete(gw.url + "/api/facts", headers=as_admin, timeout=10).status_code == 200
+
+
+def test_the_facts_endpoints_are_documented() -> None:
+    with stack(gateway_settings=OPENAI) as (_, gw):
+        spec = httpx.get(gw.url + "/openapi.json", timeout=10).json()
+        assert set(spec["paths"]["/api/facts"]) == {"get", "delete"}
+        forget = spec["paths"]["/api/facts/{fact}"]["delete"]
+        assert LOST in forget["parameters"][0]["schema"]["enum"]
+        assert forget["security"] == [{"adminToken": []}]

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError
 from toolrelay.io.settings import Settings
+from toolrelay.server import facts_api as facts_endpoints
 from toolrelay.server.anthropic import CountTokens, MessagesFront
 from toolrelay.server.auth import ApiKeys
 from toolrelay.server.completions import ChatFront
@@ -51,7 +52,7 @@ def create_app(settings: Settings) -> Starlette:
     metrics = Metrics(gateway.counters, settings)
     tools_api = ToolsApi(gateway)
     facts_api = FactsApi(gateway)
-    spec = document(openapi_spec(_version()))
+    spec = facts_endpoints.document(document(openapi_spec(_version())))
 
     async def models(request: Request) -> Response:
         data: list[object] = []

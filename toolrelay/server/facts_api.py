@@ -90,3 +90,58 @@ def _error(error: APIError, headers: dict[str, str] | None = None) -> Response:
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(body), status, headers, media_type="application/json")
+
+
+_FACTS_ERROR = {
+    "application/json": {"schema": {"$ref": "#/components/schemas/ToolsError"}},
+}
+_SCOPE = [
+    {"name": "model", "in": "query", "required": False, "schema": {"type": "string"}},
+    {"name": "backend", "in": "query", "required": False, "schema": {"type": "string"}},
+]
+_FORGET = {
+    "tags": ["facts"],
+    "summary": "Forget learned facts (all, or one kind), for a model or backend",
+    "security": [{"adminToken": []}],
+    "parameters": _SCOPE,
+    "responses": {
+        "200": {"description": "{ok: true, forgotten: [{backend, model, fact, value}]}"},
+        "400": {"description": "An unknown fact", "content": _FACTS_ERROR},
+        "401": {"description": "The admin token is set and not given", "content": _FACTS_ERROR},
+        "404": {"description": "No backend by that name", "content": _FACTS_ERROR},
+    },
+}
+OPENAPI_PATHS: dict[str, Any] = {
+    "/api/facts": {
+        "get": {
+            "tags": ["facts"],
+            "summary": "What the gateway learned about each model: when, why, until when",
+            "parameters": _SCOPE[1:],
+            "responses": {"200": {"description": "{ok: true, facts: [...]}"}},
+        },
+        "delete": _FORGET,
+    },
+    "/api/facts/{fact}": {
+        "delete": {
+            **_FORGET,
+            "parameters": [
+                {
+                    "name": "fact",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string", "enum": sorted(FACTS)},
+                },
+                *_SCOPE,
+            ],
+        }
+    },
+}
+
+
+def document(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with the facts endpoints added (under the tag ``facts``)."""
+    spec.setdefault("paths", {}).update(OPENAPI_PATHS)
+    tags = spec.setdefault("tags", [])
+    if not any(tag.get("name") == "facts" for tag in tags):
+        tags.append({"name": "facts", "description": "What the gateway learned about models"})
+    return spec
