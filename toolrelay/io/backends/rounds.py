@@ -26,17 +26,20 @@ from typing import Any, Literal, TypeVar
 
 from toolrelay import StreamParser
 from toolrelay.correction import (
+    CORRECTION_HEADER,
+    CORRECTION_TAIL,
     CallHold,
     CheckedCalls,
     Problem,
     check_calls,
     correction_messages,
+    model_said_something,
     nothing_usable,
     settle,
     warning,
     written_call,
 )
-from toolrelay.echo import EchoCleaner, remove_echoes
+from toolrelay.echo import EchoCleaner, markup_removed, remove_echoes
 from toolrelay.events import (
     CallRejected,
     ContentDelta,
@@ -56,7 +59,7 @@ from toolrelay.io.backends.native import NativeStream, message_calls
 from toolrelay.io.counters import Counters
 from toolrelay.io.settings import ToolMode, ValidateMode
 from toolrelay.names import ToolSet
-from toolrelay.parse import parse_output
+from toolrelay.parse import parse_output, parse_tool_calls
 from toolrelay.profiles import apply_profile
 from toolrelay.rescue import (
     ToolChoicePlan,
@@ -65,6 +68,7 @@ from toolrelay.rescue import (
     native_directive,
     render_tools_prompt,
     resolve_tool_choice,
+    rewrite_history,
 )
 from toolrelay.stuck import append_note
 
@@ -157,6 +161,8 @@ class Reply:
     # The request's stop sequence that ended the text, when the backend says
     # which (vLLM's and SGLang's ``stop_reason``).
     stop_sequence: str | None = None
+    # The backend's text as it came, before markup and echoes were taken out.
+    raw: str | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +182,9 @@ class Finish:
     warning: str | None = None
     # As Reply.stop_sequence.
     stop_sequence: str | None = None
+    # As Reply.raw, and the path the round took (None: not known).
+    raw: str | None = None
+    mode: RoundMode | None = None
 
 
 StreamItem = Event | Opened | Finish
@@ -257,14 +266,18 @@ def injected_texts(req: RoundRequest, mode: RoundMode, *, strict: bool = False) 
     texts = list(req.injected)
     if mode == "rescue":
         texts.append(render_tools_prompt(req.plan.tools))
-        texts.append(
-            directive(
-                req.tools,
-                req.tool_choice,
-                parallel_tool_calls=req.parallel_tool_calls,
-                strength="strict" if strict else "normal",
+        # Both strengths and the correction's fixed lines: a model copies what it
+        # saw in any earlier round of the conversation too.
+        for strength in ("normal", "strict"):
+            texts.append(
+                directive(
+                    req.tools,
+                    req.tool_choice,
+                    parallel_tool_calls=req.parallel_tool_calls,
+                    strength=strength,
+                )
             )
-        )
+        texts += (CORRECTION_HEADER, CORRECTION_TAIL)
     elif strict:
         texts.append(native_directive(req.tools, req.tool_choice))
     return tuple(text for text in texts if text)
@@ -332,7 +345,7 @@ async def _attempt(
     body = await backend_body(backend, req, mode, strict=strict, constrained=constrained)
     answer = await backend.complete(body, auth=req.auth)
     choice, message = _choice_message(answer)
-    content = _text(message.get("content"))
+    content = raw = _text(message.get("content"))
     reasoning = _text(message.get("reasoning_content") or message.get("reasoning"))
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else None
     tools = _parse_tools(req)
@@ -378,6 +391,7 @@ async def _attempt(
         mode=mode,
         rejected=rejected,
         stop_sequence=None if calls else _stop_sequence(req, choice),
+        raw=raw,
     )
 
 
@@ -418,7 +432,16 @@ def _not_a_completion(what: str, value: Any) -> BackendError:
 
 async def complete_round(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
     """One non-streamed round, with every fallback, ``tool_choice`` enforced and
-    the calls checked (``req.validate``)."""
+    the calls checked (``req.validate``); a round that leaves the client nothing
+    is asked again (:func:`_answered`)."""
+
+    async def ask(again: RoundRequest) -> Reply:
+        return await _complete_checked(backend, again, counters)
+
+    return await _answered(req, await ask(req), ask, counters)
+
+
+async def _complete_checked(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
     reply = await _complete_unchecked(backend, req, counters)
     if not _checks_calls(req):
         return _noted(req, reply)
@@ -590,8 +613,14 @@ def stream_round(
     """
     items = _stream_unchecked(backend, req, counters, patience=patience)
     if not _checks_calls(req):
-        return _noted_stream(req, items)
-    return _checked_stream(backend, req, counters, items)
+        checked = _noted_stream(req, items)
+    else:
+        checked = _checked_stream(backend, req, counters, items)
+
+    async def ask(again: RoundRequest) -> Reply:
+        return await _complete_checked(backend, again, counters)
+
+    return _answered_stream(req, checked, ask, counters)
 
 
 async def _stream_unchecked(
@@ -732,15 +761,16 @@ async def _relay_round(
             backend.streamed_call(req.model)
     stop_sequence = _stop_sequence(req, state.finish_choice) if state.finish_choice else None
     stopped = None if called else stop_sequence
-    last.append(
-        Finish(_finish_reason(req, called, state.finish), state.usage, stop_sequence=stopped)
-    )
+    reason = _finish_reason(req, called, state.finish)
+    last.append(Finish(reason, state.usage, None, stopped, "".join(state.raw), mode))
     yield last
 
 
 def _finish_of(reply: Reply, usage: dict[str, Any] | None) -> Finish:
     """The end of a stream that relays a finished reply."""
-    return Finish(reply.finish_reason, usage, reply.warning, reply.stop_sequence)
+    return Finish(
+        reply.finish_reason, usage, reply.warning, reply.stop_sequence, reply.raw, reply.mode
+    )
 
 
 def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:
@@ -781,6 +811,7 @@ class _StreamState:
         "limit",
         "native",
         "parser",
+        "raw",
         "rejected",
         "saw_text",
         "usage",
@@ -796,6 +827,7 @@ class _StreamState:
         # Calls that could not be used: the stream did hold a call.
         self.rejected = 0
         self.saw_text = False
+        self.raw: list[str] = []  # the content as the backend sent it
         self.finish: Any = None  # the backend's finish_reason
         self.finish_choice: dict[str, Any] | None = None  # the choice that carried it
         self.usage: dict[str, Any] | None = None
@@ -820,6 +852,7 @@ class _StreamState:
                 out.append(ReasoningDelta(reasoning))
             content = delta.get("content")
             if content and isinstance(content, str):
+                self.raw.append(content)
                 self.feed(content, out)
             if delta.get("tool_calls"):
                 self.feed_native(delta["tool_calls"], out)
@@ -1010,7 +1043,8 @@ async def _settle_stream(
         out.append(ContentDelta(_prose(again, dropped)))
     usage = _usage_sum(finish.usage, again.usage if again else None)
     reason = _finish_reason(req, hold.released > 0, finish.reason)
-    out.append(Finish(reason, usage, _joined(finish.warning, warning(dropped))))
+    said = _joined(finish.warning, warning(dropped))
+    out.append(replace(finish, reason=reason, usage=usage, warning=said, stop_sequence=None))
     return out
 
 
@@ -1114,3 +1148,150 @@ def _usage_sum(
         if isinstance(first.get(key), int) and isinstance(second.get(key), int):
             total[key] = first[key] + second[key]
     return total
+
+
+# --- a round that leaves the client nothing (issue 24) ---------------------------------
+#
+# A weak model on the rescue path may copy the prompt toolrelay wrote (the tool
+# listing, the directive, the correction), and after a tool result may repeat the
+# history instead of answering: once its copies and markup are removed nothing is
+# left, though asked plainly it answers. Such a round is asked once more: on the
+# rescue path without the tool listing (the question as the model would get it
+# direct), natively with the history in plain words (no blocks, no directive to
+# repeat). When that brings nothing either, the client gets what the backend wrote
+# with the markup removed rather than "", with its finish_reason ("length" stays).
+
+_Ask = Callable[[RoundRequest], Awaitable[Reply]]
+
+ASKED_PLAINLY = (
+    "the rescue round gave no usable answer (no call, no words of the model's own): "
+    "asked again without the tool listing"
+)
+ASKED_IN_WORDS = "the answer was only echoes and markup: asked again with the history in words"
+KEPT_WORDS = "nothing but echoes and markup came back: the backend's text with the markup removed"
+
+
+def _empty_handed(req: RoundRequest, calls: bool, content: str | None) -> bool:
+    """A round with tools that gives the client no call and no words of the model's
+    own; a required or named choice has its own re-ask (a call is what it wants)."""
+    return (
+        req.has_tools
+        and req.plan.mode in ("auto", "none")
+        and not calls
+        and not model_said_something(content)
+    )
+
+
+def _plain_request(req: RoundRequest, *, listing: bool) -> RoundRequest:
+    """The request again with its history in plain words; without tools at all
+    unless ``listing`` (the question as the model would get it direct)."""
+    messages = rewrite_history(req.messages, plain=True)
+    if listing:
+        return replace(req, body={**req.body, "messages": messages}, messages=messages)
+    body = {key: value for key, value in req.body.items() if key not in TOOL_FIELDS}
+    body["messages"] = messages
+    return replace(req, body=body, messages=messages, tools=None, tool_choice=None)
+
+
+def _own_texts(req: RoundRequest) -> tuple[str, ...]:
+    """Everything toolrelay may have written into this request's prompts."""
+    return injected_texts(req, "rescue")
+
+
+async def _answered(req: RoundRequest, reply: Reply, ask: _Ask, counters: Counters) -> Reply:
+    """``reply``, or when it leaves the client nothing, the re-ask's answer, else
+    the backend's text with the markup removed."""
+    if not _empty_handed(req, bool(reply.calls), reply.content):
+        return reply
+    better = await _asked_again(req, reply.mode == "rescue", reply.raw, ask, counters)
+    if better is not None:
+        note, again = better
+        return replace(
+            again,
+            warning=_joined(_joined(reply.warning, again.warning), note),
+            usage=_usage_sum(reply.usage, again.usage),
+            raw=reply.raw,
+            rejected=reply.rejected,  # what the first answer held, as it was
+        )
+    kept = markup_removed(reply.raw or "", _own_texts(req))
+    if kept:
+        return replace(reply, content=kept, warning=_joined(reply.warning, KEPT_WORDS))
+    return reply
+
+
+async def _asked_again(
+    req: RoundRequest, rescued: bool, raw: str | None, ask: _Ask, counters: Counters
+) -> tuple[str, Reply] | None:
+    """The re-ask's note and answer, when it brought one."""
+    if not rescued and not (raw or "").strip():
+        return None  # the backend wrote nothing: cleaning emptied nothing
+    note = ASKED_PLAINLY if rescued else ASKED_IN_WORDS
+    counters.inc("fallbacks", "asked_plainly" if rescued else "asked_in_words")
+    log.info("model %s: %s", req.model, note)
+    try:
+        again = await ask(_plain_request(req, listing=not rescued))
+    except BackendError as exc:
+        log.warning("model %s: the re-ask failed (%s)", req.model, exc)
+        return None
+    if rescued:
+        # No tool was offered: a call in this answer is text, its markup removed.
+        text = parse_tool_calls(again.content or "", req.tools).content
+        again = replace(again, content=remove_echoes(text, _own_texts(req)).strip(), calls=[])
+    if again.calls or model_said_something(again.content):
+        return note, again
+    return None
+
+
+async def _answered_stream(
+    req: RoundRequest, items: AsyncGenerator[list[StreamItem], None], ask: _Ask, counters: Counters
+) -> AsyncGenerator[list[StreamItem], None]:
+    """:func:`_answered` for a stream: what goes out is watched, and a round that
+    gave nothing ends with the re-ask's answer (or the backend's words) instead
+    of toolrelay's note."""
+    spoke = False
+    try:
+        async for batch in items:
+            out: list[StreamItem] = []
+            held: list[StreamItem] = []
+            for item in batch:
+                if isinstance(item, Finish):
+                    out += await _stream_end(req, item, spoke, held, ask, counters)
+                    held = []
+                elif isinstance(item, ToolCallStart):
+                    spoke = True
+                    out.append(item)
+                elif isinstance(item, ContentDelta) and item.text.strip():
+                    if model_said_something(item.text):
+                        spoke = True
+                        out.append(item)
+                    else:
+                        held.append(item)  # toolrelay's note: only when nothing better comes
+                else:
+                    out.append(item)
+            out += held
+            if out:
+                yield out
+    finally:
+        await items.aclose()
+
+
+async def _stream_end(
+    req: RoundRequest,
+    finish: Finish,
+    spoke: bool,
+    held: list[StreamItem],
+    ask: _Ask,
+    counters: Counters,
+) -> list[StreamItem]:
+    if spoke or not _empty_handed(req, False, None):
+        return [*held, finish]
+    gave = Reply(None, None, [], finish.reason, finish.usage, finish.mode or "native")
+    gave = replace(gave, warning=finish.warning, raw=finish.raw)
+    reply = await _answered(req, gave, ask, counters)
+    if reply is gave:
+        return [*held, finish]
+    events = reply_events(replace(reply, reasoning=None, rejected=[]))
+    return [
+        *events,
+        replace(finish, reason=reply.finish_reason, usage=reply.usage, warning=reply.warning),
+    ]
