@@ -108,7 +108,7 @@ def _chat(
         return _fail(f"cannot use the backend at {where}: {exc.message} (name a --model?)", 1)
     session = ChatSession(
         backends.for_model(model), model, toolbox, _loop_config(args, settings, model),
-        settings.round_options(model), max_tokens=args.max_tokens or None,
+        settings, max_tokens=args.max_tokens or None,
     )  # fmt: skip
     if interactive:
         return Repl(session, trace, loop).run(_banner(session))
