@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from tests.gateway.support import stack
-from tests.weather import WEATHER_TOOL
+from tests.weather import WEATHER_TOOL, weather_loop
 
 CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
 PARIS = "Paris is the capital of France."
@@ -34,21 +34,7 @@ OWN_WORDS = (
     "(The model's tool calls could not be used",
     "# Tools",
 )
-SECOND_ROUND: list[dict[str, Any]] = [
-    {"role": "user", "content": "What's the weather in Paris?"},
-    {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-            }
-        ],
-    },
-    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
-]
+SECOND_ROUND = weather_loop("sunny")
 # The model: a result handed back in plain words gets a sentence; the framed
 # result gets the same sentence (after the echo, under echo_history).
 WEATHER_MODEL = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from tests.weather import weather_loop
 from toolrelay.rescue import build_rescue_request
 
 ASK = [{"role": "user", "content": "Say hello to me."}]
@@ -99,22 +100,7 @@ def test_refuse_tools_status_must_be_an_error_status(start_simulator):
 
 def _tool_loop(weather_tool):
     """The rescue path's second round: the question, the model's call, its result."""
-    history = [
-        {"role": "user", "content": "What's the weather in Paris?"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"},
-    ]
-    return build_rescue_request(history, [weather_tool], None)
+    return build_rescue_request(weather_loop("sunny, 21 C"), [weather_tool], None)
 
 
 def test_copy_prompt_answers_with_the_prompt_toolrelay_wrote(start_simulator, wire, weather_tool):

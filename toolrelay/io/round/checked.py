@@ -56,17 +56,8 @@ def stream_checked(
     *,
     patience: float | None = 10.0,
 ) -> AsyncGenerator[list[StreamItem], None]:
-    """One streamed round, in batches: ``[Opened()]``, then lists of events,
-    the last list ending with one :class:`Finish`.
-
-    A batch holds what one read from the backend produced, for a relay to
-    write at once. Errors before :class:`Opened` are the backend's refusal to
-    start; after it they are failures mid-stream. A round answered without
-    streaming opens after ``patience`` seconds at the latest (None: once
-    answered), so that the caller can keep the client's connection alive.
-    Content streams as it comes; each call is held until it is complete and
-    checked (``req.validate``), then goes out at once.
-    """
+    """The stream of :func:`~toolrelay.io.round.answered.stream_round`, its calls
+    checked (``req.validate``): each held until complete and valid."""
     items = stream_handling_fallbacks(backend, req, counters, patience=patience)
     if not _checks_calls(req):
         return _noted_stream(req, items)
