@@ -21,8 +21,8 @@ from toolrelay.cli.chat.session import RoundPath
 from toolrelay.io.engine import (
     AgentEvent,
     AssistantDelta,
+    AssistantReasoning,
     LoopGuard,
-    ReasoningDelta,
     RoundEnd,
     RoundStart,
     ToolCallRequested,
@@ -95,7 +95,7 @@ class TurnView:
             else:
                 self.progress.what = "writing…"  # held for standard output: keep spinning
             self._prose(event.text)
-        elif isinstance(event, ReasoningDelta):
+        elif isinstance(event, AssistantReasoning):
             self.progress.chars += len(event.text)
             self.progress.what = "reasoning…"
             self._spin()
