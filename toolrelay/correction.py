@@ -38,6 +38,15 @@ from toolrelay.validate import validate_call
 # Starts the directive of a re-ask, so that a model double (toolrelay
 # simulate) and a log reader can tell it from what the user wrote.
 CORRECTION_MARKER = "[TOOL CALL ERRORS]"
+# The directive's fixed lines: a weak model copies them into later answers.
+CORRECTION_HEADER = f"{CORRECTION_MARKER} Some tool calls in your last reply cannot be run:"
+CORRECTION_TAIL = (
+    "Write the corrected calls now, with the declared tool names and parameters "
+    "exactly as specified, and nothing else."
+)
+# How toolrelay's own answer begins when no call could be used and the model
+# wrote nothing else (:func:`nothing_usable`): a note, not the model's words.
+NOTHING_USABLE = "(The model's tool calls could not be used: "
 
 
 @dataclass(frozen=True)
@@ -100,17 +109,11 @@ def written_call(call: ToolCall) -> str:
 
 def correction_directive(problems: Sequence[Problem], accepted: Sequence[ToolCall]) -> str:
     """What the model is told: each problem on a line, then what to write."""
-    lines = [
-        f"{CORRECTION_MARKER} Some tool calls in your last reply cannot be run:",
-        *(f"- {problem}" for problem in problems),
-    ]
+    lines = [CORRECTION_HEADER, *(f"- {problem}" for problem in problems)]
     if accepted:
         names = ", ".join(dict.fromkeys(call.name for call in accepted))
         lines.append(f"The other calls ({names}) were accepted: do not repeat them.")
-    lines.append(
-        "Write the corrected calls now, with the declared tool names and parameters "
-        "exactly as specified, and nothing else."
-    )
+    lines.append(CORRECTION_TAIL)
     return "\n".join(lines)
 
 
@@ -171,7 +174,14 @@ def _calls(problems: Sequence[Problem]) -> str:
 def nothing_usable(problems: Sequence[Problem]) -> str:
     """The answer when the model's calls were all dropped and it wrote no prose."""
     listed = "; ".join(str(problem) for problem in problems)
-    return f"(The model's tool calls could not be used: {listed}.)"
+    return f"{NOTHING_USABLE}{listed}.)"
+
+
+def model_said_something(content: str | None) -> bool:
+    """Whether ``content`` holds words of the model's own (toolrelay's note that
+    no call could be used is not an answer)."""
+    text = (content or "").strip()
+    return bool(text) and not text.startswith(NOTHING_USABLE)
 
 
 @dataclass(frozen=True)

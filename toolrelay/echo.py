@@ -22,7 +22,9 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from functools import cache
 
+from toolrelay.correction import CORRECTION_MARKER
 from toolrelay.events import (
     CallRejected,
     ContentDelta,
@@ -32,6 +34,8 @@ from toolrelay.events import (
     ToolCallStart,
 )
 from toolrelay.examples import reject_copies
+from toolrelay.formats import opener_table
+from toolrelay.formats.echoes import DIRECTIVE_MARKER, WRAPPERS
 from toolrelay.parse import parse_tool_calls
 from toolrelay.types import Tool
 
@@ -128,6 +132,49 @@ def remove_echoes(text: str, injected: Iterable[str]) -> str:
     if not echo:
         return text
     return echo.feed(text) + echo.close()
+
+
+@cache
+def _markup() -> tuple[re.Pattern[str], frozenset[str]]:
+    """The markers that are markup anywhere, as one pattern, and their beginnings."""
+    table = opener_table()
+    markers = {*table.tokens, DIRECTIVE_MARKER, CORRECTION_MARKER}
+    # The tag-like openers (`<tool_call>`, `[TOOL_CALLS]`), not bare `{` or fences.
+    markers.update(m for m in table.openers if len(m) >= 4 and m[0] in "<[")
+    for opening, closing in WRAPPERS:
+        markers.update((opening, closing))
+    # A rescue result header carries attributes: `[TOOL_RESULT name=… id=…]` is one piece.
+    alternatives = [r"\[TOOL_RESULT[^\]\n]*\]"]
+    alternatives += (re.escape(m) for m in sorted(markers, key=len, reverse=True))
+    beginnings = frozenset(m[:i] for m in markers if m[0] in "<[" for i in range(1, len(m)))
+    return re.compile("|".join(alternatives)), beginnings
+
+
+def markup_removed(text: str, injected: Iterable[str] = ()) -> str:
+    """What a model wrote, kept as words when its answer is nothing but markup and
+    echoes: the tags of every format and wrapper taken out (their text stays), and
+    the lines repeating what toolrelay wrote (``injected``) dropped. The last
+    resort of a round that would otherwise answer with nothing at all."""
+    pattern, beginnings = _markup()
+    # Compared tags and all: the block's JSON stays in the words, so it must in ours.
+    own = {_normalize(pattern.sub("", line)) for part in injected for line in part.splitlines()}
+    own = {line for line in own if len(line) >= _MIN_LINE}
+    lines = [
+        line for line in pattern.sub("", text).splitlines() if not _repeats(_normalize(line), own)
+    ]
+    words = "\n".join(lines).strip()
+    # A tag the token limit cut off (`[`, `<tool_`) is markup too.
+    cut = max(words.rfind("["), words.rfind("<"))
+    if cut >= 0 and words[cut:] in beginnings:
+        words = words[:cut]
+    return re.sub(r"\n{3,}", "\n\n", words).strip()
+
+
+def _repeats(line: str, own: set[str]) -> bool:
+    """Whether ``line`` is one of ``own``, or a long enough start of one."""
+    if line in own:
+        return True
+    return len(line) >= _MIN_PARTIAL and any(mine.startswith(line) for mine in own)
 
 
 class EchoCleaner:

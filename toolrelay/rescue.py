@@ -272,10 +272,14 @@ def _tool_summary(tool: ToolSpec) -> str:
 # --- history rewrite ----------------------------------------------------------
 
 
-def rewrite_history(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+def rewrite_history(messages: Sequence[Mapping[str, Any]], *, plain: bool = False) -> list[Message]:
     """The conversation as a backend without tool support can take it.
 
-    See the module docstring for the rules. Raises :class:`RescueRequestError`
+    See the module docstring for the rules. ``plain`` writes earlier calls and
+    their results as short sentences (``(called get_weather {"city": "Paris"})``,
+    ``get_weather returned: …``) instead of ``[TOOL_CALL]`` and ``[TOOL_RESULT]``
+    blocks: the history of a re-ask for a weak model that repeated the blocks
+    instead of answering. Raises :class:`RescueRequestError`
     (``param="messages"``) for a message it cannot make sense of: not an object,
     an unknown role, or content that is neither a string, null nor a list of parts.
     """
@@ -295,9 +299,9 @@ def rewrite_history(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         elif role == "user":
             _add_turn(turns, "user", _content_parts(message.get("content"), where))
         elif role == "assistant":
-            _add_turn(turns, "assistant", _assistant_parts(message, where, call_names))
+            _add_turn(turns, "assistant", _assistant_parts(message, where, call_names, plain))
         elif role in ("tool", "function"):
-            _add_turn(turns, "user", _tool_result_parts(message, where, call_names))
+            _add_turn(turns, "user", _tool_result_parts(message, where, call_names, plain))
         else:
             raise RescueRequestError(f"{where} has an unsupported role {role!r}", "messages")
     rewritten = [{"role": role, "content": _materialize(parts)} for role, parts in turns]
@@ -314,7 +318,7 @@ def _add_turn(turns: list[tuple[str, list[_Part]]], role: str, parts: list[_Part
 
 
 def _assistant_parts(
-    message: Mapping[str, Any], where: str, call_names: dict[str, str]
+    message: Mapping[str, Any], where: str, call_names: dict[str, str], plain: bool = False
 ) -> list[_Part]:
     calls = message.get("tool_calls")
     if calls is None:
@@ -331,13 +335,20 @@ def _assistant_parts(
         call_id = call.get("id")
         if isinstance(call_id, str) and call_id:
             call_names[call_id] = name
-        blocks.append(_call_block(name, _call_arguments(function.get("arguments"))))
+        blocks.append(_written_call(name, _call_arguments(function.get("arguments")), plain))
     legacy = message.get("function_call")
     if isinstance(legacy, Mapping):
         name = _call_name(legacy, f"{where}.function_call")
-        blocks.append(_call_block(name, _call_arguments(legacy.get("arguments"))))
+        blocks.append(_written_call(name, _call_arguments(legacy.get("arguments")), plain))
     text = _text_only(message.get("content"), where)
     return _join(text, [_text_part("\n".join(blocks))] if blocks else [], "\n")
+
+
+def _written_call(name: str, arguments: Any, plain: bool) -> str:
+    if not plain:
+        return _call_block(name, arguments)
+    shown = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return f"(called {name} {shown})"
 
 
 def _call_name(function: Mapping[str, Any], where: str) -> str:
@@ -363,13 +374,16 @@ def _call_arguments(raw: object) -> Any:
 
 
 def _tool_result_parts(
-    message: Mapping[str, Any], where: str, call_names: Mapping[str, str]
+    message: Mapping[str, Any], where: str, call_names: Mapping[str, str], plain: bool = False
 ) -> list[_Part]:
     call_id = message.get("tool_call_id")
     call_id = call_id if isinstance(call_id, str) and call_id else None
     name = call_names.get(call_id) if call_id is not None else None
     if name is None and isinstance(message.get("name"), str) and message["name"]:
         name = message["name"]
+    if plain:
+        said = [_text_part(f"{name or 'The tool'} returned:")]
+        return _join(said, _content_parts(message.get("content"), where), " ")
     attributes = "".join(
         f" {key}={_HEADER_UNSAFE.sub('_', value)}"
         for key, value in (("name", name), ("id", call_id))
@@ -470,6 +484,8 @@ def build_rescue_request(
     tool_choice: ToolChoice = None,
     parallel_tool_calls: bool | None = True,
     strength: Strength = "normal",
+    *,
+    plain_history: bool = False,
 ) -> list[Message]:
     """The ``messages`` to send to the backend on the rescue path.
 
@@ -477,17 +493,20 @@ def build_rescue_request(
     system message and appends the directive to the last user-role message
     (a user message holding only the directive is added when there is none).
     The caller sends the result without ``tools``, ``tool_choice`` and
-    ``parallel_tool_calls``. Raises :class:`ToolChoiceError` or
-    :class:`RescueRequestError` (both ``ValueError``) for a request it cannot
-    rewrite; their ``param`` names the request field at fault.
+    ``parallel_tool_calls``. ``plain_history`` is the re-ask of a model that
+    echoed the history: earlier calls and results as short sentences
+    (:func:`rewrite_history`), and no late directive to repeat. Raises
+    :class:`ToolChoiceError` or :class:`RescueRequestError` (both
+    ``ValueError``) for a request it cannot rewrite; their ``param`` names the
+    request field at fault.
     """
     plan = resolve_tool_choice(tools, tool_choice)
     tools_prompt = render_tools_prompt(plan.tools)
-    rewritten = rewrite_history(messages)
+    rewritten = rewrite_history(messages, plain=plain_history)
     if tools_prompt:
         rewritten = _with_system_text(rewritten, tools_prompt)
     text = _directive_for_plan(plan, parallel_tool_calls is not False, strength)
-    if text:
+    if text and not plain_history:
         rewritten = _with_directive(rewritten, text)
     return rewritten
 

@@ -429,3 +429,34 @@ def test_a_weak_model_that_copies_the_rescue_example(run: Any) -> None:
 def test_a_stripping_proxy_shows_in_the_prompt_size(run: Any) -> None:
     verdict = run(None, strip_tools=True)["checks"]["tools_reach_model"]["verdict"]
     assert "the prompt grew by only" in verdict
+
+
+def test_a_weak_model_behind_a_template_without_tools(
+    run: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # SmolLM2-135M on llama-server --jinja: its template renders no tools and the
+    # model calls nothing either way; /props says supports_tools false.
+    weak = {"rules": [ECHO, {"answer": {"content": "Paris is lovely in spring."}}]}
+    switches: dict[str, Any] = {"strip_tools": True, "capabilities": ("completion",)}
+    report = run(weak, "--backend-kind", "llamacpp", **switches)
+    reach = report["checks"]["tools_reach_model"]
+    assert reach["value"] is False and reach["level"] == "fail"
+    assert "/props says the model takes no tools (supports_tools: False)" in reach["verdict"]
+    assert report["settings"]["tool_mode"] == "rescue"
+    assert flags(report) == ["--jinja --chat-template-file <a template that renders tools>"]
+    # Ollama's /api/show capabilities are evidence the same way.
+    ollama = run(weak, **switches)
+    assert (
+        "/api/show says the model takes no tools"
+        in (ollama["checks"]["tools_reach_model"]["verdict"])
+    )
+    assert "Modelfile TEMPLATE" in ollama["server_fixes"][0]["advice"]
+    # The table a person reads ends with the fix.
+    with Simulator(SimulatorConfig.load(weak, **switches)) as sim:
+        status = main(["doctor", "--backend", sim.openai_url, "--backend-kind", "llamacpp"])
+    table = " ".join(capsys.readouterr().out.split())  # as wrapped for 80 columns
+    assert status == 0
+    assert "✘ tools reach the model no: /api/show says the model takes no tools" in table
+    fix = "- tools never reach the model: --jinja --chat-template-file <a template that renders"
+    assert fix in table
+    assert "tool_mode: rescue" in table

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolrelay import parse_tool_calls
-from toolrelay.echo import EchoFilter, remove_echoes
+from toolrelay.echo import EchoFilter, markup_removed, remove_echoes
 from toolrelay.rescue import directive, render_tools_prompt
 
 WEATHER = {
@@ -108,3 +110,35 @@ def test_any_chunking_gives_the_whole_answer(text: str, cuts: list[int]) -> None
     out.append(echo.feed(content[start:]))
     out.append(echo.close())
     assert "".join(out) == remove_echoes(content, INJECTED)
+
+
+def test_markup_removed_keeps_the_words_of_an_answer_that_is_all_markup() -> None:
+    echoed = "[TOOL_RESULT name=get_weather id=c1]\nsunny, 21 C\n[/TOOL_RESULT]\n["
+    assert markup_removed(echoed) == "sunny, 21 C"
+    wrapped = "<tool_call>\nParis is the capital.\n</tool_call><|im_end|>"
+    assert markup_removed(wrapped).startswith("Paris is the capital.")
+    # Toolrelay's own lines go, the model's stay.
+    listing = render_tools_prompt([WEATHER])
+    assert markup_removed(f"{listing}\n\nParis.", [listing]) == "Paris."
+
+
+_MARKERS = ["[TOOL_CALL]", "[/TOOL_CALL]", "<tool_call>", "</tool_call>",
+            "[SYSTEM DIRECTIVE]", "[TOOL CALL ERRORS]", "[TOOL_RESULT name=f id=1]",
+            "[/TOOL_RESULT]", "<think>"]  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(_MARKERS),
+            st.text(alphabet="abc xyz.,\n", min_size=1, max_size=12),
+        ),
+        max_size=12,
+    )
+)
+def test_markup_removed_leaves_no_marker_and_every_word(pieces: list[str]) -> None:
+    kept = markup_removed("".join(pieces))
+    assert not any(marker in kept for marker in _MARKERS)
+    words = "".join(piece for piece in pieces if piece not in _MARKERS).strip()
+    assert kept == re.sub(r"\n{3,}", "\n\n", words).strip()

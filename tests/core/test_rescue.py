@@ -887,3 +887,44 @@ def test_native_directive_demands_a_call_and_lists_what_each_tool_takes() -> Non
 @pytest.mark.parametrize("choice", [None, "auto", "none"])
 def test_native_directive_is_empty_when_no_call_is_demanded(choice: Any) -> None:
     assert native_directive(TOOLS, choice) == ""
+
+
+PLAIN_HISTORY = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Paris and Rome?"},
+    {
+        "role": "assistant",
+        "content": "Let me check.",
+        "tool_calls": [
+            {"id": "a", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+            {"id": "b", "type": "function",
+             "function": {"name": "get_weather", "arguments": "not json"}},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "a", "content": "sunny"},
+    {"role": "tool", "tool_call_id": "b", "content": [{"type": "text", "text": "rain"}]},
+]  # fmt: skip
+
+
+def test_a_plain_history_writes_calls_and_results_as_sentences() -> None:
+    assert rewrite_history(PLAIN_HISTORY, plain=True) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {
+            "role": "assistant",
+            "content": 'Let me check.\n(called get_weather {"city": "Paris"})\n'
+            "(called get_weather not json)",
+        },
+        {"role": "user", "content": "get_weather returned: sunny\n\nget_weather returned: rain"},
+    ]
+
+
+def test_the_plain_history_re_ask_keeps_the_listing_and_drops_the_directive() -> None:
+    tool = function_tool("get_weather", {"type": "object"})
+    framed = build_rescue_request(PLAIN_HISTORY, [tool])
+    plain = build_rescue_request(PLAIN_HISTORY, [tool], plain_history=True)
+    assert plain[0] == framed[0]  # the same system prompt, the listing in it
+    text = json.dumps(plain[1:])
+    assert "[TOOL_RESULT" not in text and TOOL_CALL_OPEN not in text
+    assert DIRECTIVE_MARKER not in text and DIRECTIVE_MARKER in json.dumps(framed)

@@ -35,7 +35,7 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = frozenset({"python", "sh", "bash"})
 DATA_LANGUAGES = frozenset({"json", "yaml"})
 SHOWN_LANGUAGES = frozenset({"text", "console"})
-WELL_KNOWN_PORTS = (8787, 8788, 8789, 8790, 8000, 8080, 11434, 1234, 30000, 6379)
+WELL_KNOWN_PORTS = (8787, 8788, 8789, 8790, 8000, 8001, 8080, 11434, 1234, 30000, 6379)
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,})(?P<info>[^`\n]*)$")
 _DIRECTIVE = re.compile(

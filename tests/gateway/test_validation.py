@@ -112,6 +112,10 @@ def _rules() -> list[dict[str, Any]]:
             "answer": {"content": _text_call(silent["name"], silent["arguments"])},
         }
     )
+    # Asked the question plainly (no tools at all), it answers in words.
+    rules.append(
+        {"match": {"last_user": "^silent", "tools": "none"}, "answer": {"content": "In words."}}
+    )
     for case, (name, arguments, _) in CASES.items():
         rules.append(
             {
@@ -245,9 +249,14 @@ def test_without_prose_or_a_call_left_the_answer_says_what_went_wrong(
 ) -> None:
     reply = ask(gw, "silent weather in Paris", stream=stream)
     assert reply["calls"] == [] and reply["finish_reason"] == "stop"
-    assert reply["content"] == (
-        "(The model's tool calls could not be used: get_weather: 'city' is required.)"
-    )
+    if gw.gateway_app.state.gateway.settings.tool_mode == "native":
+        assert reply["content"] == (
+            "(The model's tool calls could not be used: get_weather: 'city' is required.)"
+        )
+    else:
+        # A rescue round that failed is asked again without the tool listing (issue 24).
+        assert reply["content"] == "In words."
+        assert "asked again without the tool listing" in reply["warning"]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])

@@ -77,3 +77,48 @@ def test_a_fact_is_said_again_once_half_its_ttl_has_passed(redis_server: RedisSe
         assert 100 < ttl <= 200  # renewed for the whole TTL (the first write has < 80 ms left)
 
     run(redis_server, 0.2, scenario)
+
+
+def test_a_forgotten_fact_leaves_redis_and_the_other_replicas(redis_server: RedisServer) -> None:
+    async def scenario(client: Redis, shared: SharedFacts, cache: CapabilityCache) -> None:
+        cache.set("m", "swallows_streamed_calls", True, "a stream lost its call")
+        await shared.flush(client)
+        key = fact_key(BACKEND, "m", "swallows_streamed_calls")
+        assert await client.get(key) == b"1"
+        pubsub = client.pubsub()
+        await pubsub.subscribe("toolrelay:facts")
+        assert cache.forget("m") == [("m", "swallows_streamed_calls", True)]
+        assert shared.pending == 1
+        await shared.flush(client)
+        assert await client.get(key) is None
+        message = None
+        for _ in range(20):
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1)
+            if message is not None:
+                break
+        assert message is not None
+        said = orjson.loads(message["data"])
+        assert said["forget"] is True and said["fact"] == "swallows_streamed_calls"
+        await pubsub.aclose()
+        # Another replica's fact comes with its reason; its forget removes it here.
+        shared.receive(
+            orjson.dumps(
+                {
+                    "replica": "other",
+                    "backend": BACKEND,
+                    "model": "m",
+                    "fact": "refuses_tools",
+                    "value": True,
+                    "ttl_ms": 60_000,
+                    "reason": "500: tools param requires --jinja flag",
+                }
+            )
+        )
+        [fact] = cache.details()
+        assert fact["reason"].endswith("500: tools param requires --jinja flag")
+        forget = {"replica": "other", "backend": BACKEND, "model": "m", "fact": "refuses_tools"}
+        shared.receive(orjson.dumps({**forget, "forget": True}))
+        assert cache.details() == []
+        assert shared.pending == 0, "a forget from elsewhere is not said again"
+
+    run(redis_server, 60, scenario)

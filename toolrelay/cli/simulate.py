@@ -14,12 +14,18 @@ _SWITCHES = {
     "strip_tools": "drop tools and tool_choice before the model sees them (a stripping proxy)",
     "stop_at_tool_call_tag": "stop generation at <tool_call>, like vLLM's stop-token interception",
     "swallow_streamed_calls": "streamed rounds that would hold a call end empty, without error",
+    "swallow_streamed_calls_once": "only the first streamed round that would hold a call ends "
+    "empty",
     "no_tools_support": "requests with tools get '400 <model> does not support tools'",
     "ignore_tool_choice": "ignore tool_choice (the model decides alone)",
     "honour_parallel_tool_calls": "keep only the first call when parallel_tool_calls is false",
     "reasoning_open": "the chat template opens <think>: answers start inside the reasoning",
     "echo_example": "a weak model: with tools in the prompt, answer with its first example call",
     "echo_directive": "a weak model: start every answer by repeating the late [SYSTEM DIRECTIVE]",
+    "copy_prompt": "a weak model: with tools in the prompt (or asked to correct its calls), "
+    "answer with a copy of that prompt",
+    "echo_history": "a weak model: after a tool result, first repeat the [TOOL_RESULT] "
+    "blocks it was given",
     "refuse_tools_in_stream": "a streamed refusal (--refuse-tools) comes in a 200 stream",
     "close_after_stream": "close the connection after every whole stream, unannounced "
     "(llama-server)",

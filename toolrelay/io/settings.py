@@ -273,6 +273,22 @@ class Settings(BaseSettings):
     capability_ttl: float = Field(
         default=600.0, description="seconds a probed or learned fact about a model is trusted"
     )
+    learn_facts: bool = Field(
+        default=True,
+        description="keep what answers show about a model (a refusal of tools, lost "
+        "streamed calls, text calls); false: each lesson serves its own request only",
+    )
+    fact_recheck_requests: int = Field(
+        default=50,
+        ge=1,
+        description="a model whose streams are held (they lost a call) streams again "
+        "after this many requests, to re-check",
+    )
+    fact_recheck_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="... or after this many seconds, whichever comes first",
+    )
     timeout: float = Field(
         default=600.0, description="seconds to wait for the backend's answer or next streamed chunk"
     )
@@ -384,7 +400,8 @@ class Settings(BaseSettings):
         default=30.0, gt=0, description="seconds an MCP server may take to start and answer"
     )
     admin_token: str | None = Field(
-        default=None, description="bearer token POST /api/tools requires, when set"
+        default=None,
+        description="bearer token POST /api/tools and DELETE /api/facts require, when set",
     )
     session_max_turns: int = Field(
         default=20, ge=1, description="turns a /ws conversation keeps (oldest dropped first)"

@@ -22,11 +22,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from toolrelay.io.backends import BackendError
 from toolrelay.io.settings import Settings
 from toolrelay.io.tools.source import SourceStartError
+from toolrelay.server import facts_api as facts_endpoints
 from toolrelay.server.anthropic import CountTokens, MessagesFront
 from toolrelay.server.auth import ApiKeys
 from toolrelay.server.chat import ChatFront
 from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
 from toolrelay.server.errors import APIError, api_error, upstream
+from toolrelay.server.facts_api import FactsApi
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import AccessLog, note
 from toolrelay.server.mcp import PATH as MCP_PATH
@@ -59,7 +61,8 @@ def create_app(settings: Settings) -> Starlette:
     metrics = Metrics(gateway.counters, settings)
     tools_api = ToolsApi(gateway)
     mcp = McpEndpoint(gateway.tools, settings.host)
-    spec = document(openapi_spec(_version()))
+    facts_api = FactsApi(gateway)
+    spec = facts_endpoints.document(document(openapi_spec(_version())))
 
     async def models(request: Request) -> Response:
         data: list[object] = []
@@ -143,6 +146,9 @@ def create_app(settings: Settings) -> Starlette:
             Route("/metrics", prometheus, methods=["GET"]),
             Route("/api/tools", tools_api.get, methods=["GET"]),
             Route("/api/tools", tools_api.post, methods=["POST"]),
+            Route("/api/facts", facts_api.get, methods=["GET"]),
+            Route("/api/facts", facts_api.delete, methods=["DELETE"]),
+            Route("/api/facts/{fact}", facts_api.delete, methods=["DELETE"]),
             WebSocketRoute("/ws", websocket_endpoint),
             Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
             Route("/openapi.json", openapi, methods=["GET"]),

@@ -22,8 +22,8 @@ from toolrelay.server.errors import APIError
 # Reachable without a key: a load balancer's health check, the docs and the
 # root's one-line description (a client's first probe).
 OPEN_PATHS = ("/health", "/docs", "/openapi.json")
-# The one endpoint that reads the client's Authorization itself (the admin token).
-ADMIN_PATH = "/api/tools"
+# The endpoints that read the client's Authorization themselves (the admin token).
+ADMIN_PATHS = ("/api/tools", "/api/facts")
 _CREDENTIALS = (b"authorization", b"x-api-key")
 
 
@@ -41,7 +41,7 @@ class ApiKeys:
         if not self._known(_presented(scope)):
             await _refuse(scope, receive, send)
             return
-        if scope["path"] != ADMIN_PATH:  # which checks the admin token itself
+        if not _is_admin(scope["path"]):  # which checks the admin token itself
             headers = [(k, v) for k, v in scope["headers"] if k not in _CREDENTIALS]
             scope = {**scope, "headers": headers}
         await self.app(scope, receive, send)
@@ -57,6 +57,31 @@ class ApiKeys:
 
 def _is_open(path: str) -> bool:
     return path == "/" or any(path == p or path.startswith(p + "/") for p in OPEN_PATHS)
+
+
+def _is_admin(path: str) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in ADMIN_PATHS)
+
+
+def admin_token_accepted(header: str | None, token: str) -> bool:
+    """Whether an ``Authorization`` header carries ``token`` as its bearer token."""
+    scheme, _, given = (header or "").partition(" ")
+    # Constant time: how much of a guess matches must not show in the timing.
+    return hmac.compare_digest(
+        given.strip().encode() if scheme.lower() == "bearer" else b"", token.encode()
+    )
+
+
+def admin_refusal(header: str | None, token: str | None, endpoint: str) -> APIError | None:
+    """The 401 for an admin ``endpoint`` when the admin token is set and not given."""
+    if not token or admin_token_accepted(header, token):
+        return None
+    return APIError(
+        401,
+        f"{endpoint} needs the admin token: Authorization: Bearer <token>",
+        type="authentication_error",
+        code="invalid_admin_token",
+    )
 
 
 def _presented(scope: Scope) -> bytes | None:

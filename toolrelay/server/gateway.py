@@ -111,6 +111,8 @@ async def _backend_health(backend: Backend) -> dict[str, Any]:
         "reachable": False,
         "error": None,
         "facts": backend.facts.snapshot(),
+        # Each fact with when and why it was learned (DELETE /api/facts forgets them).
+        "learned": backend.facts.details(),
     }
     try:
         await asyncio.wait_for(backend.list_models(), _HEALTH_PROBE_TIMEOUT)

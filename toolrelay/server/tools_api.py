@@ -12,7 +12,6 @@ Errors carry ``ok: false`` and an OpenAI error object.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from typing import Any
 
@@ -27,6 +26,7 @@ from toolrelay.io.tools.registry import (
     ToolsUnavailable,
     decode_definitions,
 )
+from toolrelay.server.auth import admin_refusal
 from toolrelay.server.errors import APIError
 from toolrelay.server.gateway import Gateway
 
@@ -46,15 +46,11 @@ class ToolsApi:
         gateway = self.gateway
         if not gateway.backends.configured:
             return _error(APIError(503, NO_BACKEND, type="api_error", code="llm_disabled"))
-        token = gateway.settings.admin_token
-        if token and not _authorised(request.headers.get("authorization"), token):
-            error = APIError(
-                401,
-                "POST /api/tools needs the admin token: Authorization: Bearer <token>",
-                type="authentication_error",
-                code="invalid_admin_token",
-            )
-            return _error(error, {"www-authenticate": "Bearer"})
+        refused = admin_refusal(
+            request.headers.get("authorization"), gateway.settings.admin_token, "POST /api/tools"
+        )
+        if refused is not None:
+            return _error(refused, {"www-authenticate": "Bearer"})
         try:
             raw = await _read(request, gateway.settings.max_body_bytes)
             definitions = decode_definitions(raw)
@@ -86,14 +82,6 @@ class ToolsApi:
         tools += [tool.to_dict() for tool in self.gateway.tools.sourced(active.definitions)]
         body = {"ok": True, "count": len(tools), "source": active.source, "tools": tools}
         return _json(200, body)
-
-
-def _authorised(header: str | None, token: str) -> bool:
-    scheme, _, given = (header or "").partition(" ")
-    # Constant time: how much of a guess matches must not show in the timing.
-    return hmac.compare_digest(
-        given.strip().encode() if scheme.lower() == "bearer" else b"", token.encode()
-    )
 
 
 async def _read(request: Request, limit: int) -> bytes:

@@ -26,6 +26,8 @@ class SimulatorConfig:
     stop_at_tool_call_tag: bool = False
     # A mismatched server-side parser empties streamed rounds with a call (seed 002, §5).
     swallow_streamed_calls: bool = False
+    # ... only the first such round (a glitch, not the server's way): later ones stream whole.
+    swallow_streamed_calls_once: bool = False
     # Ollama's `400 … does not support tools`.
     no_tools_support: bool = False
     # What /api/show (and /props, /api/v1/models) report; None: derived from tool support.
@@ -41,6 +43,12 @@ class SimulatorConfig:
     echo_example: bool = False
     # A weak model: it starts every answer by repeating the late [SYSTEM DIRECTIVE] it got.
     echo_directive: bool = False
+    # A weak model: given tools in the prompt (or a correction re-ask), it answers with a
+    # copy of the prompt toolrelay wrote instead of an answer.
+    copy_prompt: bool = False
+    # A weak model: after a tool result it first repeats the rescue-framed results
+    # ([TOOL_RESULT] blocks) it was given, then answers.
+    echo_history: bool = False
     # Requests with tools are refused with this message (probes still claim tool support).
     refuse_tools: str | None = None
     refuse_tools_status: int = 400

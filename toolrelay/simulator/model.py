@@ -160,6 +160,12 @@ def _render(
     if config.echo_example and turn.example_call:
         # A weak model copies the prompt's example instead of answering.
         content, calls = turn.example_call, []
+    if config.copy_prompt and (turn.repair_directive or turn.tools_mode == "prompt"):
+        # ... or the whole prompt toolrelay wrote: the correction it was sent, else
+        # the tool listing and the late directive.
+        content, calls = _copied_prompt(turn), []
+    if config.echo_history and turn.is_tool_result and turn.framed_history:
+        content = f"{turn.framed_history}\n{content}"
     if config.echo_directive and turn.directive:
         content = f"{turn.directive}\n\n{content}" if content else turn.directive
     finish_reason = answer.finish_reason
@@ -196,6 +202,9 @@ def _render(
         # Generation ends at the stop sequence: nothing after it is written.
         calls, finish_reason = [], "stop"
     finish_reason = finish_reason or ("tool_calls" if calls else "stop")
+    if turn.max_tokens is not None:
+        reasoning, content, calls, cut = _within(turn.max_tokens, reasoning, content, calls)
+        finish_reason = "length" if cut else finish_reason
     return Reply(
         content=content,
         reasoning=reasoning,
@@ -208,6 +217,35 @@ def _render(
         prompt_tokens=turn.prompt_tokens,
         stop_reason=stop_reason,
     )
+
+
+def _copied_prompt(turn: Turn) -> str:
+    if turn.repair_directive:
+        return turn.repair_directive
+    return "\n\n".join(part for part in (turn.system, turn.directive) if part)
+
+
+_Call = tuple[str | None, str, str]
+
+
+def _within(
+    budget: int, reasoning: str, content: str, calls: list[_Call]
+) -> tuple[str, str, list[_Call], bool]:
+    """What a ``budget`` of tokens lets the model write (about four characters a
+    token, as counted): reasoning first, then content, then whole calls; and
+    whether the budget cut the answer short."""
+    left = budget * 4
+    kept_reasoning, left = reasoning[:left], max(left - len(reasoning), 0)
+    kept_content, left = content[:left], max(left - len(content), 0)
+    kept_calls: list[_Call] = []
+    for call in calls:
+        size = len(call[1]) + len(call[2])
+        if size > left:
+            break
+        kept_calls.append(call)
+        left -= size
+    cut = (kept_reasoning, kept_content) != (reasoning, content) or len(kept_calls) < len(calls)
+    return kept_reasoning, kept_content, kept_calls, cut
 
 
 def _stopped(content: str, stops: tuple[str, ...]) -> tuple[str, str | None]:

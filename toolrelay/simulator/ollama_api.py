@@ -30,7 +30,8 @@ _EVAL_NS_PER_TOKEN = 20_000_000
 
 
 async def chat(request: Request) -> Response:
-    config = state_of(request).config
+    state = state_of(request)
+    config = state.config
     try:
         body, digest = await read_json(request)
         if config.status is not None:
@@ -51,7 +52,8 @@ async def chat(request: Request) -> Response:
     model = served_model(turn.model)
     if turn.stream:
         return StreamingResponse(
-            paced(_lines(reply, model, config), config), media_type="application/x-ndjson"
+            paced(_lines(reply, model, config, swallowed=state.swallows(reply)), config),
+            media_type="application/x-ndjson",
         )
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning:
@@ -61,8 +63,9 @@ async def chat(request: Request) -> Response:
     return json_response(_head(model, message, done=True) | _final_stats(reply))
 
 
-def _lines(reply: Reply, model: str, config: SimulatorConfig) -> Iterator[bytes]:
-    swallowed = config.swallow_streamed_calls and reply.holds_call()
+def _lines(
+    reply: Reply, model: str, config: SimulatorConfig, *, swallowed: bool
+) -> Iterator[bytes]:
     if not swallowed:
         for piece in pieces(reply.reasoning, config.chunk):
             yield _line(_head(model, {"role": "assistant", "content": "", "thinking": piece}))

@@ -25,7 +25,8 @@ from toolrelay.simulator.streaming import ClosingStream, paced, pieces
 
 
 async def chat_completions(request: Request) -> Response:
-    config = state_of(request).config
+    state = state_of(request)
+    config = state.config
     try:
         body, digest = await read_json(request)
         if config.status is not None:
@@ -45,7 +46,7 @@ async def chat_completions(request: Request) -> Response:
         return openai_error(reply.message, reply.status)
     completion = _Completion("chatcmpl-" + turn.digest, int(time.time()), served_model(turn.model))
     if turn.stream:
-        frames = completion.frames(reply, turn, config)
+        frames = completion.frames(reply, turn, config, swallowed=state.swallows(reply))
         stream = ClosingStream if config.close_after_stream else StreamingResponse
         return stream(
             paced(frames, config),
@@ -110,11 +111,12 @@ class _Completion:
             "usage": _usage(reply),
         }
 
-    def frames(self, reply: Reply, turn: Turn, config: SimulatorConfig) -> Iterator[bytes]:
+    def frames(
+        self, reply: Reply, turn: Turn, config: SimulatorConfig, *, swallowed: bool
+    ) -> Iterator[bytes]:
         size = config.chunk
         yield self._chunk({"role": "assistant", "content": ""}, turn)
         # A mismatched server-side parser eats the whole round, text included (seed 002, §5).
-        swallowed = config.swallow_streamed_calls and reply.holds_call()
         if not swallowed:
             for piece in pieces(reply.reasoning, size):
                 yield self._chunk({"reasoning_content": piece}, turn)

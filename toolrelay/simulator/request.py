@@ -28,6 +28,7 @@ RESCUE_RESULT_PREFIX = "[TOOL_RESULT"
 LATE_DIRECTIVE_MARKER = "[SYSTEM DIRECTIVE]"
 
 _PROMPT_TOOL_BLOCK = re.compile(r"\[TOOL_CALL\](.*?)\[/TOOL_CALL\]", re.DOTALL)
+_FRAMED_RESULT = re.compile(r"\[TOOL_RESULT[^\]]*\].*?\[/TOOL_RESULT\]", re.DOTALL)
 _JSON_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
 _RESULT_BLOCK = re.compile(
     r"\[TOOL_RESULT([^\]]*)\](.*?)(?:\[/TOOL_RESULT\]|(?=\[TOOL_RESULT)|\Z)", re.DOTALL
@@ -78,6 +79,11 @@ class Turn:
     digest: str
     # The request's stop sequences (OpenAI's `stop`), honoured as vLLM does.
     stop: tuple[str, ...] = ()
+    # The token budget (`max_tokens`, `max_completion_tokens`, Ollama's `num_predict`).
+    max_tokens: int | None = None
+    # The rescue-framed results after the last question: its closed [TOOL_RESULT]
+    # blocks, verbatim, one per line (what --echo-history repeats).
+    framed_history: str = ""
 
 
 def openai_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
@@ -106,6 +112,7 @@ def openai_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
         digest,
         single_call=single_call,
         stop=tuple(item for item in stop or () if item),
+        max_tokens=_budget(body.get("max_completion_tokens") or body.get("max_tokens")),
     )
 
 
@@ -114,8 +121,17 @@ def ollama_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
     # Ollama streams unless told otherwise.
     stream = _flag(body, "stream", default=True)
     tools = () if config.strip_tools else _tools(body.get("tools"))
+    options = body.get("options")
+    budget = _budget(options.get("num_predict")) if isinstance(options, Mapping) else None
     # Ollama has no tool_choice: the model always decides.
-    return _turn(body, tools, "auto" if tools else "none", stream, False, digest)
+    return _turn(body, tools, "auto" if tools else "none", stream, False, digest, max_tokens=budget)
+
+
+def _budget(value: Any) -> int | None:
+    """A token budget, when ``value`` is one (Ollama's -1 and other values: none)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
 
 
 def token_count(text: str) -> int:
@@ -169,6 +185,7 @@ def _turn(
     *,
     single_call: bool = False,
     stop: tuple[str, ...] = (),
+    max_tokens: int | None = None,
 ) -> Turn:
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -207,6 +224,8 @@ def _turn(
         prompt_tokens=prompt_tokens,
         digest=digest,
         stop=stop,
+        max_tokens=max_tokens,
+        framed_history=_framed_history(messages),
     )
 
 
@@ -317,6 +336,18 @@ def _directive(messages: Sequence[Mapping[str, Any]]) -> str:
             at = text.find(LATE_DIRECTIVE_MARKER)
             return text[at:].strip() if at >= 0 else ""
     return ""
+
+
+def _framed_history(messages: Sequence[Mapping[str, Any]]) -> str:
+    blocks: list[str] = []
+    for message in reversed(messages):
+        if _is_system(message):
+            continue
+        if message["role"] == "user" and not _is_rescue_result(message):
+            break  # the question: what came before it is an older exchange
+        text = message_text(message.get("content")).split(LATE_DIRECTIVE_MARKER, 1)[0]
+        blocks[:0] = _FRAMED_RESULT.findall(text)
+    return "\n".join(blocks)
 
 
 def _example_call(messages: Sequence[Mapping[str, Any]]) -> str:

@@ -116,6 +116,7 @@ class Settings(_Strict):
     strip_tools: bool | None = None
     stop_at_tool_call_tag: bool | None = None
     swallow_streamed_calls: bool | None = None
+    swallow_streamed_calls_once: bool | None = None
     no_tools_support: bool | None = None
     capabilities: list[str] | None = None
     ignore_tool_choice: bool | None = None
@@ -124,6 +125,8 @@ class Settings(_Strict):
     cut_streamed_arguments: int | None = Field(default=None, ge=1)
     echo_example: bool | None = None
     echo_directive: bool | None = None
+    copy_prompt: bool | None = None
+    echo_history: bool | None = None
     refuse_tools: str | None = None
     refuse_tools_status: int | None = Field(default=None, ge=400, le=599)
     refuse_tools_in_stream: bool | None = None

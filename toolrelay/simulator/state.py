@@ -11,6 +11,7 @@ import orjson
 from starlette.requests import Request
 
 from toolrelay.simulator.config import SimulatorConfig
+from toolrelay.simulator.model import Reply
 from toolrelay.simulator.request import BadRequest
 
 
@@ -33,6 +34,19 @@ class SimulatorState:
         self.config = config
         # Bounded: a long-running simulator (a load test) must not keep every request.
         self.requests: deque[RecordedRequest] = deque(maxlen=config.request_log)
+        self._swallowed_once = False
+
+    def swallows(self, reply: Reply) -> bool:
+        """Whether a streamed ``reply`` is lost (--swallow-streamed-calls, or its
+        ``-once`` variant for the first streamed round holding a call)."""
+        if not reply.holds_call():
+            return False
+        if self.config.swallow_streamed_calls:
+            return True
+        if self.config.swallow_streamed_calls_once and not self._swallowed_once:
+            self._swallowed_once = True
+            return True
+        return False
 
 
 def state_of(request: Request) -> SimulatorState:

@@ -9,8 +9,10 @@ server is ``trusted``).
 
 Interactive when standard input is a terminal and no ``-m`` is given;
 otherwise one message (``-m`` or standard input), the answer on standard
-output, the trace on standard error. Exit status: 0 when the turn ended, 1
-when the backend (or an MCP server) failed, 2 for wrong arguments, 130 on Ctrl-C.
+output, the trace on standard error. While the model works a spinner shows
+for how long and about how many tokens it wrote; Ctrl-C cancels the turn and
+its request to the backend. Exit status: 0 when the turn ended, 1 when the
+backend (or an MCP server) failed, 2 for wrong arguments, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import argparse
 from toolrelay.cli.flags import BACKEND_KINDS
 
 DEFAULT_MAX_ROUNDS = 10
+# Tokens one answer may take. Without a limit some servers (llama-server) write
+# until the context is full: minutes on a CPU. Enough for a page of code.
+DEFAULT_MAX_TOKENS = 2048
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +77,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_ROUNDS,
         metavar="N",
         help=f"tool rounds per turn, then one answer without tools (default {DEFAULT_MAX_ROUNDS})",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=DEFAULT_MAX_TOKENS,
+        metavar="N",
+        help=f"tokens one answer of the model may take (default {DEFAULT_MAX_TOKENS}; "
+        "0: the server's own limit)",
     )
     parser.add_argument(
         "--command-timeout",

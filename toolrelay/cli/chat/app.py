@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -96,9 +97,15 @@ def _mcp_servers(settings: Settings) -> McpServers | None:
 
 
 def _settings(args: argparse.Namespace) -> tuple[Settings, Workspace]:
-    if args.max_rounds < 0 or args.max_result_chars < 1 or args.command_timeout <= 0:
+    if (
+        args.max_rounds < 0
+        or args.max_tokens < 0
+        or args.max_result_chars < 1
+        or args.command_timeout <= 0
+    ):
         raise Usage(
-            "--max-rounds must be 0 or more, --max-result-chars and --command-timeout above 0"
+            "--max-rounds and --max-tokens must be 0 or more, --max-result-chars and "
+            "--command-timeout above 0"
         )
     try:
         flags = ("backend", "backend_kind", "tool_mode", "config", "mcp_config", "mcp_optional")
@@ -133,19 +140,30 @@ def _chat(
         where = backends.default.base_url
         return _fail(f"cannot use the backend at {where}: {exc.message} (name a --model?)", 1)
     session = ChatSession(
-        backends.for_model(model), model, toolbox, _loop_config(args, settings, model), settings
+        backends.for_model(model), model, toolbox, _loop_config(args, settings, model),
+        settings, max_tokens=args.max_tokens or None,
     )  # fmt: skip
     if interactive:
         return Repl(session, trace, loop).run(_banner(session))
     text = args.message if args.message is not None else sys.stdin.read()
     if not text.strip():
         return _fail("nothing to ask: give -m MESSAGE, or the message on standard input", 2)
-    view = TurnView(trace, answer)
+    view = TurnView(trace, answer, session.max_tokens)
+    task = loop.create_task(session.turn(text, view))
+    # Ctrl-C cancels the turn, and with it the request to the backend (which
+    # would otherwise go on generating for nobody).
+    loop.add_signal_handler(signal.SIGINT, task.cancel)
     try:
-        loop.run_until_complete(session.turn(text, view))
+        loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        view.close()
+        print("toolrelay chat: cancelled", file=sys.stderr)
+        return 130
     except BackendError as exc:
         view.close()
         return _fail(f"the backend failed: {exc.message}", 1)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
     return 0
 
 

@@ -90,7 +90,7 @@ class Repl:
                 _save_history(history)
 
     def _turn(self, text: str) -> None:
-        view = TurnView(self.console)
+        view = TurnView(self.console, max_tokens=self.session.max_tokens)
         task = self.loop.create_task(self.session.turn(text, view))
         # Ctrl-C during the turn cancels it: the backend request and tools stop.
         self.loop.add_signal_handler(signal.SIGINT, task.cancel)

@@ -51,8 +51,12 @@ class ChatSession:
         toolbox: Toolbox,
         loop: LoopConfig,
         settings: Settings,
+        *,
+        max_tokens: int | None = None,
     ) -> None:
         self.backend = backend
+        # Tokens per answer (None: the server's own limit).
+        self.max_tokens = max_tokens
         self.model = model
         self.toolbox = toolbox
         self.loop = loop
@@ -65,7 +69,10 @@ class ChatSession:
         """Run the message through the loop; raises BackendError on backend failure
         and CancelledError when cancelled, the history unchanged either way."""
         messages = [*self.history, {"role": "user", "content": text}]
-        request = build_round(self.settings, {"model": self.model, "messages": messages})
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.max_tokens:
+            body["max_tokens"] = self.max_tokens
+        request = build_round(self.settings, body)
         before = _snapshot(self.counters)
         events = run_turn(self.backend, request, self.toolbox, self.loop, self.counters)
         async with aclosing(events):

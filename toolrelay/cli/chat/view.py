@@ -32,6 +32,31 @@ from toolrelay.io.engine import (
 
 SHOWN_ARGUMENTS = 200
 SHOWN_RESULT = 300
+# Characters a token, near enough to show how much the model has written.
+CHARS_PER_TOKEN = 4
+
+
+class Progress:
+    """The spinner's text, worked out each time it is drawn: what the model is
+    doing, for how long, and about how many tokens it has written this round.
+    A model at 2 tokens a second must not look like a hung program."""
+
+    def __init__(self) -> None:
+        self.what = "thinking…"
+        self.started = time.monotonic()
+        self.chars = 0
+
+    def restart(self, what: str) -> None:
+        self.what = what
+        self.started = time.monotonic()
+        self.chars = 0
+
+    def __rich__(self) -> Text:
+        seconds = time.monotonic() - self.started
+        text = f"{self.what} {seconds:.0f} s"
+        if self.chars:
+            text += f" · ~{max(1, round(self.chars / CHARS_PER_TOKEN))} tokens"
+        return Text(text)
 
 
 class TurnView:
@@ -42,11 +67,16 @@ class TurnView:
     turns out to be a tool round, and ``answer`` gets the final text.
     """
 
-    def __init__(self, trace: Console, answer: Console | None = None) -> None:
+    def __init__(
+        self, trace: Console, answer: Console | None = None, max_tokens: int | None = None
+    ) -> None:
         self.trace = trace
         self.answer = answer
+        # The request's budget, named when an answer was cut at it.
+        self.max_tokens = max_tokens
         self.started = time.monotonic()
         self.status: Status | None = None
+        self.progress = Progress()
         self.prose: list[str] = []
         self.streaming = False
         # The path of the round in progress, shown on its calls.
@@ -56,12 +86,19 @@ class TurnView:
     def event(self, event: AgentEvent, path: RoundPath | None) -> None:
         if isinstance(event, RoundStart):
             self.path = None
-            self._spin("thinking…")
+            self.progress.restart("thinking…")
+            self._spin()
         elif isinstance(event, AssistantDelta):
-            self._stop_spinner()
+            self.progress.chars += len(event.text)
+            if self.answer is None:
+                self._stop_spinner()  # the text itself shows that the model works
+            else:
+                self.progress.what = "writing…"  # held for standard output: keep spinning
             self._prose(event.text)
         elif isinstance(event, AssistantReasoning):
-            self._spin("reasoning…")
+            self.progress.chars += len(event.text)
+            self.progress.what = "reasoning…"
+            self._spin()
         elif isinstance(event, ToolCallRequested):
             self._end_prose()
             arguments = _short(
@@ -93,12 +130,10 @@ class TurnView:
 
     # --- pieces ---------------------------------------------------------------------
 
-    def _spin(self, what: str) -> None:
+    def _spin(self) -> None:
         if self.status is None:
-            self.status = self.trace.status(what, spinner="dots")
+            self.status = self.trace.status(self.progress, spinner="dots")
             self.status.start()
-        else:
-            self.status.update(what)
 
     def _stop_spinner(self) -> None:
         if self.status is not None:
@@ -163,6 +198,10 @@ class TurnView:
             self.trace.print(Text(f"· {self.path.describe()}", style="dim"))
         if end.warning:
             self.trace.print(Text(f"⚠ {end.warning}", style="yellow"))
+        if end.finish_reason == "length":
+            budget = f"--max-tokens {self.max_tokens}" if self.max_tokens else "the token limit"
+            cut = f"⚠ the answer was cut short at {budget}: raise it to let the model finish"
+            self.trace.print(Text(cut, style="yellow"))
         paths = " + ".join(dict.fromkeys(self.paths)) or "no tools used"
         seconds = time.monotonic() - self.started
         rounds = f"{end.rounds} round{'s' if end.rounds != 1 else ''}"

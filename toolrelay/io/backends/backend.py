@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from toolrelay.io.backends.errors import BackendError
-from toolrelay.io.backends.facts import CapabilityCache, Fact
+from toolrelay.io.backends.facts import EVIDENCE, CapabilityCache, Fact
 from toolrelay.io.backends.http import ChunkStream, HttpClient, Limits
 from toolrelay.io.backends.probe import (
     ChatTemplate,
@@ -69,6 +69,9 @@ class Backend:
         *,
         capability_ttl: float = 600.0,
         limits: Limits | None = None,
+        learn_facts: bool = True,
+        recheck_requests: int = 50,
+        recheck_seconds: float = 300.0,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -86,6 +89,11 @@ class Backend:
         )
         self._own_credentials = bool(config.api_key or url.authorization)
         self.facts = CapabilityCache(ttl=capability_ttl)
+        # False: what answers teach serves their own request only (probes still count).
+        self.learn_facts = learn_facts
+        # A held-streams fact is tested again after this many requests or seconds.
+        self.recheck_requests = recheck_requests
+        self.recheck_seconds = recheck_seconds
         self._kind: str | None = None if config.kind == "auto" else config.kind
         self._kind_lock = asyncio.Lock()
         # Per model: native rounds with tools since its last call (None: hint given).
@@ -180,7 +188,13 @@ class Backend:
             probed = await probe_native_tools(self.client, self.root_url, kind, model)
             # An inconclusive probe means "native first", cached so as not to ask again.
             native = probed is not False
-            self.facts.set(model, "native_tools", native)
+            reason = (
+                f"the {kind} capability probe was inconclusive: native first"
+                if probed is None
+                else f"the {kind} capability endpoint says the model "
+                + ("takes tools" if native else "takes no tools")
+            )
+            self.facts.set(model, "native_tools", native, reason)
             log.info(
                 "backend %s, model %s: %s (%s probe)",
                 self.name,
@@ -238,11 +252,48 @@ class Backend:
         self._templates[model] = (now + self.facts.ttl, template)
         return template
 
-    def learn(self, model: str, fact: Fact, value: bool = True) -> None:
+    def learn(self, model: str, fact: Fact, value: bool = True, reason: str | None = None) -> None:
+        """Keep what an answer showed (``reason``: the evidence, in words), unless
+        learning is switched off (``learn_facts: false``)."""
+        if not self.learn_facts:
+            return
         if self.facts.get(model, fact) != value:
             lesson = _LESSONS[fact] if value else f"does not hold: {fact}"
-            log.info("backend %s, model %s: learned that it %s", self.name, model, lesson)
-        self.facts.set(model, fact, value)
+            log.info(
+                "backend %s, model %s: learned that it %s (%s)",
+                self.name,
+                model,
+                lesson,
+                reason or EVIDENCE[fact],
+            )
+        self.facts.set(model, fact, value, reason)
+
+    def holds_streams(self, model: str) -> bool:
+        """Whether ``model``'s streamed rounds with tools are asked without streaming
+        because its streams lose calls; every ``recheck_requests`` requests or
+        ``recheck_seconds`` one is streamed anyway, to test the fact again."""
+        fact: Fact = "swallows_streamed_calls"
+        if not self.knows(model, fact):
+            return False
+        if self.facts.recheck_due(model, fact, self.recheck_requests, self.recheck_seconds):
+            log.info(
+                "backend %s, model %s: streaming a request with tools again, to re-check "
+                "that its streams lose tool calls",
+                self.name,
+                model,
+            )
+            return False
+        return True
+
+    def streamed_call(self, model: str) -> None:
+        """A streamed round brought its call: the streams do not lose calls."""
+        if self.facts.forget(model, "swallows_streamed_calls"):
+            log.info(
+                "backend %s, model %s: a streamed answer brought its tool call; forgot that "
+                "its streams lose calls, streams are streamed again",
+                self.name,
+                model,
+            )
 
     def count_uncalled_round(self, model: str, called: bool) -> bool:
         """Count a native round with tools; True once per model, when

@@ -20,6 +20,9 @@ class Backends:
                 config,
                 capability_ttl=settings.capability_ttl,
                 limits=limits_of(settings),
+                learn_facts=settings.learn_facts,
+                recheck_requests=settings.fact_recheck_requests,
+                recheck_seconds=settings.fact_recheck_seconds,
             )
             for config in settings.backend_configs()
         ]

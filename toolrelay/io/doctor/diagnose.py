@@ -182,6 +182,16 @@ class _Judge:
                 "answered without a call"
             )
             self._add("tools_reach_model", title, "info", verdict, True)
+        elif self.description.says_tools() is False:
+            # The server's own word, and nothing the probes saw against it: a weak
+            # model that never calls cannot tell, the endpoint can.
+            verdict = f"no: {self._no_tools_endpoint()}, and no native call came"
+            if grown is not None:
+                verdict += f"; the prompt grew by only {grown} tokens with the tools"
+            if rescue.ran and rescue.calls_about_the_question():
+                verdict += "; with tools in the prompt the model calls"
+            self._add("tools_reach_model", title, "fail", verdict, False)
+            self._unreached_fix()
         elif self.out.check("stops_at_tool_call_tag").value:
             verdict = (
                 "unclear: no native call, and the server stops generation at <tool_call>, "
@@ -206,6 +216,14 @@ class _Judge:
         else:
             verdict = "unknown: the model called no tool, natively or with tools in the prompt"
             self._add("tools_reach_model", title, "info", verdict, None)
+
+    def _no_tools_endpoint(self) -> str:
+        """Which capability endpoint says the model takes no tools, in its words."""
+        said = [e for e in self.description.endpoints if e.tools is False]
+        return "; ".join(
+            f"{e.path} says the model takes no tools" + (f" ({e.detail})" if e.detail else "")
+            for e in said
+        )
 
     def _stream(self, tools: Observation, stream: Observation) -> None:
         title = "streaming keeps calls"
@@ -353,6 +371,9 @@ class _Judge:
             settings["tool_mode"] = "native"
         elif tools.ran and rescue.ran and rescue.calls_about_the_question():
             # Native gave nothing, the rescue path a call: whatever the cause.
+            settings["tool_mode"] = "rescue"
+        elif self.out.check("tools_reach_model").value is False:
+            # The server says the model's template renders no tools.
             settings["tool_mode"] = "rescue"
         if self.format and settings.get("tool_mode") != "rescue":
             settings["format"] = self.format

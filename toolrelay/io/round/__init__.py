@@ -14,7 +14,9 @@ model echoes of toolrelay's own prompt out of the answer.
 One job per module, layered as httpx layers ``send`` (each layer one function
 calling the next)::
 
-    checked    complete_round / stream_round: calls checked, one correction re-ask
+    answered   complete_round / stream_round: a round that leaves nothing is
+               asked again plainly (never "" where the backend wrote something)
+    checked    complete_checked / stream_checked: calls checked, one correction re-ask
     complete   complete_handling_required -> _complete_handling_refusals
                -> _complete_single_attempt
     streamed   stream_handling_fallbacks -> _stream_handling_refusals
@@ -23,7 +25,7 @@ calling the next)::
     request    the round's data and its one builder
 """
 
-from toolrelay.io.round.checked import complete_round, stream_round
+from toolrelay.io.round.answered import complete_round, stream_round
 from toolrelay.io.round.request import (
     TOOL_FIELDS,
     Finish,

@@ -14,6 +14,7 @@ from typing import Any
 
 from toolrelay import StreamParser
 from toolrelay.conform import IdMap, conform, id_style
+from toolrelay.correction import CORRECTION_HEADER, CORRECTION_TAIL
 from toolrelay.echo import remove_echoes
 from toolrelay.events import (
     CallRejected,
@@ -112,14 +113,18 @@ def injected_texts(req: RoundRequest, mode: RoundMode, *, strict: bool = False) 
     texts = list(req.injected)
     if mode == "rescue":
         texts.append(render_tools_prompt(req.plan.tools))
-        texts.append(
-            directive(
-                req.plan.declared,
-                req.tool_choice,
-                parallel_tool_calls=req.parallel_tool_calls,
-                strength="strict" if strict else "normal",
+        # Both strengths and the correction's fixed lines: a model copies what it
+        # saw in any earlier round of the conversation too.
+        for strength in ("normal", "strict"):
+            texts.append(
+                directive(
+                    req.plan.declared,
+                    req.tool_choice,
+                    parallel_tool_calls=req.parallel_tool_calls,
+                    strength=strength,
+                )
             )
-        )
+        texts += (CORRECTION_HEADER, CORRECTION_TAIL)
     elif strict:
         texts.append(native_directive(req.plan.declared, req.tool_choice))
     return tuple(text for text in texts if text)
@@ -184,7 +189,7 @@ def read_answer(
     """A finished answer read into a :class:`Reply`: native calls and calls written
     as text, markup and echoes of toolrelay's own prompt removed, the call limit applied."""
     choice, message = _choice_message(answer)
-    content = _text(message.get("content"))
+    content = raw = _text(message.get("content"))
     reasoning = _text(message.get("reasoning_content") or message.get("reasoning"))
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else None
     tools = parse_tools(req)
@@ -228,6 +233,7 @@ def read_answer(
         mode=mode,
         rejected=rejected,
         stop_sequence=None if calls else stop_sequence(req, choice),
+        raw=raw,
     )
 
 
@@ -292,6 +298,7 @@ class ChunkReader:
         "limit",
         "native",
         "parser",
+        "raw",
         "rejected",
         "saw_text",
         "usage",
@@ -309,6 +316,7 @@ class ChunkReader:
         # Calls that could not be used: the stream did hold a call.
         self.rejected = 0
         self.saw_text = False
+        self.raw: list[str] = []  # the content as the backend sent it
         self.finish: Any = None  # the backend's finish_reason
         self.finish_choice: dict[str, Any] | None = None  # the choice that carried it
         self.usage: dict[str, Any] | None = None
@@ -333,6 +341,7 @@ class ChunkReader:
                 out.append(ReasoningDelta(reasoning))
             content = delta.get("content")
             if content and isinstance(content, str):
+                self.raw.append(content)
                 self.feed(content, out)
             if delta.get("tool_calls"):
                 self.feed_native(delta["tool_calls"], out)

@@ -1,10 +1,11 @@
-"""The outer layer of a round: its calls checked against their tools' schemas
-(the ``validate`` setting), corrected by one re-ask, and counted.
+"""A round's calls checked against their tools' schemas (the ``validate``
+setting), corrected by one re-ask, and counted.
 
-:func:`complete_round` and :func:`stream_round` are the round's entry points;
-below them are :mod:`~toolrelay.io.round.complete` and
-:mod:`~toolrelay.io.round.streamed`. With validation off (or under
-``tool_choice`` ``"none"``) rejected calls are only noted in a warning.
+:func:`complete_checked` and :func:`stream_checked` sit below the entry points
+(:mod:`~toolrelay.io.round.answered`) and above
+:mod:`~toolrelay.io.round.complete` and :mod:`~toolrelay.io.round.streamed`.
+With validation off (or under ``tool_choice`` ``"none"``) rejected calls are
+only noted in a warning.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from toolrelay.io.round.streamed import stream_handling_fallbacks
 repair_log = logging.getLogger("toolrelay.repair")
 
 
-async def complete_round(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
+async def complete_checked(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
     """One non-streamed round, with every fallback, ``tool_choice`` enforced and
     the calls checked (``req.validate``)."""
     reply = await complete_handling_required(backend, req, counters)
@@ -48,24 +49,15 @@ async def complete_round(backend: Backend, req: RoundRequest, counters: Counters
     return await _checked_reply(backend, req, counters, reply)
 
 
-def stream_round(
+def stream_checked(
     backend: Backend,
     req: RoundRequest,
     counters: Counters,
     *,
     patience: float | None = 10.0,
 ) -> AsyncGenerator[list[StreamItem], None]:
-    """One streamed round, in batches: ``[Opened()]``, then lists of events,
-    the last list ending with one :class:`Finish`.
-
-    A batch holds what one read from the backend produced, for a relay to
-    write at once. Errors before :class:`Opened` are the backend's refusal to
-    start; after it they are failures mid-stream. A round answered without
-    streaming opens after ``patience`` seconds at the latest (None: once
-    answered), so that the caller can keep the client's connection alive.
-    Content streams as it comes; each call is held until it is complete and
-    checked (``req.validate``), then goes out at once.
-    """
+    """The stream of :func:`~toolrelay.io.round.answered.stream_round`, its calls
+    checked (``req.validate``): each held until complete and valid."""
     items = stream_handling_fallbacks(backend, req, counters, patience=patience)
     if not _checks_calls(req):
         return _noted_stream(req, items)
@@ -146,7 +138,7 @@ async def _checked_reply(
         calls=calls,
         rejected=[],
         finish_reason=finish_reason(req, bool(calls), reply.finish_reason),
-        usage=_usage_sum(reply.usage, again.usage if again else None),
+        usage=usage_sum(reply.usage, again.usage if again else None),
         warning=joined_warnings(reply.warning, warning(dropped)),
     )
 
@@ -198,9 +190,10 @@ async def _settle_stream(
     out: list[StreamItem] = [*hold.release(added)]
     if not hold.released and not content.strip():
         out.append(ContentDelta(_prose(again, dropped)))
-    usage = _usage_sum(finish.usage, again.usage if again else None)
+    usage = usage_sum(finish.usage, again.usage if again else None)
     reason = finish_reason(req, hold.released > 0, finish.reason)
-    out.append(Finish(reason, usage, joined_warnings(finish.warning, warning(dropped))))
+    said = joined_warnings(finish.warning, warning(dropped))
+    out.append(replace(finish, reason=reason, usage=usage, warning=said, stop_sequence=None))
     return out
 
 
@@ -293,9 +286,7 @@ def joined_warnings(first: str | None, second: str | None) -> str | None:
     return "; ".join(part for part in (first, second) if part) or None
 
 
-def _usage_sum(
-    first: dict[str, Any] | None, second: dict[str, Any] | None
-) -> dict[str, Any] | None:
+def usage_sum(first: dict[str, Any] | None, second: dict[str, Any] | None) -> dict[str, Any] | None:
     """Both rounds' token counts: the client is served (and billed) for both."""
     if not first or not second:
         return first or second

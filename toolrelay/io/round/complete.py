@@ -193,6 +193,7 @@ def _learn_refusal(
         exc.upstream_status,
         exc.message,
     )
-    backend.learn(req.model, "refuses_tools")
+    refusal = f"it answered a request with tools with {exc.upstream_status}: {exc.message}"
+    backend.learn(req.model, "refuses_tools", reason=refusal)
     backend.learn(req.model, "native_tools", False)
     counters.inc("fallbacks", "refuses_tools")

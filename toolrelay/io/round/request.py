@@ -108,6 +108,8 @@ class Reply:
     # The request's stop sequence that ended the text, when the backend says
     # which (vLLM's and SGLang's ``stop_reason``).
     stop_sequence: str | None = None
+    # The backend's text as it came, before markup and echoes were taken out.
+    raw: str | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,9 @@ class Finish:
     warning: str | None = None
     # As Reply.stop_sequence.
     stop_sequence: str | None = None
+    # As Reply.raw, and the path the round took (None: not known).
+    raw: str | None = None
+    mode: RoundMode | None = None
 
 
 StreamItem = Event | Opened | Finish

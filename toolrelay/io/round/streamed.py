@@ -58,9 +58,7 @@ def stream_handling_fallbacks(
     re-ask, and a backend known (or configured) to lose streamed calls is asked
     without streaming: the finished reply is streamed instead."""
     if req.has_tools and (
-        req.plan.mode == "required"
-        or not req.stream_tools
-        or backend.knows(req.model, "swallows_streamed_calls")
+        req.plan.mode == "required" or not req.stream_tools or backend.holds_streams(req.model)
     ):
         return _stream_finished_reply(backend, req, counters, patience)
     return _stream_handling_refusals(backend, req, counters, patience)
@@ -180,10 +178,16 @@ async def _relay_single_stream(
         # The stream came back empty although tools were sent: the backend's
         # streamed tool parsing lost the call. Ask once without streaming. (A
         # round the token limit cut short, in its reasoning, lost nothing.)
-        backend.learn(req.model, "swallows_streamed_calls")
         counters.inc("fallbacks", "swallowed_stream")
         log.info("model %s: a streamed round came back empty; asking without streaming", req.model)
         reply = await complete_handling_required(backend, req, counters)
+        if reply.calls:
+            # Direct evidence only: the same request, streamed without its call.
+            reason = (
+                f"a streamed request came back empty; the same request without streaming "
+                f"brought {len(reply.calls)} call(s) ({', '.join(c.name for c in reply.calls)})"
+            )
+            backend.learn(req.model, "swallows_streamed_calls", reason=reason)
         last.extend(reply_events(reply))
         last.append(_finish_of(reply, reply.usage or state.usage))
         yield last
@@ -191,17 +195,21 @@ async def _relay_single_stream(
     called = state.calls > cleaner.removed_calls
     if req.has_tools:
         watch_silence(backend, req, mode, called)
+        if called:
+            backend.streamed_call(req.model)
     said = stop_sequence(req, state.finish_choice) if state.finish_choice else None
     stopped = None if called else said
-    finish = finish_reason(req, called, state.finish)
+    reason = finish_reason(req, called, state.finish)
     dropped = over_limit_warning(state.dropped)
-    last.append(Finish(finish, state.usage, dropped, stop_sequence=stopped))
+    last.append(Finish(reason, state.usage, dropped, stopped, "".join(state.raw), mode))
     yield last
 
 
 def _finish_of(reply: Reply, usage: dict[str, Any] | None) -> Finish:
     """The end of a stream that relays a finished reply."""
-    return Finish(reply.finish_reason, usage, reply.warning, reply.stop_sequence)
+    return Finish(
+        reply.finish_reason, usage, reply.warning, reply.stop_sequence, reply.raw, reply.mode
+    )
 
 
 def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:

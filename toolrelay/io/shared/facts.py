@@ -22,7 +22,7 @@ from typing import Any, cast
 import orjson
 from redis.asyncio import Redis
 
-from toolrelay.io.backends.facts import FACTS, CapabilityCache, Fact
+from toolrelay.io.backends.facts import FACTS, SHARED_REASON, CapabilityCache, Fact
 
 log = logging.getLogger("toolrelay.shared")
 
@@ -40,8 +40,9 @@ class _Write:
     backend: str
     model: str
     fact: Fact
-    value: bool
+    value: bool | None  # None: the fact was forgotten (DELETE /api/facts)
     expires: float  # time.monotonic()
+    reason: str = ""
 
 
 class SharedFacts:
@@ -62,17 +63,25 @@ class SharedFacts:
     def share(self, backend: str, cache: CapabilityCache) -> None:
         self._caches[backend] = cache
 
-        def queue(model: str, fact: Fact, value: bool, ttl: float) -> None:
+        def queue(model: str, fact: Fact, value: bool, ttl: float, reason: str) -> None:
             key = fact_key(backend, model, fact)
             now = time.monotonic()
             last = self._sent.get(key)
             if last is not None and last[0] == value and now - last[1] < ttl / 2:
                 return  # seen again soon after: not worth a write and a message per request
             self._sent[key] = (value, now)
-            self._pending[key] = _Write(backend, model, fact, value, now + ttl)
+            self._pending[key] = _Write(backend, model, fact, value, now + ttl, reason)
+            self._queued.set()
+
+        def forget(model: str, fact: Fact) -> None:
+            key = fact_key(backend, model, fact)
+            self._sent.pop(key, None)
+            # Kept until written, however long Redis is away: nothing else would undo the key.
+            self._pending[key] = _Write(backend, model, fact, None, float("inf"))
             self._queued.set()
 
         cache.on_set = queue
+        cache.on_forget = forget
 
     @property
     def pending(self) -> int:
@@ -97,17 +106,20 @@ class SharedFacts:
         now = time.monotonic()
         pipe = client.pipeline(transaction=False)
         for key, write in writes.items():
-            left_ms = int((write.expires - now) * 1000)
-            if left_ms <= 0:
-                continue  # expired while it waited: nothing to share
-            message = {
+            message: dict[str, Any] = {
                 "replica": self.replica,
                 "backend": write.backend,
                 "model": write.model,
                 "fact": write.fact,
-                "value": write.value,
-                "ttl_ms": left_ms,
             }
+            if write.value is None:
+                pipe.delete(key)
+                pipe.publish(CHANNEL, orjson.dumps({**message, "forget": True}))
+                continue
+            left_ms = int((write.expires - now) * 1000)
+            if left_ms <= 0:
+                continue  # expired while it waited: nothing to share
+            message.update(value=write.value, ttl_ms=left_ms, reason=write.reason)
             pipe.set(key, b"1" if write.value else b"0", px=left_ms)
             pipe.publish(CHANNEL, orjson.dumps(message))
         await pipe.execute()
@@ -121,13 +133,21 @@ class SharedFacts:
         try:
             message = orjson.loads(data)
             backend, model, fact = message["backend"], message["model"], message["fact"]
-            value, ttl_ms = bool(message["value"]), int(message["ttl_ms"])
             replica = message["replica"]
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            forget = message.get("forget") is True
+            value = None if forget else bool(message["value"])
+            ttl_ms = 0 if forget else int(message["ttl_ms"])
+            reason = message.get("reason")
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             log.warning("ignored a malformed message on %s: %.200r", CHANNEL, data)
             return
-        if replica != self.replica:
-            self._install(backend, model, fact, value, ttl_ms)
+        if replica == self.replica:
+            return
+        if value is None:
+            self._forget(backend, model, fact)
+        else:
+            why = f"{SHARED_REASON}: {reason}" if isinstance(reason, str) and reason else None
+            self._install(backend, model, fact, value, ttl_ms, why)
 
     async def resync(self, client: Redis) -> None:
         """Install every live fact in Redis with the time it has left."""
@@ -150,10 +170,24 @@ class SharedFacts:
                 continue
             self._install(backend, model, fact, value == b"1", ttl_ms)
 
-    def _install(self, backend: Any, model: Any, fact: Any, value: bool, ttl_ms: int) -> None:
+    def _forget(self, backend: Any, model: Any, fact: Any) -> None:
+        cache = self._caches.get(backend) if isinstance(backend, str) else None
+        if cache is not None and isinstance(model, str) and fact in FACTS:
+            self._sent.pop(fact_key(backend, model, fact), None)
+            cache.forget(model, cast(Fact, fact), share=False)
+
+    def _install(
+        self,
+        backend: Any,
+        model: Any,
+        fact: Any,
+        value: bool,
+        ttl_ms: int,
+        reason: str | None = None,
+    ) -> None:
         cache = self._caches.get(backend) if isinstance(backend, str) else None
         if cache is None or not isinstance(model, str) or fact not in FACTS or ttl_ms <= 0:
             return  # a backend this replica does not have, or a fact it does not know
         # Redis holds another replica's word now: the next time this one sees the fact, it says so.
         self._sent.pop(fact_key(backend, model, fact), None)
-        cache.apply(model, cast(Fact, fact), value, ttl_ms / 1000)
+        cache.apply(model, cast(Fact, fact), value, ttl_ms / 1000, reason or SHARED_REASON)
