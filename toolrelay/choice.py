@@ -87,18 +87,17 @@ def _declared_tools(tools: Sequence[Tool] | None) -> tuple[ToolSpec, ...]:
 
 
 def checked_spec(tool: object, where: str) -> ToolSpec:
-    """The spec of a declared tool; a missing ``type`` means ``function``."""
-    if isinstance(tool, ToolSpec):
-        return tool
+    """The spec of a declared tool (a missing ``type`` means ``function``); a
+    :class:`RequestError` naming ``where`` when the entry is not one."""
+    spec = ToolSpec.read(tool) if isinstance(tool, (dict, ToolSpec, Mapping)) else None
+    if spec is not None:
+        return spec
     if not isinstance(tool, Mapping):
         raise RequestError(f"{where} must be an object", "tools")
     tool_type = tool.get("type", "function")
     if not isinstance(tool_type, str):
         raise RequestError(f"{where}.type must be a string", "tools")
-    spec = ToolSpec.read(tool)
-    if spec is None:
-        raise RequestError(f"{where} has no {tool_type}.name", "tools")
-    return spec
+    raise RequestError(f"{where} has no {tool_type}.name", "tools")
 
 
 def _choice_identity(entry: Mapping[str, Any], where: str) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 # One chat message as OpenAI's Chat Completions API has it (``role``, ``content``, ...).
 Message = dict[str, Any]
@@ -58,17 +58,18 @@ class ToolSpec:
     def read(cls, entry: object, source: ToolSource = "client") -> ToolSpec | None:
         """The spec of an OpenAI tool entry, of a flat ``{"name", "parameters"}``
         one, or of a bare name; None when it names no tool."""
-        if isinstance(entry, ToolSpec):
-            return entry
-        if isinstance(entry, str):
-            return cls(entry, source=source) if entry else None
-        if not isinstance(entry, Mapping):
-            return None
+        if not isinstance(entry, dict):  # a dict (decoded JSON) is the usual case
+            if isinstance(entry, ToolSpec):
+                return entry
+            if isinstance(entry, str):
+                return cls(entry, source=source) if entry else None
+            if not isinstance(entry, Mapping):
+                return None
         kind = entry.get("type", "function")
         if not isinstance(kind, str):
             return None
         body = entry.get(kind)
-        spec: Mapping[str, Any] = body if isinstance(body, Mapping) else entry
+        spec: Mapping[str, Any] = body if _is_mapping(body) else entry
         name = spec.get("name")
         if not isinstance(name, str) or not name:
             return None
@@ -77,11 +78,16 @@ class ToolSpec:
         return cls(
             name,
             description.strip() if isinstance(description, str) else "",
-            parameters if isinstance(parameters, Mapping) else NO_PARAMETERS,
+            parameters if _is_mapping(parameters) else NO_PARAMETERS,
             spec.get("strict") is True,
             kind,
             source,
         )
+
+
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    # dict first: an exact match ends the check before the Mapping ABC is asked.
+    return isinstance(value, (dict, Mapping))
 
 
 # A tool as the core's functions take it: the client's entry or its spec.

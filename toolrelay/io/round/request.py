@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from toolrelay.choice import ToolChoicePlan, resolve_tool_choice
@@ -64,14 +65,18 @@ class RoundRequest:
     # removed from the answer when the model echoes it.
     injected: tuple[str, ...] = ()
     # Made from ``tools`` and ``tool_choice`` once per round: the declared tools
-    # read into specs, those the choice allows, and their names for matching.
+    # read into specs, and those the choice allows.
     plan: ToolChoicePlan = field(init=False)
-    toolset: ToolSet = field(init=False)
 
     def __post_init__(self) -> None:
         # Raises ToolChoiceError (a ValueError with .param) for an invalid choice.
         self.plan = resolve_tool_choice(self.tools, self.tool_choice)
-        self.toolset = ToolSet(self.plan.declared)
+
+    @cached_property
+    def toolset(self) -> ToolSet:
+        """The declared tools' names for matching, made once, when the round first
+        checks a call (a request that never reaches the round pays nothing)."""
+        return ToolSet(self.plan.declared)
 
     @classmethod
     def from_body(cls, body: dict[str, Any], **options: Any) -> RoundRequest:
