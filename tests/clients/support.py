@@ -90,6 +90,7 @@ def scenario(
     result: dict[str, Any] | None = None,
     text_calls: bool = False,
     model: str = "sim-coder",
+    asked: str = _ASKED,
 ) -> dict[str, Any]:
     """The model: asked to read the file, it calls ``tool`` natively (native path)
     or as a ``<tool_call>`` text call (rescue path: tools in the prompt); given the
@@ -100,7 +101,8 @@ def scenario(
     same way as the first call. ``result``: what says the tool result is back
     (default: ``tool_result: true``). ``text_calls``: the model writes its call
     as text even when the tools came natively (a server without a tool parser).
-    ``model``: the one model the simulator lists (``launch`` picks it)."""
+    ``model``: the one model the simulator lists (``launch`` picks it).
+    ``asked``: the question the model answers with the call (a regex)."""
     result = result or {"tool_result": True}
     if final is None:
         last = [{"match": result, "answer": {"content": "The file says: {last_tool_result}"}}]
@@ -110,7 +112,7 @@ def scenario(
         "models": [model],
         "rules": [
             *last,
-            *_calls({"last_user": _ASKED}, tool, arguments, text_calls=text_calls),
+            *_calls({"last_user": asked}, tool, arguments, text_calls=text_calls),
             {"answer": {"content": "Ask me to read a file."}},
         ],
     }
@@ -175,14 +177,14 @@ def simulator(folder: Path, rules: dict[str, Any], *switches: str) -> Iterator[s
 
 
 @contextmanager
-def gateway(folder: Path, model_server: str, mode: str) -> Iterator[str]:
+def gateway(folder: Path, model_server: str, mode: str, *switches: str) -> Iterator[str]:
     """``toolrelay serve`` in front of the simulator at ``model_server`` (its OpenAI
-    API, ``/v1``) in this tool mode; the gateway's base URL."""
+    API, ``/v1``) in this tool mode, with these switches; the gateway's base URL."""
     port = _free_port()
     backend = model_server + "/v1"
     command = [
         sys.executable, "-m", "toolrelay", "serve", "--backend", backend, "--tool-mode", mode,
-        "--port", str(port), "--log-level", "debug",
+        "--port", str(port), "--log-level", "debug", *switches,
     ]  # fmt: skip
     with _server(command, folder / "gateway.log", stdout_to_log=True):
         url = f"http://127.0.0.1:{port}"
@@ -228,8 +230,10 @@ def launch(
     *,
     folder: Path,
     bin_dir: Path,
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
-    """``toolrelay launch CLIENT`` in non-interactive mode; what it printed."""
+    """``toolrelay launch CLIENT`` in non-interactive mode, with ``env`` added to
+    its environment; what it printed."""
     work = folder / "work"
     work.mkdir(exist_ok=True)
     command = [
@@ -237,7 +241,7 @@ def launch(
         "--tool-mode", mode, "--log-file", str(folder / "gateway.log"), "--log-level", "debug",
         "--", *client_args,
     ]  # fmt: skip
-    return run(command, folder, bin_dir, cwd=work)
+    return run(command, folder, bin_dir, cwd=work, **env)
 
 
 def run(
