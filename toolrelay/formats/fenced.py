@@ -77,8 +77,8 @@ def _heading_at(buf: str, start: int) -> bool | None:
 class HeadedFence:
     """A fence's body, after a ``# TOOL_CALL`` heading line if it opens with one.
 
-    The heading is passed over (the region it leads to reads it again if the
-    body falls back, as it does when no call follows).
+    The heading is passed over; if no call follows, the body falls back and the
+    parser reads the heading again as the text after the fence's opener.
     """
 
     __slots__ = ("_body", "_started")
