@@ -10,6 +10,11 @@ is content as written; calls read from a fence before one are held by the
 stream parser until the output ends or the block appears, and then given
 back as the fence's text (an example quoted next to a real call is not a
 second call).
+
+Weak models head the call with a ``# TOOL_CALL`` comment line, inside the
+fence or with no fence at all (``# TOOL_CALL {"name": …}``). A heading that a
+call follows is markup, read with the call; one that no call follows is
+content, as written.
 """
 
 from __future__ import annotations
@@ -24,12 +29,79 @@ from toolrelay.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from toolrelay.formats.base import Context, Format, KeptText, Opener, Region, Status, find_marker
+from toolrelay.formats.base import (
+    Context,
+    Format,
+    KeptText,
+    Opener,
+    Region,
+    Status,
+    find_marker,
+    skip_whitespace,
+)
 from toolrelay.formats.jsoncalls import JsonCallsOptions, json_opener
 
 FENCE = "```"
 _FENCE_BODY = JsonCallsOptions(end_marker=FENCE, marked=False, several=True)
 MARKERS = ("```json\n", "```json", "```tool_call\n", "```\n")
+HEADING = "# TOOL_CALL"
+# Blanks waited through before a fence's heading: past them, the body is read as it is.
+_MAX_BLANKS = 256
+
+
+def _headed_by(following: str) -> bool | None:
+    """Does a call's value follow the heading (True), not (False), or cannot it tell yet?"""
+    if following and following[0] not in " \t\r\n{[":
+        return False  # ``# TOOL_CALLS``, ``# TOOL_CALLing``: a word, not the heading
+    stripped = following.lstrip()
+    if not stripped:
+        return None
+    return stripped[0] in "{["
+
+
+# What follows a heading wherever ``_headed_by`` could say anything but no
+# (str.lstrip and \s strip the same characters).
+_HEADED_BY = r"\Z|[{\[]|[ \t\r\n]\s*(?:[{\[]|\Z)"
+
+
+def _heading_at(buf: str, start: int) -> bool | None:
+    """Is ``buf[start:]`` a heading that a call's value follows (None: cannot tell yet)?"""
+    head = buf[start : start + len(HEADING)]
+    if head != HEADING:
+        return None if HEADING.startswith(head) else False
+    window = buf[start + len(HEADING) : start + len(HEADING) + _MAX_BLANKS]
+    verdict = _headed_by(window)
+    return False if verdict is None and len(window) == _MAX_BLANKS else verdict
+
+
+class HeadedFence:
+    """A fence's body, after a ``# TOOL_CALL`` heading line if it opens with one.
+
+    The heading is passed over; if no call follows, the body falls back and the
+    parser reads the heading again as the text after the fence's opener.
+    """
+
+    __slots__ = ("_body", "_started")
+
+    def __init__(self, body: Region) -> None:
+        self._body = body
+        self._started = False
+
+    @property
+    def may_fallback(self) -> bool:
+        return not self._started or bool(getattr(self._body, "may_fallback", False))
+
+    def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if not self._started:
+            start = skip_whitespace(buf, pos)
+            if start - pos <= _MAX_BLANKS:
+                verdict = _heading_at(buf, start)
+                if verdict is None and not final:
+                    return pos, Status.CONTINUE  # a heading may be coming
+                if verdict:
+                    pos = start + len(HEADING)
+            self._started = True
+        return self._body.feed(buf, pos, final)
 
 
 class VerbatimFence:
@@ -60,16 +132,22 @@ def _fence(marker: str) -> Opener:
     def region(ctx: Context, opener: str) -> Region:
         if ctx.bracket_seen:
             return VerbatimFence(ctx, opener)
-        return calls(ctx, opener)
+        return HeadedFence(calls(ctx, opener))
 
     return Opener(marker, region)
+
+
+def _heading() -> Opener:
+    """``# TOOL_CALL`` with no fence: a call's value (as ``bare_json`` reads it) follows."""
+    bare = json_opener(HEADING, JsonCallsOptions(marked=False)).region
+    return Opener(HEADING, bare, _headed_by, _HEADED_BY)
 
 
 FORMAT = Format(
     name="fenced_json",
     families="models without a native format, drifting models (seed 000's fallback)",
     description='```json {"name"|"tool": …, "arguments"|"input": …} ``` in a code fence',
-    openers=tuple(_fence(marker) for marker in MARKERS),
+    openers=(*(_fence(marker) for marker in MARKERS), _heading()),
 )
 
 
