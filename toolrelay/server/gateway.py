@@ -34,7 +34,11 @@ class Gateway:
         self.counters = process_counters()
         self.started = time.time()
         # The tools file is read once, here; a bad one stops the start.
-        definitions = load_tools_file(settings.tools_file) if settings.tools_active else ()
+        definitions = (
+            load_tools_file(settings.tools_file, settings.max_body_bytes)
+            if settings.tools_active
+            else ()
+        )
         # With Redis, replicas share what they learn and the /api/tools override.
         self.shared = (
             SharedState(settings.redis_url, settings.redis_resync) if settings.redis_url else None
@@ -46,7 +50,10 @@ class Gateway:
             store = self.shared.tool_store(definitions)
         self.tools = ToolRegistry(
             store,
-            HttpToolClient(timeout=settings.tool_timeout_secs),
+            HttpToolClient(
+                timeout=settings.tool_timeout_secs,
+                follow_redirects=settings.tool_follow_redirects,
+            ),
             max_chars=settings.tool_result_max_chars,
         )
 

@@ -5,9 +5,11 @@ of the file's definitions, from the next turn on, in memory only (seed 002,
 section 2), or in Redis for every replica with ``TOOLRELAY_REDIS_URL``.
 Answers: ``200 {ok, count, source, tools}``; ``400`` for an empty body, text
 that is not UTF-8, not a JSON array, or no valid definition; ``401`` without
-the admin token when ``TOOLRELAY_ADMIN_TOKEN`` is set; ``503`` when no model
-server is configured, or when the shared store's Redis does not answer.
-Errors carry ``ok: false`` and an OpenAI error object.
+the admin token when ``TOOLRELAY_ADMIN_TOKEN`` is set (``GET`` too: the
+definitions name the tools' servers); ``503`` when no model server is
+configured, or when the shared store's Redis does not answer. Errors carry
+``ok: false`` and an OpenAI error object. Header values and the URLs'
+credentials are never shown: they are third parties' secrets.
 """
 
 from __future__ import annotations
@@ -40,21 +42,31 @@ class ToolsApi:
     async def get(self, request: Request) -> Response:
         if not self.gateway.backends.configured:
             return _error(APIError(503, NO_BACKEND, type="api_error", code="llm_disabled"))
+        refused = self._unauthorised(request)
+        if refused is not None:
+            return refused
         return _answer(await self.gateway.tools.store.get())
+
+    def _unauthorised(self, request: Request) -> Response | None:
+        """The 401 for a request without the admin token, when one is set."""
+        token = self.gateway.settings.admin_token
+        if not token or _authorised(request.headers.get("authorization"), token):
+            return None
+        error = APIError(
+            401,
+            f"{request.method} /api/tools needs the admin token: Authorization: Bearer <token>",
+            type="authentication_error",
+            code="invalid_admin_token",
+        )
+        return _error(error, {"www-authenticate": "Bearer"})
 
     async def post(self, request: Request) -> Response:
         gateway = self.gateway
         if not gateway.backends.configured:
             return _error(APIError(503, NO_BACKEND, type="api_error", code="llm_disabled"))
-        token = gateway.settings.admin_token
-        if token and not _authorised(request.headers.get("authorization"), token):
-            error = APIError(
-                401,
-                "POST /api/tools needs the admin token: Authorization: Bearer <token>",
-                type="authentication_error",
-                code="invalid_admin_token",
-            )
-            return _error(error, {"www-authenticate": "Bearer"})
+        refused = self._unauthorised(request)
+        if refused is not None:
+            return refused
         try:
             raw = await _read(request, gateway.settings.max_body_bytes)
             definitions = decode_definitions(raw)
@@ -104,7 +116,7 @@ def _answer(active: ActiveTools) -> Response:
         "ok": True,
         "count": len(active.definitions),
         "source": active.source,
-        "tools": [definition.to_dict() for definition in active.definitions],
+        "tools": [definition.shown_dict() for definition in active.definitions],
     }
     return _json(200, body)
 
@@ -143,8 +155,13 @@ OPENAPI_PATHS: dict[str, Any] = {
         "get": {
             "tags": ["tools"],
             "summary": "The HTTP tool definitions in force and where they came from",
+            "security": [{"adminToken": []}],
             "responses": {
-                "200": _tools_answer("source: file (LLM_TOOLS_FILE), request (POST) or none"),
+                "200": _tools_answer(
+                    "source: file (LLM_TOOLS_FILE), request (POST) or none; header values "
+                    "and the URLs' credentials shown as ***"
+                ),
+                "401": _tools_error("TOOLRELAY_ADMIN_TOKEN is set and the bearer token is not it"),
                 "503": _tools_error("No model server is configured: the LLM is disabled"),
             },
         },
@@ -223,7 +240,7 @@ OPENAPI_SECURITY: dict[str, Any] = {
     "adminToken": {
         "type": "http",
         "scheme": "bearer",
-        "description": "TOOLRELAY_ADMIN_TOKEN, required by POST /api/tools when it is set",
+        "description": "TOOLRELAY_ADMIN_TOKEN, required by GET and POST /api/tools when it is set",
     }
 }
 
