@@ -201,17 +201,21 @@ def _read_regular(target: Path, path: str, limit: int, *, whole: bool = False) -
     Opened without blocking and checked once open: a FIFO (which would wait
     for a writer), a device or a socket is refused whatever the path led to.
     """
+    _check_regular(os.stat(target).st_mode, path)  # a socket cannot even be opened
     descriptor = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(descriptor, "rb") as file:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise ToolFailure(f"{path} is not a regular file ({_kind(mode)}): it is not read")
+        _check_regular(os.fstat(descriptor).st_mode, path)  # swapped in since the stat
         data = file.read(limit + 1)
     if len(data) > limit:
         if whole:
             raise ToolFailure(f"{path} is larger than {limit} bytes")
         data = data[:limit]
     return data
+
+
+def _check_regular(mode: int, path: str) -> None:
+    if not stat.S_ISREG(mode):
+        raise ToolFailure(f"{path} is not a regular file ({_kind(mode)}): it is not read")
 
 
 def _kind(mode: int) -> str:
