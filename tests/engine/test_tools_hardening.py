@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from tests.engine.support import weather_tool
-from tests.tools.service import Service
 from tests.gateway.support import gateway
+from tests.tools.service import Service
 from toolrelay.io.settings import Settings
 from toolrelay.io.tools import HttpTool, HttpToolClient, ToolOutput, parse_definitions
 from toolrelay.io.tools.definition import MAX_FIELD_DEPTH, definition_problem
