@@ -37,7 +37,7 @@ _HIDDEN = "***"
 # Bearer k", "authorization=...", or a repr such as (b'x-api-key', b'k').
 _CREDENTIAL_HEADER = re.compile(
     r"\b((?:proxy-)?authorization|x-api-key|api-key|x-admin-token|(?:set-)?cookie)"
-    r"(['\"]?\s*[:=,]\s*b?['\"]?)([^\r\n'\"]*)",
+    r"(['\"]?\s*[:=,]\s*(?-i:b)?['\"]?)([^\r\n'\"]*)",
     re.IGNORECASE,
 )
 # Shorter "secrets" would hide ordinary words.
