@@ -46,7 +46,8 @@ def test_debug_logs_hold_no_credential() -> None:
                                timeout=30)  # fmt: skip
             assert reply.status_code == 200
             admin = {"authorization": f"Bearer {ADMIN}"}
-            assert httpx.get(served.url + "/api/tools", headers=admin, timeout=30).status_code == 200
+            listed = httpx.get(served.url + "/api/tools", headers=admin, timeout=30)
+            assert listed.status_code == 200
             asyncio.run(_websocket_turns(served.url))
     log = served.log
     # The handshake was logged at debug (so the check below looked at something)...

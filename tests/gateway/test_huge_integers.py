@@ -31,7 +31,8 @@ TOOL = {
 
 
 def text_call(number: str) -> str:
-    return f'[TOOL_CALL]{{"name": "store", "arguments": {{"n": {number}, "label": "x"}}}}[/TOOL_CALL]'
+    arguments = f'{{"n": {number}, "label": "x"}}'
+    return f'[TOOL_CALL]{{"name": "store", "arguments": {arguments}}}[/TOOL_CALL]'
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +85,8 @@ def _finished_and_streamed(text: str) -> list[tuple[dict[str, Any], str]]:
     finished = [(c.arguments, c.arguments_json) for c in parse_tool_calls(text, tools).calls]
     parser = StreamParser(tools)
     events = [*parser.feed(text), *parser.close()]
-    streamed = [(e.call.arguments, e.call.arguments_json) for e in events if isinstance(e, ToolCallEnd)]
+    ends = [event.call for event in events if isinstance(event, ToolCallEnd)]
+    streamed = [(call.arguments, call.arguments_json) for call in ends]
     assert streamed == finished
     return finished
 
