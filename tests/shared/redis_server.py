@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -83,4 +84,20 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait(10)
+            self._process = None
+
+    def pause(self) -> None:
+        """Hang it (SIGSTOP): its connections stay open, nothing answers."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._process is not None
+        self._process.send_signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        """Kill it at once (SIGKILL): no shutdown, connections reset."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait(10)
             self._process = None

@@ -55,7 +55,7 @@ def sent_tools(sim: Simulator, since: int = 0) -> list[bool]:
     return [bool(r.body.get("tools")) for r in requests if r.path.endswith("/chat/completions")]
 
 
-def eventually(check: Any, seconds: float = 10.0) -> None:
+def eventually(check: Any, seconds: float = 30.0) -> None:
     """Wait (bounded) until ``check()`` holds."""
     deadline = time.monotonic() + seconds
     while not check():

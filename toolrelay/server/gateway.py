@@ -65,7 +65,7 @@ class Gateway:
             "backends": backends,
             "settings": self.settings.public_dict(),
             "counters": self.counters.snapshot(),
-            "shared_state": self.shared.health() if self.shared else {"store": "memory"},
+            "shared_state": await self.shared.health() if self.shared else {"store": "memory"},
             # Which worker answered: with --workers N the counters are all workers'.
             "process": os.getpid(),
         }
