@@ -24,7 +24,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
-from toolrelay import StreamParser
 from toolrelay.correction import (
     CallHold,
     CheckedCalls,
@@ -66,7 +65,9 @@ from toolrelay.rescue import (
     render_tools_prompt,
     resolve_tool_choice,
 )
+from toolrelay.stream import StreamParser
 from toolrelay.stuck import append_note
+from toolrelay.undecided import UndecidedStreamParser, stream_parser
 
 log = logging.getLogger("toolrelay.rounds")
 
@@ -679,9 +680,7 @@ async def _relay_round(
     tools = _parse_tools(req)
     opened = req.has_tools and await backend.reasoning_open(req.model, req.body, req.reasoning_open)
     state = _StreamState(
-        StreamParser(tools=tools, format=_format(req, mode), reasoning_open=opened)
-        if req.has_tools
-        else None,
+        stream_parser(tools, _format(req, mode), reasoning_open=opened) if req.has_tools else None,
         NativeStream(ToolSet(tools)) if req.has_tools and mode == "native" else None,
         _call_limit(req),
     )
@@ -742,7 +741,7 @@ def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:
 
 
 def _learn_reasoning(
-    backend: Backend, req: RoundRequest, state: _StreamState, opened: bool
+    backend: Backend, req: RoundRequest, state: _StreamState, opened: bool | None
 ) -> None:
     """An orphan closing tag teaches that the template opens the model's reasoning; an
     answer that was reasoning from end to end under that lesson unlearns it."""
@@ -751,6 +750,10 @@ def _learn_reasoning(
     answered = state.saw_text or state.calls or state.rejected
     if not opened and state.parser.orphan_close:
         backend.learn(req.model, "opens_reasoning")
+    elif opened is None and answered:
+        # Not known before, and an answer came without an orphan closing tag:
+        # the model's next streams need not be held back (UndecidedStreamParser).
+        backend.learn(req.model, "opens_reasoning", False)
     elif (
         opened
         and not answered
@@ -781,7 +784,10 @@ class _StreamState:
     )
 
     def __init__(
-        self, parser: StreamParser | None, native: NativeStream | None, limit: int | None
+        self,
+        parser: StreamParser | UndecidedStreamParser | None,
+        native: NativeStream | None,
+        limit: int | None,
     ) -> None:
         self.parser = parser
         self.native = native
