@@ -298,3 +298,26 @@ def test_serve_beyond_loopback_without_an_admin_token_refuses_to_start() -> None
     assert done.returncode == 2
     assert "TOOLRELAY_ADMIN_TOKEN" in done.stderr
     assert "TOOLRELAY_TOOLS_API_OPEN" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/x?api_key=" + SECRET,
+        "http://user:" + SECRET + "@127.0.0.1:9/x",
+        "http://127.0.0.1:99999/x?token=" + SECRET,
+    ],
+)
+def test_a_failed_tool_request_never_shows_the_url_s_credentials(url: str) -> None:
+    (tool,) = parse_definitions([{"name": "t", "url": url, "method": "GET"}])
+
+    async def main() -> ToolOutput:
+        client = HttpToolClient(timeout=10)
+        try:
+            return await HttpTool(tool, client).run({}, 2000)
+        finally:
+            await client.aclose()
+
+    output = asyncio.run(main())
+    assert output.is_error and output.text.startswith("Error: tool request failed")
+    assert SECRET not in output.text

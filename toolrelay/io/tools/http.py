@@ -23,7 +23,7 @@ from yarl import URL
 from toolrelay.io.tools import results
 from toolrelay.io.tools.request import HttpRequest
 from toolrelay.io.tools.results import ToolOutput
-from toolrelay.io.urls import redact_url
+from toolrelay.io.urls import redact_text, redact_url
 
 MAX_REDIRECTS = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -62,10 +62,11 @@ class HttpToolClient:
         except asyncio.TimeoutError:
             return ToolOutput(results.request_failed(f"no answer within {self.timeout:g} s"), True)
         except aiohttp.ClientError as exc:
-            return ToolOutput(results.request_failed(_reason(exc)), True)
+            return ToolOutput(results.request_failed(_shown(_reason(exc), request)), True)
         except ValueError as exc:
             # yarl and aiohttp refuse some URLs and header values before sending.
-            return ToolOutput(results.request_failed(str(exc) or type(exc).__name__), True)
+            reason = str(exc) or type(exc).__name__
+            return ToolOutput(results.request_failed(_shown(reason, request)), True)
 
     async def _exchange(self, request: HttpRequest, max_chars: int) -> ToolOutput:
         limit = results.read_limit(max_chars)
@@ -130,6 +131,11 @@ async def _read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes:
             response.close()
             break
     return b"".join(chunks)[:limit]
+
+
+def _shown(reason: str, request: HttpRequest) -> str:
+    """An error's text without the URL's password or query (which may hold a key)."""
+    return redact_text(reason, request.url)
 
 
 def _turns_into_get(status: int, method: str) -> bool:
