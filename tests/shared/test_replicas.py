@@ -102,15 +102,16 @@ def test_facts_expire_on_every_replica_with_the_ttl(
     refusing_sim: Simulator, redis_server: RedisServer
 ) -> None:
     with ExitStack() as stack:
-        first, second = replicas(stack, refusing_sim, redis_server, capability_ttl=1.5)
+        # A TTL of seconds: on a loaded machine the steps before the check take a while.
+        first, second = replicas(stack, refusing_sim, redis_server, capability_ttl=6.0)
         learned = time.monotonic()
         assert chat(first, WITH_TOOLS).status_code == 200
         eventually(lambda: "m" in facts(second))
         with redis_server.client() as client:
             keys = client.keys("toolrelay:fact:*")
             assert len(keys) == 2  # refuses_tools and native_tools: false
-            assert all(0 < client.pttl(key) <= 1500 for key in keys)
-        eventually(lambda: time.monotonic() - learned > 1.6)
+            assert all(0 < client.pttl(key) <= 6000 for key in keys)
+        eventually(lambda: time.monotonic() - learned > 6.1)
         assert facts(first) == {} and facts(second) == {}
         with redis_server.client() as client:
             assert client.keys("toolrelay:fact:*") == []
