@@ -104,8 +104,8 @@ def test_facts_expire_on_every_replica_with_the_ttl(
     with ExitStack() as stack:
         # A TTL of seconds: on a loaded machine the steps before the check take a while.
         first, second = replicas(stack, refusing_sim, redis_server, capability_ttl=6.0)
-        learned = time.monotonic()
         assert chat(first, WITH_TOOLS).status_code == 200
+        learned = time.monotonic()  # the facts were set before this: they expire before +6 s
         eventually(lambda: "m" in facts(second))
         with redis_server.client() as client:
             keys = client.keys("toolrelay:fact:*")
