@@ -87,7 +87,8 @@ def test_a_refusal_learned_through_one_sends_the_other_straight_to_rescue(
         assert chat(first, WITH_TOOLS).status_code == 200
         # The first replica asked natively, was refused, and rescued.
         assert sent_tools(refusing_sim) == [True, False]
-        assert facts(second)["m"]["refuses_tools"] is True
+        # Written and published by the first replica's writer, beside the answer: soon.
+        eventually(lambda: facts(second).get("m", {}).get("refuses_tools") is True)
         before = len(refusing_sim.requests)
         reply = chat(second, WITH_TOOLS)
         assert reply.status_code == 200
@@ -129,8 +130,9 @@ def test_an_override_posted_through_one_is_what_the_other_uses_next(
         assert tools(second)["source"] == "none"
         posted = httpx.post(first.url + "/api/tools", json=[lookup_tool("lookup")], timeout=10)
         assert posted.status_code == 200
-        # At once, with no wait: GET and the next turn on the other replica.
-        assert tools(second) == posted.json()
+        # Published before the post answered; delivered by pub/sub within milliseconds
+        # (waited for, bounded: a loaded machine may take longer to read it).
+        eventually(lambda: tools(second) == posted.json())
         assert (tools(second)["source"], tools(second)["count"]) == ("request", 1)
         assert chat(second, ASK).status_code == 200
         offered = [tool["function"]["name"] for tool in sim.requests[-1].body["tools"]]
