@@ -47,7 +47,7 @@ from toolrelay.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from toolrelay.io.backends import Finish
+from toolrelay.io.round import Finish
 from toolrelay.server.anthropic.wire import MessageEncoder
 from toolrelay.server.blocks import sse
 from toolrelay.server.responses.wire import ResponseBuilder

@@ -291,7 +291,7 @@ def pipeline_cost() -> dict[str, float]:
     the native call relay (a call's argument fragments), the events' admission,
     and the encoding of the outgoing chunk."""
     from toolrelay.io.backends.native import NativeStream
-    from toolrelay.io.backends.rounds import _StreamState
+    from toolrelay.io.round.body import ChunkReader
     from toolrelay.names import ToolSet
     from toolrelay.server.wire import ChunkEncoder
     from toolrelay.stream import StreamParser
@@ -319,7 +319,7 @@ def pipeline_cost() -> dict[str, float]:
         start = time.perf_counter()
         for _ in range(rounds):
             encoder = ChunkEncoder("bench", False)
-            state = _StreamState(
+            state = ChunkReader(
                 StreamParser(tools=tools) if tools else None,
                 NativeStream(ToolSet(tools)) if tools else None,
                 None,

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from toolrelay.events import (
     CallRejected,
@@ -34,6 +33,7 @@ from toolrelay.events import (
 )
 from toolrelay.examples import reject_copies
 from toolrelay.parse import parse_tool_calls
+from toolrelay.types import Tool
 
 _SPACES = re.compile(r"\s+")
 # Shorter injected lines ("Rules:") are too common to remove from an answer.
@@ -142,9 +142,7 @@ class EchoCleaner:
 
     __slots__ = ("_held", "_text", "_tools", "removed_calls")
 
-    def __init__(
-        self, injected: Iterable[str], tools: Sequence[Mapping[str, Any]] | None = None
-    ) -> None:
+    def __init__(self, injected: Iterable[str], tools: Sequence[Tool] | None = None) -> None:
         self._text = EchoFilter(injected)
         self._tools = tools
         self._held: list[Event] = []

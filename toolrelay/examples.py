@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from toolrelay.events import RejectedCall, ToolCall
-from toolrelay.names import tool_spec
+from toolrelay.types import Tool, tool_specs
 
 # Bounds the walk through nested or recursive schemas.
 _MAX_DEPTH = 6
@@ -123,7 +123,7 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
 
 
 def reject_copies(
-    calls: Sequence[ToolCall], tools: Iterable[Mapping[str, Any]] | None
+    calls: Sequence[ToolCall], tools: Iterable[Tool] | None
 ) -> tuple[list[ToolCall], list[RejectedCall]]:
     """``calls`` split into those the model made and copies of the prompt's
     examples (a placeholder left in the arguments), rejected with a reason."""
@@ -148,17 +148,15 @@ def reject_copies(
     return kept, rejected
 
 
-def _example_placeholders(tools: Iterable[Mapping[str, Any]] | None) -> dict[str, frozenset[str]]:
+def _example_placeholders(tools: Iterable[Tool] | None) -> dict[str, frozenset[str]]:
     """Per tool: the strings a copy of its listing carries (the example's
     placeholders, and the parameters' descriptions, which weak models write in
     as values: ``{"city": "The city's name"}``)."""
     out: dict[str, frozenset[str]] = {}
-    for tool in tools or ():
-        spec = tool_spec(tool)
-        if spec is not None:
-            name, parameters = spec
-            copies = {*_strings(example_arguments(parameters)), *_descriptions(parameters, 0)}
-            out[name] = frozenset(copies)
+    for spec in tool_specs(tools):
+        parameters = spec.parameters
+        copies = {*_strings(example_arguments(parameters)), *_descriptions(parameters, 0)}
+        out[spec.name] = frozenset(copies)
     return out
 
 

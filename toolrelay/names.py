@@ -6,35 +6,23 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from toolrelay.types import tool_specs
+
 log = logging.getLogger("toolrelay.names")
 
 NAMESPACE_SEPARATORS = ("__", ".", "/", "-", ":")
 
 
-def tool_spec(tool: Any) -> tuple[str, dict[str, Any]] | None:
-    """Name and parameter schema of an OpenAI tool entry (or a flat declarative one)."""
-    if not isinstance(tool, Mapping):
-        return None
-    function = tool.get("function")
-    spec: Mapping[str, Any] = function if isinstance(function, Mapping) else tool
-    name = spec.get("name")
-    if not isinstance(name, str) or not name:
-        return None
-    parameters = spec.get("parameters")
-    return name, dict(parameters) if isinstance(parameters, Mapping) else {}
-
-
 class ToolSet:
-    """The tools a request declared; with none declared, every name is accepted."""
+    """The tools a request declared (entries or their :class:`ToolSpec`); with none
+    declared, every name is accepted."""
 
     __slots__ = ("_by_name", "_cache", "declared")
 
     def __init__(self, tools: Iterable[Any] | None = None) -> None:
-        self._by_name: dict[str, dict[str, Any]] = {}
-        for tool in tools or ():
-            spec = tool_spec(tool)
-            if spec is not None:
-                self._by_name.setdefault(spec[0], spec[1])
+        self._by_name: dict[str, Mapping[str, Any]] = {}
+        for spec in tool_specs(tools):
+            self._by_name.setdefault(spec.name, spec.parameters)
         self.declared = tools is not None and bool(self._by_name)
         self._cache: dict[str, str | None] = {}
 
@@ -86,7 +74,7 @@ class ToolSet:
             if any(declared.endswith(sep + name) for sep in NAMESPACE_SEPARATORS)
         ]
 
-    def parameters(self, name: str) -> dict[str, Any] | None:
+    def parameters(self, name: str) -> Mapping[str, Any] | None:
         return self._by_name.get(name)
 
     def without_arguments(self, name: str) -> str | None:

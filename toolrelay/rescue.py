@@ -59,12 +59,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolrelay.examples import example_arguments
+from toolrelay.types import Message, Tool, ToolChoice, ToolSpec
 
-Message = dict[str, Any]
-Tool = Mapping[str, Any]
-ToolChoice = str | Mapping[str, Any] | None
 Strength = Literal["normal", "strict"]
-ToolMode = Literal["auto", "none", "required"]
+ChoiceMode = Literal["auto", "none", "required"]
 
 TOOL_CALL_OPEN = "[TOOL_CALL]"
 TOOL_CALL_CLOSE = "[/TOOL_CALL]"
@@ -101,14 +99,15 @@ class ToolChoiceError(RescueRequestError):
 class ToolChoicePlan:
     """What a ``tool_choice`` means for one request.
 
-    ``tools`` are the declared tools the model may call, in declared order (the
-    caller's own objects, not copies). ``forced_name`` is set when the choice
-    names one tool, which is then the only entry of ``tools``.
+    ``declared`` are every declared tool, ``tools`` those the model may call,
+    both in declared order, read once into specs. ``forced_name`` is set when
+    the choice names one tool, which is then the only entry of ``tools``.
     """
 
-    mode: ToolMode
-    tools: tuple[Tool, ...] = field(default=(), hash=False)
+    mode: ChoiceMode
+    tools: tuple[ToolSpec, ...] = field(default=(), hash=False)
     forced_name: str | None = None
+    declared: tuple[ToolSpec, ...] = field(default=(), hash=False, compare=False)
 
 
 # --- tool_choice -------------------------------------------------------------
@@ -127,13 +126,13 @@ def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -
     """
     declared = _declared_tools(tools)
     if tool_choice is None or tool_choice == "auto":
-        return ToolChoicePlan("auto", declared)
+        return ToolChoicePlan("auto", declared, declared=declared)
     if tool_choice == "none":
-        return ToolChoicePlan("none")
+        return ToolChoicePlan("none", declared=declared)
     if tool_choice == "required":
         if not declared:
             raise ToolChoiceError("tool_choice 'required' needs at least one tool in 'tools'")
-        return ToolChoicePlan("required", declared)
+        return ToolChoicePlan("required", declared, declared=declared)
     if isinstance(tool_choice, str):
         raise ToolChoiceError(
             f"unknown tool_choice {tool_choice!r}: expected 'none', 'auto', 'required' "
@@ -144,7 +143,8 @@ def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -
     choice_type = tool_choice.get("type")
     if choice_type in ("function", "custom"):
         identity = _choice_identity(tool_choice, "tool_choice")
-        return ToolChoicePlan("required", (_find_tool(declared, *identity),), identity[1])
+        chosen = (_find_tool(declared, *identity),)
+        return ToolChoicePlan("required", chosen, identity[1], declared)
     if choice_type == "allowed_tools":
         return _resolve_allowed_tools(declared, tool_choice)
     raise ToolChoiceError(
@@ -153,27 +153,27 @@ def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -
     )
 
 
-def _declared_tools(tools: Sequence[Tool] | None) -> tuple[Tool, ...]:
+def _declared_tools(tools: Sequence[Tool] | None) -> tuple[ToolSpec, ...]:
     if tools is None:
         return ()
     if not isinstance(tools, Sequence) or isinstance(tools, str):
         raise RescueRequestError("'tools' must be an array", "tools")
-    for index, tool in enumerate(tools):
-        _tool_identity(tool, f"tools[{index}]")
-    return tuple(tools)
+    return tuple(_spec(tool, f"tools[{index}]") for index, tool in enumerate(tools))
 
 
-def _tool_identity(tool: object, where: str) -> tuple[str, str]:
-    """``(type, name)`` of a declared tool; a missing ``type`` means ``function``."""
+def _spec(tool: object, where: str) -> ToolSpec:
+    """The spec of a declared tool; a missing ``type`` means ``function``."""
+    if isinstance(tool, ToolSpec):
+        return tool
     if not isinstance(tool, Mapping):
         raise RescueRequestError(f"{where} must be an object", "tools")
     tool_type = tool.get("type", "function")
     if not isinstance(tool_type, str):
         raise RescueRequestError(f"{where}.type must be a string", "tools")
-    name = _entry_name(tool, tool_type)
-    if name is None:
+    spec = ToolSpec.read(tool)
+    if spec is None:
         raise RescueRequestError(f"{where} has no {tool_type}.name", "tools")
-    return tool_type, name
+    return spec
 
 
 def _choice_identity(entry: Mapping[str, Any], where: str) -> tuple[str, str]:
@@ -192,11 +192,11 @@ def _entry_name(entry: Mapping[str, Any], entry_type: str) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def _find_tool(declared: Sequence[Tool], tool_type: str, name: str) -> Tool:
+def _find_tool(declared: Sequence[ToolSpec], tool_type: str, name: str) -> ToolSpec:
     for tool in declared:
-        if _tool_identity(tool, "tool") == (tool_type, name):
+        if (tool.kind, tool.name) == (tool_type, name):
             return tool
-    names = ", ".join(_tool_identity(tool, "tool")[1] for tool in declared) or "none"
+    names = ", ".join(tool.name for tool in declared) or "none"
     raise ToolChoiceError(
         f"tool_choice names the {tool_type} tool {name!r}, which 'tools' does not declare "
         f"(declared: {names})"
@@ -204,7 +204,7 @@ def _find_tool(declared: Sequence[Tool], tool_type: str, name: str) -> Tool:
 
 
 def _resolve_allowed_tools(
-    declared: Sequence[Tool], tool_choice: Mapping[str, Any]
+    declared: tuple[ToolSpec, ...], tool_choice: Mapping[str, Any]
 ) -> ToolChoicePlan:
     allowed = tool_choice.get("allowed_tools")
     if not isinstance(allowed, Mapping):
@@ -225,8 +225,8 @@ def _resolve_allowed_tools(
         identity = _choice_identity(entry, where)
         _find_tool(declared, *identity)
         wanted.add(identity)
-    chosen = tuple(tool for tool in declared if _tool_identity(tool, "tool") in wanted)
-    return ToolChoicePlan("required" if mode == "required" else "auto", chosen)
+    chosen = tuple(tool for tool in declared if (tool.kind, tool.name) in wanted)
+    return ToolChoicePlan("required" if mode == "required" else "auto", chosen, declared=declared)
 
 
 # --- the tools section of the system prompt ----------------------------------
@@ -274,43 +274,22 @@ def render_tools_prompt(tools: Sequence[Tool]) -> str:
 
 
 def _render_tool(tool: Tool, where: str) -> str:
-    tool_type, name = _tool_identity(tool, where)
-    if tool_type != "function":
+    spec = _spec(tool, where)
+    if spec.kind != "function":
         raise RescueRequestError(
-            f"{where} is a {tool_type!r} tool; the rescue path can only offer function tools",
+            f"{where} is a {spec.kind!r} tool; the rescue path can only offer function tools",
             "tools",
         )
-    function = _function_body(tool)
-    lines = [f"### {name}"]
-    description = _description(function)
-    if description:
-        lines.append(description)
-    schema = _parameters_schema(function)
-    lines.append(f"Parameters: {_compact(schema)}")
-    lines.append(f"Example: {_call_block(name, example_arguments(schema))}")
+    lines = [f"### {spec.name}"]
+    if spec.description:
+        lines.append(spec.description)
+    lines.append(f"Parameters: {_compact(spec.parameters)}")
+    lines.append(f"Example: {_call_block(spec.name, example_arguments(spec.parameters))}")
     return "\n".join(lines)
 
 
-def _description(function: Mapping[str, Any]) -> str:
-    description = function.get("description")
-    return description.strip() if isinstance(description, str) else ""
-
-
 def _compact(schema: Mapping[str, Any]) -> str:
-    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def _function_body(tool: Tool) -> Mapping[str, Any]:
-    """The ``function`` object of a tool, or the tool itself in the flat form."""
-    function = tool.get("function")
-    return function if isinstance(function, Mapping) else tool
-
-
-def _parameters_schema(function: Mapping[str, Any]) -> Mapping[str, Any]:
-    parameters = function.get("parameters")
-    if isinstance(parameters, Mapping):
-        return parameters
-    return {"type": "object", "properties": {}}
+    return json.dumps(dict(schema), ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _call_block(name: str, arguments: Any) -> str:
@@ -353,7 +332,7 @@ def _directive_for_plan(plan: ToolChoicePlan, parallel: bool, strength: Strength
         return _defuse("\n".join([DIRECTIVE_MARKER, *lines]))
     if not plan.tools:
         return ""
-    names = [_tool_identity(tool, "tool")[1] for tool in plan.tools]
+    names = [tool.name for tool in plan.tools]
     must_call = plan.mode == "required"
     if plan.forced_name is not None:
         opening = f"You must call the tool {plan.forced_name} in this reply."
@@ -368,8 +347,7 @@ def _directive_for_plan(plan: ToolChoicePlan, parallel: bool, strength: Strength
             "guessing or describing the call. If no tool is needed, answer directly in plain "
             "text without any tool call block."
         )
-    example_schema = _parameters_schema(_function_body(plan.tools[0]))
-    example = _call_block(names[0], example_arguments(example_schema))
+    example = _call_block(names[0], example_arguments(plan.tools[0].parameters))
     lines = [
         opening,
         "Write each call as its own block in this format, with the real value in place of "
@@ -408,7 +386,7 @@ def native_directive(tools: Sequence[Tool] | None, tool_choice: ToolChoice = Non
     if plan.forced_name is not None:
         demand = f"You must call the tool {plan.forced_name} in this reply"
     else:
-        names = ", ".join(_tool_identity(tool, "tool")[1] for tool in plan.tools)
+        names = ", ".join(tool.name for tool in plan.tools)
         demand = f"You must call at least one of the tools ({names}) in this reply"
     # The chat template may not show the tools (a template without tool support
     # drops them): the directive names what each takes.
@@ -425,12 +403,10 @@ def native_directive(tools: Sequence[Tool] | None, tool_choice: ToolChoice = Non
     )
 
 
-def _tool_summary(tool: Tool) -> str:
+def _tool_summary(tool: ToolSpec) -> str:
     """``- name: description Parameters: {compact schema}``, one line."""
-    _, name = _tool_identity(tool, "tool")
-    function = _function_body(tool)
-    about = " ".join(part for part in (f"- {name}:", _description(function)) if part)
-    return f"{about} Parameters: {_compact(_parameters_schema(function))}"
+    about = " ".join(part for part in (f"- {tool.name}:", tool.description) if part)
+    return f"{about} Parameters: {_compact(tool.parameters)}"
 
 
 # --- history rewrite ----------------------------------------------------------

@@ -20,9 +20,10 @@ from itertools import groupby
 from typing import Any
 
 from toolrelay.events import ContentDelta, Event, ReasoningDelta, ToolCallArgumentsDelta
-from toolrelay.formats import MarkerSearch, OpenerTable, bracket, fenced, opener_table
+from toolrelay.formats import bracket, fenced, opener_table
 from toolrelay.formats.base import Context, Region, Status
 from toolrelay.formats.fenced import HeldFences
+from toolrelay.formats.markers import MarkerSearch, OpenerTable
 from toolrelay.formats.reasoning import open_reasoning
 from toolrelay.names import ToolSet
 
@@ -80,15 +81,18 @@ class StreamParser:
         format: str = "auto",
         *,
         reasoning_open: bool = False,
-        _context: Context | None = None,
     ) -> None:
-        self._table: OpenerTable = opener_table(format)
+        self._start(Context(ToolSet(tools), format), reasoning_open)
+
+    def _start(self, ctx: Context, reasoning_open: bool) -> None:
+        self._table: OpenerTable = opener_table(ctx.format_name)
         self._search = MarkerSearch(self._table)
-        self._ctx = _context if _context is not None else Context(ToolSet(tools), format)
-        self._ctx.openers = self._table
+        self._ctx = ctx
+        ctx.openers = self._table
+        ctx.read_nested = _read_nested
         self._buf = ""  # text not yet decided on
         self._pos = 0  # how far the buffer has been read
-        self._region: Region | None = open_reasoning(self._ctx) if reasoning_open else None
+        self._region: Region | None = open_reasoning(ctx) if reasoning_open else None
         self._opener = ""  # the marker that opened the current region
         # What a region that may still fall back has read, from its opener on: kept
         # aside rather than in the buffer, so that a long region costs no copying.
@@ -230,6 +234,14 @@ class StreamParser:
             ctx.content(text)
             if ctx.at_start and not text.isspace():
                 ctx.at_start = False
+
+
+def _read_nested(ctx: Context, text: str) -> list[Event]:
+    """``text`` read whole by a parser of its own over ``ctx`` (the calls of a
+    think block that never closed: see ``Context.read_nested``)."""
+    parser = StreamParser.__new__(StreamParser)
+    parser._start(ctx, reasoning_open=False)
+    return parser.feed(text) + parser.close()
 
 
 def _merge_text(events: list[Event]) -> list[Event]:

@@ -8,8 +8,9 @@
     result.coercions    # (Coercion(path="days", before="3", after=3),)
     result.errors       # (): else sentences such as "'city' is required"
 
-``tool`` is an OpenAI tool entry (``{"type": "function", "function": {...}}``),
-a flat ``{"name", "parameters"}`` one, or the parameters schema itself. Each
+``tool`` is a :class:`~toolrelay.types.ToolSpec`, an OpenAI tool entry
+(``{"type": "function", "function": {...}}``), a flat ``{"name",
+"parameters"}`` one, or the parameters schema itself. Each
 schema is compiled once (jsonschema-rs, chosen by measurement: bench/) and kept
 in a bounded cache keyed by its JSON text, so a valid call costs one cache
 look-up and one native ``is_valid``. Only an invalid call pays for more: its
@@ -37,6 +38,7 @@ import orjson
 
 from toolrelay.events import ToolCall
 from toolrelay.repair import INT_DIGITS, json_text
+from toolrelay.types import NO_PARAMETERS, ToolSpec
 
 # Compiled schemas kept; a gateway sees the same few tool sets over and over.
 CACHE_SIZE = 1024
@@ -98,7 +100,7 @@ class Validation:
         return f"{name}: {self.reason}"
 
 
-def validate_arguments(tool: Mapping[str, Any] | None, arguments: Any) -> Validation:
+def validate_arguments(tool: ToolSpec | Mapping[str, Any] | None, arguments: Any) -> Validation:
     """Check ``arguments`` against the parameters schema of ``tool`` (see the module doc)."""
     validator = _validator(parameters_schema(tool))
     if validator is None:
@@ -114,7 +116,9 @@ def validate_arguments(tool: Mapping[str, Any] | None, arguments: Any) -> Valida
         return Validation(arguments)
 
 
-def validate_call(call: ToolCall, tool: Mapping[str, Any] | None) -> tuple[ToolCall, Validation]:
+def validate_call(
+    call: ToolCall, tool: ToolSpec | Mapping[str, Any] | None
+) -> tuple[ToolCall, Validation]:
     """The call with its coercions applied (the same call when there were none)."""
     result = validate_arguments(tool, call.arguments)
     if not result.coercions or not isinstance(result.arguments, dict):
@@ -123,22 +127,26 @@ def validate_call(call: ToolCall, tool: Mapping[str, Any] | None) -> tuple[ToolC
     return coerced, result
 
 
-def parameters_schema(tool: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The parameters schema of a tool entry, or ``tool`` itself when it is a schema."""
+def parameters_schema(tool: ToolSpec | Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The parameters schema of a tool (its spec or its entry: :data:`NO_PARAMETERS`
+    when it declares none), or ``tool`` itself when it is a schema."""
+    if isinstance(tool, ToolSpec):
+        return tool.parameters
     if not isinstance(tool, Mapping):
         return None
-    function = tool.get("function")
-    if isinstance(function, Mapping):
-        tool = function
-    if "parameters" in tool or ("name" in tool and "properties" not in tool):
-        parameters = tool.get("parameters")
-        return parameters if isinstance(parameters, Mapping) else None
+    if (
+        isinstance(tool.get("function"), Mapping)
+        or "parameters" in tool
+        or ("name" in tool and "properties" not in tool)
+    ):
+        spec = ToolSpec.read(tool)
+        return spec.parameters if spec is not None else NO_PARAMETERS
     return tool
 
 
 def _validator(schema: Mapping[str, Any] | None) -> jsonschema_rs.Validator | None:
-    if not schema:
-        return None
+    if not schema or schema is NO_PARAMETERS:
+        return None  # nothing to check but that the arguments are an object
     try:
         key = orjson.dumps(schema)
     except TypeError:

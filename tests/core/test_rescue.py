@@ -26,6 +26,7 @@ from toolrelay.rescue import (
     resolve_tool_choice,
     rewrite_history,
 )
+from toolrelay.types import ToolSpec, tool_specs
 
 
 def function_tool(
@@ -117,7 +118,7 @@ def tool_result(call_id: str, content: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("choice", [None, "auto"])
 def test_auto_offers_every_declared_tool(choice: str | None) -> None:
-    assert list(resolve_tool_choice(TOOLS, choice).tools) == TOOLS
+    assert list(resolve_tool_choice(TOOLS, choice).tools) == tool_specs(TOOLS)
     assert resolve_tool_choice(TOOLS, choice).mode == "auto"
 
 
@@ -129,27 +130,26 @@ def test_none_offers_no_tool() -> None:
 def test_required_offers_every_tool_and_must_call() -> None:
     plan = resolve_tool_choice(TOOLS, "required")
     assert plan.mode == "required"
-    assert list(plan.tools) == TOOLS
+    assert list(plan.tools) == tool_specs(TOOLS)
     assert plan.forced_name is None
 
 
 def test_named_function_offers_only_that_tool() -> None:
     choice = {"type": "function", "function": {"name": "get_time"}}
     plan = resolve_tool_choice(TOOLS, choice)
-    assert plan == ToolChoicePlan("required", (CLOCK,), "get_time")
-    assert list(resolve_tool_choice(TOOLS, choice).tools) == [CLOCK]
+    assert plan == ToolChoicePlan("required", (ToolSpec.read(CLOCK),), "get_time")
+    assert list(resolve_tool_choice(TOOLS, choice).tools) == tool_specs([CLOCK])
 
 
 def test_named_function_in_flat_form_is_accepted() -> None:
-    assert list(resolve_tool_choice(TOOLS, {"type": "function", "name": "get_time"}).tools) == [
-        CLOCK
-    ]
+    flat = {"type": "function", "name": "get_time"}
+    assert list(resolve_tool_choice(TOOLS, flat).tools) == tool_specs([CLOCK])
 
 
 def test_named_custom_tool_matches_a_custom_tool() -> None:
     custom = {"type": "custom", "custom": {"name": "patch", "description": "apply a diff"}}
     choice = {"type": "custom", "custom": {"name": "patch"}}
-    assert list(resolve_tool_choice([WEATHER, custom], choice).tools) == [custom]
+    assert list(resolve_tool_choice([WEATHER, custom], choice).tools) == tool_specs([custom])
     with pytest.raises(ToolChoiceError):
         list(
             resolve_tool_choice(
@@ -172,7 +172,7 @@ def test_allowed_tools_keeps_declared_order_and_mode(mode: str) -> None:
     }
     plan = resolve_tool_choice(TOOLS, choice)
     assert plan.mode == mode
-    assert list(plan.tools) == [WEATHER, STRICT_SEARCH]
+    assert list(plan.tools) == tool_specs([WEATHER, STRICT_SEARCH])
     assert plan.forced_name is None
 
 

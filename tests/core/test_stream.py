@@ -18,7 +18,8 @@ from toolrelay import (
     ToolCallStart,
     parse_tool_calls,
 )
-from toolrelay.formats import FORMATS, MarkerSearch, opener_table
+from toolrelay.formats import FORMATS, opener_table
+from toolrelay.formats.markers import MarkerSearch
 
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
 LONGEST_MARKER = opener_table("auto").longest

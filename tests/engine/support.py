@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tests.weather import WEATHER_TOOL
-from toolrelay.io.backends import Backend, RoundRequest
+from toolrelay.io.backends import Backend
 from toolrelay.io.engine import AgentEvent, LoopConfig, TurnEnd, run_turn
+from toolrelay.io.round import RoundRequest
 from toolrelay.io.settings import BackendConfig, ToolMode
 from toolrelay.io.tools import HttpTool, HttpToolClient, Toolbox, parse_definitions
 

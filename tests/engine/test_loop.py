@@ -11,7 +11,7 @@ import pytest
 from tests.engine.support import ask, completions, of_type, run_events, turn_end, weather_tool
 from tests.tools.service import Service
 from toolrelay.events import ToolCall
-from toolrelay.io.backends import Backend, RoundRequest
+from toolrelay.io.backends import Backend
 from toolrelay.io.engine import (
     LAST_ROUND_NOTE,
     AssistantDelta,
@@ -23,6 +23,7 @@ from toolrelay.io.engine import (
     ToolResult,
     run_turn,
 )
+from toolrelay.io.round import RoundRequest
 from toolrelay.io.settings import BackendConfig
 from toolrelay.io.tools import FunctionTool, HttpTool, HttpToolClient, Toolbox, parse_definitions
 from toolrelay.simulator import Simulator, SimulatorConfig

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.fronts.rules import check_messages_stream
 from tests.fronts.segments import events_of, segments
 from tests.fronts.support import ANTHROPIC_TOOL
-from toolrelay.io.backends import Finish
+from toolrelay.io.round import Finish
 from toolrelay.io.settings import Settings
 from toolrelay.server.anthropic import estimate_tokens
 from toolrelay.server.anthropic.request import read_messages

@@ -13,7 +13,7 @@ from tests.fronts.rules import check_responses_stream
 from tests.fronts.segments import events_of, segments
 from tests.fronts.support import RESPONSES_TOOL
 from toolrelay.events import ToolCall
-from toolrelay.io.backends import Finish, Reply
+from toolrelay.io.round import Finish, Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.anthropic import MessagesFront
 from toolrelay.server.anthropic.request import read_messages

@@ -9,15 +9,9 @@ from typing import Any
 from tests.gateway.support import silent_backend
 from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.events import ContentDelta, ToolCallStart
-from toolrelay.io.backends import (
-    Backend,
-    Finish,
-    Opened,
-    RoundRequest,
-    complete_round,
-    stream_round,
-)
+from toolrelay.io.backends import Backend
 from toolrelay.io.counters import Counters
+from toolrelay.io.round import Finish, Opened, RoundRequest, complete_round, stream_round
 from toolrelay.io.settings import BackendConfig
 from toolrelay.server.background import BackgroundServer
 from toolrelay.simulator import Simulator, SimulatorConfig

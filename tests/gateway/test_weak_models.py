@@ -17,8 +17,9 @@ import pytest
 from tests.gateway.support import GatewayServer, stack
 from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.events import CallRejected
-from toolrelay.io.backends import Backend, RoundRequest, complete_round, stream_round
+from toolrelay.io.backends import Backend
 from toolrelay.io.counters import Counters
+from toolrelay.io.round import RoundRequest, complete_round, stream_round
 from toolrelay.io.settings import BackendConfig
 from toolrelay.simulator import Simulator, SimulatorConfig
 

@@ -107,6 +107,7 @@ class Context:
         "next_index",
         "openers",
         "orphan_close",
+        "read_nested",
         "reasoning_seen",
         "tools",
         "unclosed",
@@ -116,6 +117,10 @@ class Context:
         self.tools = tools
         self.format_name = format_name
         self.openers: Any = None  # the parser's OpenerTable, for regions that nest markers
+        # The parser's reading of a stretch of text with this context, for a region
+        # that holds text to read later (a think block that never closes): set by
+        # the parser, so that no format imports it.
+        self.read_nested: Callable[[Context, str], list[Event]] | None = None
         self.events: list[Event] = []
         self.next_index = 0
         self.at_start = True  # nothing but whitespace has been seen so far

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +71,7 @@ class _Part(enum.Enum):
 class _Frame:
     __slots__ = ("array", "count", "key", "part", "schema")
 
-    def __init__(self, array: bool, schema: dict[str, Any] | None) -> None:
+    def __init__(self, array: bool, schema: Mapping[str, Any] | None) -> None:
         self.array = array
         self.schema = schema
         self.part = _Part.VALUE if array else _Part.KEY

@@ -134,17 +134,15 @@ class ThinkRegion:
 
     def _parse_held_calls(self) -> None:
         """The think block never closed: read the calls in it; its prose stays reasoning."""
-        from toolrelay.stream import StreamParser  # the parser is this module's user
-
         ctx = self._ctx
+        assert ctx.read_nested is not None, "a think region runs inside a parser"
         earlier = ctx.events
         saved = ctx.save_raw()
         ctx.events = []
         ctx.base = 0
         added = self._end_markers - ctx.unclosed
         ctx.unclosed |= added
-        nested = StreamParser(_context=ctx, format=ctx.format_name)
-        produced = nested.feed("".join(self._held)) + nested.close()
+        produced = ctx.read_nested(ctx, "".join(self._held))
         ctx.unclosed -= added
         ctx.events = earlier
         ctx.restore_raw(saved)

@@ -20,7 +20,6 @@ from typing import Any
 
 from toolrelay.events import ContentDelta, Event
 from toolrelay.events import ReasoningDelta as ParsedReasoning
-from toolrelay.io.backends import Finish, Opened, Reply, RoundRequest, StreamItem, reply_events
 from toolrelay.io.engine import (
     AgentEvent,
     AssistantDelta,
@@ -33,6 +32,7 @@ from toolrelay.io.engine import (
     clashing_names,
     run_turn,
 )
+from toolrelay.io.round import Finish, Opened, Reply, RoundRequest, StreamItem, reply_events
 from toolrelay.io.settings import Settings
 from toolrelay.io.tools import Toolbox
 from toolrelay.server.errors import invalid

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolrelay.io.backends import Reply
+from toolrelay.io.round import Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import APIError
 from toolrelay.server.request import ChatRequest, read_request

@@ -13,9 +13,8 @@ import dataclasses
 import logging
 from functools import cache
 
-from toolrelay.io.backends import RoundRequest
-from toolrelay.io.backends.rounds import TOOL_FIELDS
 from toolrelay.io.counters import Counters
+from toolrelay.io.round import TOOL_FIELDS, RoundRequest
 from toolrelay.io.settings import Settings
 from toolrelay.stuck import (
     Mode,

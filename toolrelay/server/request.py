@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NoReturn, get_args
 
-from toolrelay.io.backends import RoundRequest
+from toolrelay.io.round import RoundRequest, build_round
 from toolrelay.io.settings import Settings, ValidateMode
 from toolrelay.profiles import get_profile
 from toolrelay.rescue import RescueRequestError
@@ -117,12 +117,9 @@ def make_round(
 ) -> RoundRequest:
     """The round for a Chat Completions body (checked, ``model`` set, toolrelay's
     own fields removed), with the model's configured options."""
-    configured = settings.round_options(backend_body["model"])
     try:
-        return RoundRequest.from_body(
-            backend_body,
-            **{**configured, "profile": options.profile, "validate": options.validate},
-            auth=auth,
+        return build_round(
+            settings, backend_body, auth=auth, profile=options.profile, validate=options.validate
         )
     except RescueRequestError as exc:
         raise invalid(str(exc), exc.param) from None

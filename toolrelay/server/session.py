@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket
 
-from toolrelay.io.backends import BackendError, RoundRequest
+from toolrelay.io.backends import BackendError
 from toolrelay.io.backends.registry import NO_BACKEND
 from toolrelay.io.engine import (
     AgentEvent,
@@ -35,6 +35,7 @@ from toolrelay.io.engine import (
     TurnEnd,
     run_turn,
 )
+from toolrelay.io.round import build_round
 from toolrelay.rescue import RescueRequestError
 from toolrelay.server.agent import loop_config
 from toolrelay.server.gateway import Gateway
@@ -97,7 +98,9 @@ class Session:
             if self._model is None:
                 self._model = await gateway.backends.default.default_model()
             model = self._model
-            request = RoundRequest.from_body({"model": model, "messages": list(self.history)})
+            request = build_round(
+                gateway.settings, {"model": model, "messages": list(self.history)}
+            )
             toolbox = await gateway.tools.toolbox()
             turn = run_turn(
                 gateway.backends.for_model(model),

@@ -28,8 +28,8 @@ import orjson
 from starlette.types import Message, Receive, Scope, Send
 
 from toolrelay.events import Event
-from toolrelay.io.backends import (
-    BackendError,
+from toolrelay.io.backends import BackendError
+from toolrelay.io.round import (
     Finish,
     Opened,
     Reply,

@@ -22,7 +22,7 @@ from toolrelay.events import (
     ToolCallArgumentsDelta,
     ToolCallStart,
 )
-from toolrelay.io.backends import Finish, Reply
+from toolrelay.io.round import Finish, Reply
 from toolrelay.server.errors import APIError
 
 KEEPALIVE = b": keep-alive\n\n"

@@ -28,6 +28,7 @@ from toolrelay.stuck.normalize import (
     result_fingerprint,
     schema_defaults,
 )
+from toolrelay.types import tool_specs
 
 TAG = "[loop-guard:"
 BLOCKED_BY = "loop-guard"
@@ -227,10 +228,8 @@ class ToolCatalog:
         if tools is None:
             return cls()
         defaults: dict[str, tuple[tuple[str, str], ...]] = {}
-        for tool in tools:
-            name, schema = _tool_name_and_schema(tool)
-            if name:
-                defaults[normalize_tool_name(name)] = schema_defaults(schema)
+        for spec in tool_specs(tools):
+            defaults[normalize_tool_name(spec.name)] = schema_defaults(spec.parameters)
         return cls(frozenset(defaults), tuple(sorted(defaults.items())))
 
     @property
@@ -248,22 +247,6 @@ class ToolCatalog:
                 if suffix in self.declared:
                     return suffix
         return normalized
-
-
-def _tool_name_and_schema(tool: Any) -> tuple[str | None, Mapping[str, Any] | None]:
-    if isinstance(tool, str):
-        return tool, None
-    if not isinstance(tool, Mapping):
-        return None, None
-    function = tool.get("function", tool)
-    if not isinstance(function, Mapping):
-        return None, None
-    name = function.get("name")
-    parameters = function.get("parameters")
-    return (
-        name if isinstance(name, str) else None,
-        parameters if isinstance(parameters, Mapping) else None,
-    )
 
 
 # ----------------------------------------------------------------- helpers

@@ -100,8 +100,7 @@ def _chat(
         where = backends.default.base_url
         return _fail(f"cannot use the backend at {where}: {exc.message} (name a --model?)", 1)
     session = ChatSession(
-        backends.for_model(model), model, toolbox, _loop_config(args, settings, model),
-        settings.round_options(model),
+        backends.for_model(model), model, toolbox, _loop_config(args, settings, model), settings
     )  # fmt: skip
     if interactive:
         return Repl(session, trace, loop).run(_banner(session))

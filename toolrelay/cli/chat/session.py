@@ -7,14 +7,15 @@ cancelled leaves the history as it was before the message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from toolrelay.io.backends import Backend, RoundRequest
+from toolrelay.io.backends import Backend
 from toolrelay.io.counters import Counters
 from toolrelay.io.engine import AgentEvent, LoopConfig, RoundEnd, RoundStart, TurnEnd, run_turn
+from toolrelay.io.round import build_round
+from toolrelay.io.settings import Settings
 from toolrelay.io.tools import Toolbox
 
 # What the backend layer counts about a round, and how the path is told.
@@ -49,13 +50,13 @@ class ChatSession:
         model: str,
         toolbox: Toolbox,
         loop: LoopConfig,
-        options: Mapping[str, Any],
+        settings: Settings,
     ) -> None:
         self.backend = backend
         self.model = model
         self.toolbox = toolbox
         self.loop = loop
-        self.options = dict(options)
+        self.settings = settings
         self.history: list[dict[str, Any]] = []
         # The backend layer reports each round's path through these counters.
         self.counters = Counters()
@@ -64,9 +65,7 @@ class ChatSession:
         """Run the message through the loop; raises BackendError on backend failure
         and CancelledError when cancelled, the history unchanged either way."""
         messages = [*self.history, {"role": "user", "content": text}]
-        request = RoundRequest.from_body(
-            {"model": self.model, "messages": messages}, **self.options
-        )
+        request = build_round(self.settings, {"model": self.model, "messages": messages})
         before = _snapshot(self.counters)
         events = run_turn(self.backend, request, self.toolbox, self.loop, self.counters)
         async with aclosing(events):

@@ -18,10 +18,11 @@ import orjson
 
 from toolrelay import parse_tool_calls
 from toolrelay.events import ToolCall
-from toolrelay.io.backends import Backend, BackendError, BackendUnreachable, RoundRequest
+from toolrelay.io.backends import Backend, BackendError, BackendUnreachable
 from toolrelay.io.backends.http import ChunkStream
-from toolrelay.io.backends.rounds import backend_body
 from toolrelay.io.doctor.textcalls import detect_format
+from toolrelay.io.round import RoundRequest
+from toolrelay.io.round.body import backend_body
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",

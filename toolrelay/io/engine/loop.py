@@ -29,15 +29,7 @@ from typing import Any
 from toolrelay import StreamParser
 from toolrelay.events import CallRejected, ContentDelta, RejectedCall, ToolCall, ToolCallEnd
 from toolrelay.events import ReasoningDelta as ParsedReasoning
-from toolrelay.io.backends import (
-    Backend,
-    Finish,
-    Opened,
-    RoundRequest,
-    complete_round,
-    stream_round,
-)
-from toolrelay.io.backends.rounds import TOOL_FIELDS
+from toolrelay.io.backends import Backend
 from toolrelay.io.counters import Counters
 from toolrelay.io.engine.events import (
     AgentEvent,
@@ -50,6 +42,14 @@ from toolrelay.io.engine.events import (
     ToolResult,
     TurnEnd,
 )
+from toolrelay.io.round import (
+    TOOL_FIELDS,
+    Finish,
+    Opened,
+    RoundRequest,
+    complete_round,
+    stream_round,
+)
 from toolrelay.io.tools import Toolbox, ToolOutput, results
 from toolrelay.stuck import (
     StuckConfig,
@@ -59,6 +59,7 @@ from toolrelay.stuck import (
     apply_nudge,
     rewind,
 )
+from toolrelay.types import tool_specs
 
 log = logging.getLogger("toolrelay.engine")
 
@@ -454,9 +455,4 @@ def _count(counters: Counters, verdict: Verdict) -> None:
 
 
 def _names(tools: Sequence[Mapping[str, Any]] | None) -> list[str]:
-    names = []
-    for tool in tools or ():
-        function = tool.get("function")
-        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-            names.append(function["name"])
-    return names
+    return [spec.name for spec in tool_specs(tools)]

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from toolrelay.io.backends import Finish, Reply, reply_events
+from toolrelay.io.round import Finish, Reply, reply_events
 from toolrelay.io.settings import Settings
 from toolrelay.server.anthropic.request import MessagesTurn, read_messages
 from toolrelay.server.anthropic.wire import MessageBuilder, MessageEncoder, error_body

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from toolrelay.events import Event
-from toolrelay.io.backends import Finish, Reply, reply_events
+from toolrelay.io.round import Finish, Reply, reply_events
 from toolrelay.io.settings import Settings
 from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from toolrelay.events import ToolCall, ToolCallStart
-from toolrelay.io.backends import Finish
+from toolrelay.io.round import Finish
 from toolrelay.server.blocks import Blocks, Kind, WireEvent
 from toolrelay.server.errors import APIError
 

@@ -1,0 +1,49 @@
+"""One round of tool calling against a backend, native or rescued, made strict.
+
+A round is one chat completion with tools. Every entry point builds its
+:class:`RoundRequest` with :func:`build_round` (which applies the model's
+configured options); :func:`complete_round` returns a :class:`Reply` and
+:func:`stream_round` yields batches of the parsing core's events plus
+:class:`Opened` and :class:`Finish`. Between the two ends the round decides
+native or rescue, falls back when a backend refuses tools or swallows a
+streamed call, parses calls written as text, enforces ``tool_choice`` and
+``parallel_tool_calls`` whatever the backend did with them, checks each call
+against its tool's schema (re-asking once to correct it) and keeps what the
+model echoes of toolrelay's own prompt out of the answer.
+
+One job per module, layered as httpx layers ``send`` (each layer one function
+calling the next)::
+
+    checked    complete_round / stream_round: calls checked, one correction re-ask
+    complete   complete_handling_required -> _complete_handling_refusals
+               -> _complete_single_attempt
+    streamed   stream_handling_fallbacks -> _stream_handling_refusals
+               -> _relay_single_stream
+    body       what the backend is sent, and how its answer is read
+    request    the round's data and its one builder
+"""
+
+from toolrelay.io.round.checked import complete_round, stream_round
+from toolrelay.io.round.request import (
+    TOOL_FIELDS,
+    Finish,
+    Opened,
+    Reply,
+    RoundRequest,
+    StreamItem,
+    build_round,
+    reply_events,
+)
+
+__all__ = [
+    "TOOL_FIELDS",
+    "Finish",
+    "Opened",
+    "Reply",
+    "RoundRequest",
+    "StreamItem",
+    "build_round",
+    "complete_round",
+    "reply_events",
+    "stream_round",
+]

@@ -1,0 +1,387 @@
+"""What the backend is sent for a round, and how its answer is read.
+
+:func:`backend_body` is the request body for a round in a mode (native or
+rescue, a strict re-ask, guided decoding); :func:`read_answer` reads a
+finished answer into a :class:`Reply` and :class:`ChunkReader` reads a
+streamed one into the parsing core's events. Both parse calls written as
+text, apply the call limit and name the finish reason the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from toolrelay import StreamParser
+from toolrelay.echo import remove_echoes
+from toolrelay.events import (
+    CallRejected,
+    ContentDelta,
+    Event,
+    ReasoningDelta,
+    RejectedCall,
+    ToolCall,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from toolrelay.examples import reject_copies
+from toolrelay.io.backends.backend import Backend, RoundMode
+from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.native import NativeStream, message_calls
+from toolrelay.io.counters import Counters
+from toolrelay.io.round.request import TOOL_FIELDS, Reply, RoundRequest, StreamItem
+from toolrelay.names import ToolSet
+from toolrelay.parse import parse_output
+from toolrelay.profiles import apply_profile
+from toolrelay.rescue import (
+    build_rescue_request,
+    directive,
+    native_directive,
+    render_tools_prompt,
+)
+from toolrelay.stuck import append_note
+from toolrelay.types import ToolSpec
+from toolrelay.undecided import UndecidedStreamParser
+
+FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter"})
+
+
+async def backend_body(
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    *,
+    strict: bool = False,
+    constrained: bool = False,
+) -> dict[str, Any]:
+    """The body the backend receives for this round in this mode.
+
+    ``strict`` is the re-ask of a ``required`` choice: the rescue path's strict
+    directive, or on a native round one demanding a call through the
+    backend's own tool calling. ``constrained`` adds a JSON-schema
+    ``response_format`` that only admits a call to an allowed tool, for
+    backend kinds with guided decoding.
+    """
+    body = dict(req.body)
+    if constrained and "response_format" not in body:
+        body["response_format"] = _call_format(req.plan.tools)
+    if mode == "native" and strict:
+        body["messages"] = append_note(
+            req.messages, native_directive(req.plan.declared, req.tool_choice)
+        )
+    if mode == "rescue":
+        for key in TOOL_FIELDS:
+            body.pop(key, None)
+        body["messages"] = build_rescue_request(
+            req.messages,
+            req.plan.declared,
+            req.tool_choice,
+            parallel_tool_calls=req.parallel_tool_calls,
+            strength="strict" if strict else "normal",
+        )
+    elif req.omit_tool_choice or (req.omit_tool_choice is None and backend.config.omit_tool_choice):
+        body.pop("tool_choice", None)
+    if req.profile:
+        kind = await backend.kind()
+        # We speak Ollama's OpenAI-compatible /v1, not its native /api/chat.
+        body = apply_profile(body, req.profile, "ollama-openai" if kind == "ollama" else kind)
+    return body
+
+
+def _call_format(tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
+    """A ``response_format`` whose only valid outputs are ``{"name", "arguments"}``
+    objects calling one of ``tools``."""
+    variants = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": tool.name}, "arguments": dict(tool.parameters)},
+            "required": ["name", "arguments"],
+        }
+        for tool in tools
+    ]
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "tool_call", "schema": {"anyOf": variants}},
+    }
+
+
+def injected_texts(req: RoundRequest, mode: RoundMode, *, strict: bool = False) -> tuple[str, ...]:
+    """What toolrelay wrote into this round's prompt, as :mod:`toolrelay.echo` takes it."""
+    texts = list(req.injected)
+    if mode == "rescue":
+        texts.append(render_tools_prompt(req.plan.tools))
+        texts.append(
+            directive(
+                req.plan.declared,
+                req.tool_choice,
+                parallel_tool_calls=req.parallel_tool_calls,
+                strength="strict" if strict else "normal",
+            )
+        )
+    elif strict:
+        texts.append(native_directive(req.plan.declared, req.tool_choice))
+    return tuple(text for text in texts if text)
+
+
+def finish_reason(req: RoundRequest, has_calls: bool, upstream: Any) -> str:
+    if has_calls:
+        if req.plan.forced_name is not None and req.finish_reason_named == "stop":
+            return "stop"
+        return "tool_calls"
+    # Never "tool_calls" without calls, and only reasons clients know.
+    return upstream if upstream in FINISH_REASONS and upstream != "tool_calls" else "stop"
+
+
+def call_limit(req: RoundRequest) -> int | None:
+    if req.plan.mode == "none":
+        return 0
+    return None if req.parallel_tool_calls else 1
+
+
+def parse_format(req: RoundRequest, mode: RoundMode) -> str:
+    # A rescued model is asked for [TOOL_CALL] blocks but may drift back to its
+    # native format: every format is read. The configured one is for native rounds.
+    return "auto" if mode == "rescue" else req.format
+
+
+def parse_tools(req: RoundRequest) -> list[ToolSpec]:
+    """The tools calls may resolve to: every declared tool under ``none`` (so its
+    markup is still recognised and removed), else those the choice allows."""
+    if req.plan.mode == "none":
+        return list(req.plan.declared)
+    return list(req.plan.tools)
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, str) or content is None:
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return None
+
+
+def _concat(first: str | None, second: str | None) -> str | None:
+    if first and second:
+        return first + second
+    return first or second
+
+
+def read_answer(
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    counters: Counters,
+    answer: dict[str, Any],
+    *,
+    strict: bool = False,
+) -> Reply:
+    """A finished answer read into a :class:`Reply`: native calls and calls written
+    as text, markup and echoes of toolrelay's own prompt removed, the call limit applied."""
+    choice, message = _choice_message(answer)
+    content = _text(message.get("content"))
+    reasoning = _text(message.get("reasoning_content") or message.get("reasoning"))
+    usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else None
+    tools = parse_tools(req)
+    calls: list[ToolCall] = []
+    rejected: list[RejectedCall] = []
+    if mode == "native" and req.has_tools:
+        calls, rejected = message_calls(message, ToolSet(tools))
+    if req.has_tools and content:
+        # Parsed like a stream of it would be: markup never stays in content.
+        # The whole text says whether it starts inside reasoning (an orphan closing
+        # tag), unless the model's setting says so.
+        parsed, opened = parse_output(
+            content, tools, parse_format(req, mode), reasoning_open=req.reasoning_open
+        )
+        if opened and req.reasoning_open is None:
+            backend.learn(req.model, "opens_reasoning")
+        content = parsed.content
+        reasoning = _concat(reasoning, parsed.reasoning)
+        rejected = [*rejected, *parsed.rejected]
+        if parsed.calls and not calls:  # a native call wins over its text twin
+            if mode == "native" and req.plan.mode != "none":
+                backend.learn(req.model, "emits_text_calls")
+                counters.inc("text_calls")
+            calls, copies = reject_copies(parsed.calls, tools)
+            rejected = [*rejected, *copies]
+    injected = injected_texts(req, mode, strict=strict)
+    if content and injected:
+        cleaned = remove_echoes(content, injected)
+        # The blank lines an echo stood between go with it.
+        content = cleaned.strip() if cleaned != content else content
+    limit = call_limit(req)
+    if limit is not None:
+        calls = calls[:limit]
+    return Reply(
+        content=content if content or not calls else None,
+        reasoning=reasoning,
+        calls=calls,
+        finish_reason=finish_reason(req, bool(calls), choice.get("finish_reason")),
+        usage=usage,
+        mode=mode,
+        rejected=rejected,
+        stop_sequence=None if calls else stop_sequence(req, choice),
+    )
+
+
+def stop_sequence(req: RoundRequest, choice: dict[str, Any]) -> str | None:
+    """The stop sequence the backend says ended the text: one the request gave
+    (vLLM and SGLang name it in ``stop_reason``; a token id is not one)."""
+    said = choice.get("stop_reason")
+    if not isinstance(said, str):
+        return None
+    stop = req.body.get("stop")
+    return said if said == stop or (isinstance(stop, list) and said in stop) else None
+
+
+def _choice_message(answer: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The answer's first choice and its message; a 502 saying what is wrong
+    when the answer is not a chat completion (never an empty reply instead)."""
+    choices = answer.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise _not_a_completion("'choices' is not a non-empty array", choices)
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise _not_a_completion("'choices[0]' is not an object", choice)
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise _not_a_completion("'choices[0].message' is not an object", message)
+    content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise _not_a_completion(
+            "'choices[0].message.content' is not a string, an array of parts or null", content
+        )
+    return choice, message
+
+
+def _not_a_completion(what: str, value: Any) -> BackendError:
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:80] + "…"
+    return BackendError(502, f"backend's answer is not a chat completion: {what} (got {shown})")
+
+
+class ChunkReader:
+    """Content through the streaming parser and native call deltas through
+    :class:`NativeStream`, merged into one sequence of calls: indices in the
+    order calls start, one call open at a time, the call limit applied."""
+
+    __slots__ = (
+        "_index",
+        "_open",
+        "_waiting",
+        "calls",
+        "finish",
+        "finish_choice",
+        "limit",
+        "native",
+        "parser",
+        "rejected",
+        "saw_text",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        parser: StreamParser | UndecidedStreamParser | None,
+        native: NativeStream | None,
+        limit: int | None,
+    ) -> None:
+        self.parser = parser
+        self.native = native
+        self.limit = limit
+        self.calls = 0
+        # Calls that could not be used: the stream did hold a call.
+        self.rejected = 0
+        self.saw_text = False
+        self.finish: Any = None  # the backend's finish_reason
+        self.finish_choice: dict[str, Any] | None = None  # the choice that carried it
+        self.usage: dict[str, Any] | None = None
+        # Per source (text, native): its index -> the client's; None: over the limit.
+        self._index: tuple[dict[int, int | None], dict[int, int | None]] = ({}, {})
+        self._open: bool | None = None  # the source of the call being streamed
+        # Call events of the other source, held while a call is open.
+        self._waiting: list[tuple[bool, Event]] = []
+
+    def take(self, chunk: dict[str, Any], out: list[StreamItem]) -> None:
+        """One ``chat.completion.chunk`` from the backend."""
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return
+        choice = choices[0]
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning and isinstance(reasoning, str):
+                out.append(ReasoningDelta(reasoning))
+            content = delta.get("content")
+            if content and isinstance(content, str):
+                self.feed(content, out)
+            if delta.get("tool_calls"):
+                self.feed_native(delta["tool_calls"], out)
+        if choice.get("finish_reason"):
+            self.finish = choice["finish_reason"]
+            self.finish_choice = choice
+
+    @property
+    def text_calls(self) -> int:
+        return sum(1 for index in self._index[False].values() if index is not None)
+
+    def feed(self, text: str, out: list[StreamItem]) -> None:
+        if self.parser is None:
+            self.saw_text = True
+            out.append(ContentDelta(text))
+        else:
+            self._admit(self.parser.feed(text), False, out)
+
+    def feed_native(self, entries: Any, out: list[StreamItem]) -> None:
+        if self.native is not None:
+            self._admit(self.native.feed(entries), True, out)
+
+    def close(self, out: list[StreamItem]) -> None:
+        if self.parser is not None:
+            self._admit(self.parser.close(), False, out)
+        if self.native is not None:
+            self._admit(self.native.close(), True, out)
+
+    def _admit(self, events: list[Event], native: bool, out: list[StreamItem]) -> None:
+        for event in events:
+            if isinstance(event, ContentDelta):
+                self.saw_text = self.saw_text or not event.text.isspace()
+                out.append(event)
+            elif isinstance(event, (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)):
+                if self._open is not None and self._open is not native:
+                    self._waiting.append((native, event))
+                else:
+                    self._call_event(event, native, out)
+            else:
+                self.rejected += isinstance(event, CallRejected)
+                out.append(event)
+
+    def _call_event(
+        self,
+        event: ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd,
+        native: bool,
+        out: list[StreamItem],
+    ) -> None:
+        indices = self._index[native]
+        if isinstance(event, ToolCallStart):
+            within = self.limit is None or self.calls < self.limit
+            indices[event.index] = self.calls if within else None
+            if within:
+                self.calls += 1
+            self._open = native
+        index = indices.get(event.index)
+        if isinstance(event, ToolCallEnd):
+            self._open = None
+        if index is not None:
+            out.append(event if index == event.index else replace(event, index=index))
+        if self._open is None and self._waiting:
+            waiting, self._waiting = self._waiting, []
+            for source, held in waiting:
+                self._admit([held], source, out)

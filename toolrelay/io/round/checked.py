@@ -1,0 +1,306 @@
+"""The outer layer of a round: its calls checked against their tools' schemas
+(the ``validate`` setting), corrected by one re-ask, and counted.
+
+:func:`complete_round` and :func:`stream_round` are the round's entry points;
+below them are :mod:`~toolrelay.io.round.complete` and
+:mod:`~toolrelay.io.round.streamed`. With validation off (or under
+``tool_choice`` ``"none"``) rejected calls are only noted in a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import replace
+from typing import Any
+
+from toolrelay.correction import (
+    CallHold,
+    CheckedCalls,
+    Problem,
+    check_calls,
+    correction_messages,
+    nothing_usable,
+    settle,
+    warning,
+    written_call,
+)
+from toolrelay.events import CallRejected, ContentDelta, RejectedCall, ToolCall, ToolCallStart
+from toolrelay.io.backends.backend import Backend
+from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.counters import Counters
+from toolrelay.io.round.body import call_limit, finish_reason
+from toolrelay.io.round.complete import complete_handling_required
+from toolrelay.io.round.request import Finish, Opened, Reply, RoundRequest, StreamItem
+from toolrelay.io.round.streamed import stream_handling_fallbacks
+
+# One line per re-ask after invalid calls, on a logger of its own.
+repair_log = logging.getLogger("toolrelay.repair")
+
+
+async def complete_round(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
+    """One non-streamed round, with every fallback, ``tool_choice`` enforced and
+    the calls checked (``req.validate``)."""
+    reply = await complete_handling_required(backend, req, counters)
+    if not _checks_calls(req):
+        return _noted(req, reply)
+    return await _checked_reply(backend, req, counters, reply)
+
+
+def stream_round(
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    *,
+    patience: float | None = 10.0,
+) -> AsyncGenerator[list[StreamItem], None]:
+    """One streamed round, in batches: ``[Opened()]``, then lists of events,
+    the last list ending with one :class:`Finish`.
+
+    A batch holds what one read from the backend produced, for a relay to
+    write at once. Errors before :class:`Opened` are the backend's refusal to
+    start; after it they are failures mid-stream. A round answered without
+    streaming opens after ``patience`` seconds at the latest (None: once
+    answered), so that the caller can keep the client's connection alive.
+    Content streams as it comes; each call is held until it is complete and
+    checked (``req.validate``), then goes out at once.
+    """
+    items = stream_handling_fallbacks(backend, req, counters, patience=patience)
+    if not _checks_calls(req):
+        return _noted_stream(req, items)
+    return _checked_stream(backend, req, counters, items)
+
+
+# --- rejected calls, unchecked (validation off) --------------------------------------
+
+
+def _noted(req: RoundRequest, reply: Reply) -> Reply:
+    """Calls the parser rejected still get a ``toolrelay_warning`` naming each one and
+    why, and a reply they would leave empty says so instead."""
+    if not reply.rejected or req.plan.mode == "none":
+        return reply
+    problems = check_calls((), reply.rejected, req.toolset).problems
+    content = reply.content
+    if not reply.calls and not (content or "").strip():
+        content = nothing_usable(problems)
+    return replace(
+        reply, content=content, warning=joined_warnings(reply.warning, warning(problems))
+    )
+
+
+async def _noted_stream(
+    req: RoundRequest, items: AsyncGenerator[list[StreamItem], None]
+) -> AsyncGenerator[list[StreamItem], None]:
+    """``_noted`` for a stream: the warning rides on the Finish."""
+    rejected: list[RejectedCall] = []
+    answered = False
+    async with contextlib.aclosing(items):
+        async for batch in items:
+            out: list[StreamItem] = []
+            for item in batch:
+                if isinstance(item, CallRejected):
+                    rejected.append(item.call)
+                elif isinstance(item, ToolCallStart) or (
+                    isinstance(item, ContentDelta) and item.text.strip()
+                ):
+                    answered = True
+                elif isinstance(item, Finish) and rejected and req.plan.mode != "none":
+                    problems = check_calls((), rejected, req.toolset).problems
+                    if not answered:
+                        out.append(ContentDelta(nothing_usable(problems)))
+                    item = replace(item, warning=joined_warnings(item.warning, warning(problems)))
+                out.append(item)
+            yield out
+
+
+# --- checking calls (the validate setting) ---------------------------------------
+
+
+def _checks_calls(req: RoundRequest) -> bool:
+    # Under tool_choice "none" calls are not answers: their markup is only removed.
+    return req.validate != "off" and req.has_tools and req.plan.mode != "none"
+
+
+async def _checked_reply(
+    backend: Backend, req: RoundRequest, counters: Counters, reply: Reply
+) -> Reply:
+    """The reply with its calls checked: coerced, passed on with a warning
+    (``warn``), or corrected by one re-ask (``repair``)."""
+    first = check_calls(reply.calls, reply.rejected, req.toolset)
+    _count_checked(counters, first.accepted, first.coerced)
+    if not first.problems:
+        return replace(reply, calls=list(first.accepted), rejected=[])
+    if req.validate == "warn":
+        _count_warned(counters, first.problems)
+        joined = joined_warnings(reply.warning, warning(first.problems, passed=True))
+        return replace(reply, calls=list(first.passed), rejected=[], warning=joined)
+    again, added, dropped = await _reask_for_calls(backend, req, counters, reply.content, first)
+    calls = [*first.accepted, *added]
+    content = reply.content
+    if not calls and not (content or "").strip():
+        content = _prose(again, dropped)
+    return replace(
+        reply,
+        content=content if content or not calls else None,
+        calls=calls,
+        rejected=[],
+        finish_reason=finish_reason(req, bool(calls), reply.finish_reason),
+        usage=_usage_sum(reply.usage, again.usage if again else None),
+        warning=joined_warnings(reply.warning, warning(dropped)),
+    )
+
+
+async def _checked_stream(
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    items: AsyncGenerator[list[StreamItem], None],
+) -> AsyncGenerator[list[StreamItem], None]:
+    hold = CallHold(req.toolset, pass_invalid=req.validate == "warn")
+    try:
+        async for batch in items:
+            out: list[StreamItem] = []
+            for item in batch:
+                if isinstance(item, Finish):
+                    out.extend(await _settle_stream(backend, req, counters, hold, item))
+                elif isinstance(item, Opened):
+                    out.append(item)
+                else:
+                    out.extend(hold.feed(item))
+            if out:
+                yield out
+    finally:
+        # A caller that stops early closes the backend's stream with it.
+        await items.aclose()
+
+
+async def _settle_stream(
+    backend: Backend, req: RoundRequest, counters: Counters, hold: CallHold, finish: Finish
+) -> list[StreamItem]:
+    """What ends a held stream: the re-ask's corrections, the prose when nothing
+    is left, and the :class:`Finish` with the warning."""
+    _count_checked(counters, hold.accepted, hold.coerced)
+    if not hold.problems:
+        return [finish]
+    if req.validate == "warn":
+        _count_warned(counters, hold.problems)
+        return [
+            replace(
+                finish, warning=joined_warnings(finish.warning, warning(hold.problems, passed=True))
+            )
+        ]
+    content = "".join(hold.content)
+    first = CheckedCalls(tuple(hold.accepted), hold.coerced, tuple(hold.problems))
+    again, added, dropped = await _reask_for_calls(
+        backend, req, counters, content, first, hold.released
+    )
+    out: list[StreamItem] = [*hold.release(added)]
+    if not hold.released and not content.strip():
+        out.append(ContentDelta(_prose(again, dropped)))
+    usage = _usage_sum(finish.usage, again.usage if again else None)
+    reason = finish_reason(req, hold.released > 0, finish.reason)
+    out.append(Finish(reason, usage, joined_warnings(finish.warning, warning(dropped))))
+    return out
+
+
+async def _reask_for_calls(
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    content: str | None,
+    first: CheckedCalls,
+    released: int | None = None,
+) -> tuple[Reply | None, list[ToolCall], tuple[Problem, ...]]:
+    """Ask once more for the problems of ``first``: the re-ask's reply (None when
+    the backend failed it), the calls it adds and the problems dropped."""
+    retry = _correction_request(req, content, first.accepted, first.problems)
+    try:
+        again = await complete_handling_required(backend, retry, counters)
+    except BackendError as exc:
+        # The first answer still stands, less its invalid calls.
+        repair_log.warning("re-asking %s failed (%s): invalid calls dropped", req.model, exc)
+        counters.add("validation", "dropped", len(first.problems))
+        return None, [], first.problems
+    settled = settle(first, check_calls(again.calls, again.rejected, req.toolset))
+    limit = call_limit(req)
+    standing = len(first.accepted) if released is None else released
+    added = list(settled.added if limit is None else settled.added[: max(limit - standing, 0)])
+    _count_repair(counters, req, first.problems, added, settled.dropped)
+    return again, added, settled.dropped
+
+
+def _prose(again: Reply | None, dropped: Sequence[Problem]) -> str:
+    """The answer when no call is left and the first attempt wrote no prose."""
+    if again is not None and again.content and again.content.strip():
+        return again.content
+    return nothing_usable(dropped)
+
+
+def _correction_request(
+    req: RoundRequest,
+    content: str | None,
+    accepted: Sequence[ToolCall],
+    problems: Sequence[Problem],
+) -> RoundRequest:
+    attempt = [written_call(call) for call in accepted] + [problem.written for problem in problems]
+    messages = correction_messages(req.messages, content, attempt, problems, accepted)
+    # The directive is ours: a model that repeats it has not answered with it.
+    injected = (*req.injected, messages[-1]["content"])
+    return replace(
+        req, body={**req.body, "messages": messages}, messages=messages, injected=injected
+    )
+
+
+def _count_checked(counters: Counters, accepted: Sequence[ToolCall], coerced: int) -> None:
+    if len(accepted) > coerced:
+        counters.add("validation", "valid", len(accepted) - coerced)
+    if coerced:
+        counters.add("validation", "coerced", coerced)
+
+
+def _count_warned(counters: Counters, problems: Sequence[Problem]) -> None:
+    passed = sum(problem.call is not None for problem in problems)
+    if passed:
+        counters.add("validation", "invalid", passed)
+    if len(problems) > passed:
+        counters.add("validation", "dropped", len(problems) - passed)
+
+
+def _count_repair(
+    counters: Counters,
+    req: RoundRequest,
+    problems: Sequence[Problem],
+    added: Sequence[ToolCall],
+    dropped: Sequence[Problem],
+) -> None:
+    if added:
+        counters.add("validation", "repaired", len(added))
+    if dropped:
+        counters.add("validation", "dropped", len(dropped))
+    repair_log.info(
+        "re-asked %s to correct %d tool call(s) (%s): %d corrected, %d dropped%s",
+        req.model,
+        len(problems),
+        "; ".join(map(str, problems)),
+        len(added),
+        len(dropped),
+        f" ({'; '.join(map(str, dropped))})" if dropped else "",
+    )
+
+
+def joined_warnings(first: str | None, second: str | None) -> str | None:
+    return "; ".join(part for part in (first, second) if part) or None
+
+
+def _usage_sum(
+    first: dict[str, Any] | None, second: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Both rounds' token counts: the client is served (and billed) for both."""
+    if not first or not second:
+        return first or second
+    total = dict(first)
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        if isinstance(first.get(key), int) and isinstance(second.get(key), int):
+            total[key] = first[key] + second[key]
+    return total

@@ -1,0 +1,198 @@
+"""The finished path of a round, in layers as httpx's ``send`` is:
+
+``complete_handling_required`` -> ``_complete_handling_refusals`` ->
+``_complete_single_attempt``, each one function calling the next. The
+streamed path (:mod:`toolrelay.io.round.streamed`) shares the choice of mode,
+the refusal handling and the silence watch defined here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TypeVar
+
+from toolrelay.io.backends.backend import Backend, RoundMode
+from toolrelay.io.backends.errors import BackendError, Refusal
+from toolrelay.io.counters import Counters
+from toolrelay.io.round.body import backend_body, read_answer
+from toolrelay.io.round.request import Reply, RoundRequest, has_tool_history
+
+log = logging.getLogger("toolrelay.rounds")
+
+_T = TypeVar("_T")
+
+REQUIRED_UNMET = (
+    "tool_choice required a tool call, but the model answered without one "
+    "(also after one re-ask with a stricter directive)"
+)
+# Backend kinds whose OpenAI endpoint takes a json_schema response_format and
+# enforces it while decoding.
+GUIDED_KINDS = frozenset({"vllm", "sglang", "llamacpp", "lmstudio"})
+
+
+async def round_mode(backend: Backend, req: RoundRequest) -> RoundMode:
+    """Native or rescue: asked only when tools are involved, native otherwise."""
+    if req.has_tools or has_tool_history(req.messages):
+        return await backend.tool_mode_for(req.model, req.tool_mode)
+    return "native"
+
+
+async def complete_handling_required(
+    backend: Backend, req: RoundRequest, counters: Counters
+) -> Reply:
+    """A finished round; a ``required`` choice answered without a call is asked
+    once more, more strictly (the calls are not checked yet)."""
+    mode = await round_mode(backend, req)
+    reply = await _complete_handling_refusals(backend, req, mode, counters)
+    if req.plan.mode == "required" and not reply.calls:
+        # The backend ignored the requirement: ask once more, as plainly as we
+        # can, and with guided decoding where the backend has it.
+        counters.inc("fallbacks", "required_reask")
+        log.info(
+            "model %s answered a required tool_choice without a call: asking once more, "
+            "more strictly",
+            req.model,
+        )
+        again = await _reask(backend, req, counters)
+        if again.calls:
+            return again
+        counters.inc("required_unmet")
+        log.warning("model %s: %s", req.model, REQUIRED_UNMET)
+        best = again if again.content else reply
+        return replace(best, warning=REQUIRED_UNMET)
+    return reply
+
+
+async def _complete_handling_refusals(
+    backend: Backend, req: RoundRequest, mode: RoundMode, counters: Counters
+) -> Reply:
+    """One attempt in ``mode``; a backend that refuses its tools gets it on the rescue path."""
+
+    async def attempt(mode: RoundMode) -> Reply:
+        return await _complete_single_attempt(backend, req, mode, counters)
+
+    try:
+        return await attempt(mode)
+    except BackendError as exc:
+        return await rescued(backend, req, mode, counters, exc, attempt)
+
+
+async def _complete_single_attempt(
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    counters: Counters,
+    *,
+    strict: bool = False,
+    constrained: bool = False,
+) -> Reply:
+    """One request to the backend and its answer read."""
+    body = await backend_body(backend, req, mode, strict=strict, constrained=constrained)
+    answer = await backend.complete(body, auth=req.auth)
+    reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+    if req.has_tools:
+        counters.inc("rounds", mode)
+        watch_silence(backend, req, mode, bool(reply.calls))
+    return reply
+
+
+async def _reask(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
+    # Configured native means native: the re-ask is no rescue round either.
+    native = (req.tool_mode or backend.config.tool_mode) == "native"
+    mode: RoundMode = "native" if native else "rescue"
+    if await backend.kind() in GUIDED_KINDS:
+        try:
+            return await _complete_single_attempt(
+                backend, req, mode, counters, strict=True, constrained=True
+            )
+        except BackendError as exc:
+            if exc.upstream_status is None or exc.upstream_status >= 500:
+                raise
+            # This server or model rejects the schema (or, natively, the schema
+            # beside tools): ask without it.
+    return await _complete_single_attempt(backend, req, mode, counters, strict=True)
+
+
+async def rescued(
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    counters: Counters,
+    exc: BackendError,
+    attempt: Callable[[RoundMode], Awaitable[_T]],
+) -> _T:
+    """``exc`` ended an attempt: when it may refuse the request's tools, the
+    same attempt on the rescue path; else ``exc`` is raised.
+
+    A refusal in known words switches the model to rescue at once. Another
+    error from a backend that answered is retried once without tools, and
+    the outcome tells: a success switches the model to rescue, a failure
+    shows that the tools were not the problem and ``exc`` stands.
+    """
+    refusal = _refusal(backend, req, mode, exc)
+    if refusal is None:
+        raise exc
+    if refusal == "refused":
+        _learn_refusal(backend, req, counters, exc)
+        return await attempt("rescue")
+    log.info(
+        "backend %s, model %s answered a request with tools with %s (%s): retrying once "
+        "without tools",
+        backend.name,
+        req.model,
+        exc.upstream_status,
+        exc.message,
+    )
+    try:
+        result = await attempt("rescue")
+    except BackendError:
+        raise exc from None
+    _learn_refusal(backend, req, counters, exc)
+    return result
+
+
+def _refusal(
+    backend: Backend, req: RoundRequest, mode: RoundMode, exc: BackendError
+) -> Refusal | None:
+    """Whether ``exc`` may refuse the tools a native attempt sent (``tool_mode``
+    auto only: configured native means native, refusals included)."""
+    configured = req.tool_mode or backend.config.tool_mode
+    if mode != "native" or configured != "auto" or not req.body.get("tools"):
+        return None
+    return exc.refusal
+
+
+def watch_silence(backend: Backend, req: RoundRequest, mode: RoundMode, called: bool) -> None:
+    """Hint, once per model, at a proxy that strips ``tools`` (or a model without
+    tool support): native rounds with tools that never once bring a call."""
+    if mode != "native" or req.plan.mode == "none":
+        return
+    if backend.count_uncalled_round(req.model, called):
+        log.warning(
+            "model %s on backend %s has answered %d requests with tools without one tool "
+            "call. If a proxy in front of the server strips `tools`, or the model has no "
+            "tool support, use the rescue path: `toolrelay serve --tool-mode rescue` (or "
+            "tool_mode: rescue for this model in the config file). `toolrelay doctor "
+            "--backend URL --model %s` tells which.",
+            req.model,
+            backend.name,
+            backend.UNCALLED_ROUNDS_HINT,
+            req.model,
+        )
+
+
+def _learn_refusal(
+    backend: Backend, req: RoundRequest, counters: Counters, exc: BackendError
+) -> None:
+    log.info(
+        "backend %s, model %s refused native tools (%s: %s)",
+        backend.name,
+        req.model,
+        exc.upstream_status,
+        exc.message,
+    )
+    backend.learn(req.model, "refuses_tools")
+    backend.learn(req.model, "native_tools", False)
+    counters.inc("fallbacks", "refuses_tools")

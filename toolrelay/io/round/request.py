@@ -1,0 +1,166 @@
+"""A round's data: what the caller asks (:class:`RoundRequest`) and what it gets
+back (:class:`Reply`, or a stream of :data:`StreamItem` ending in :class:`Finish`).
+
+The one place a round is built from a request is :func:`build_round`: every
+entry point (the three HTTP fronts, ``/ws``, ``toolrelay chat``) goes through
+it, so a model's configured options (``format``, ``profile``, ``validation``,
+``reasoning_open``, ...) reach every round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from toolrelay.events import (
+    CallRejected,
+    ContentDelta,
+    Event,
+    ReasoningDelta,
+    RejectedCall,
+    ToolCall,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from toolrelay.io.backends.backend import RoundMode
+from toolrelay.io.settings import Settings, ToolMode, ValidateMode
+from toolrelay.names import ToolSet
+from toolrelay.rescue import ToolChoicePlan, resolve_tool_choice
+
+# Request fields a tool-less (rescued) backend must not receive.
+TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
+
+
+@dataclass
+class RoundRequest:
+    """A chat completion request as the round needs it.
+
+    ``body`` is what the backend would get natively (``model`` set, toolrelay's
+    own fields removed); the other fields are read from it once, by the caller.
+    """
+
+    body: dict[str, Any]
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool = True
+    format: str = "auto"
+    tool_mode: ToolMode | None = None
+    # None: the backend's own setting.
+    omit_tool_choice: bool | None = None
+    profile: str | None = None
+    finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
+    validate: ValidateMode = "repair"
+    # False: a streamed round with tools is asked without streaming.
+    stream_tools: bool = True
+    # The model's answers start inside reasoning; None: the backend finds out.
+    reasoning_open: bool | None = None
+    # The client's Authorization header, for backends without a key of their own.
+    auth: str | None = None
+    # Text toolrelay itself wrote into ``messages`` (the stuck detector's note):
+    # removed from the answer when the model echoes it.
+    injected: tuple[str, ...] = ()
+    # Made from ``tools`` and ``tool_choice`` once per round: the declared tools
+    # read into specs, those the choice allows, and their names for matching.
+    plan: ToolChoicePlan = field(init=False)
+    toolset: ToolSet = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Raises ToolChoiceError (a ValueError with .param) for an invalid choice.
+        self.plan = resolve_tool_choice(self.tools, self.tool_choice)
+        self.toolset = ToolSet(self.plan.declared)
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any], **options: Any) -> RoundRequest:
+        """The round for an OpenAI request body (already checked); ``options``
+        are the remaining fields (``format``, ``tool_mode``, ``profile``, ...)."""
+        return cls(
+            body=body,
+            model=body["model"],
+            messages=body["messages"],
+            tools=body.get("tools") or None,
+            tool_choice=body.get("tool_choice"),
+            parallel_tool_calls=body.get("parallel_tool_calls") is not False,
+            **options,
+        )
+
+    @property
+    def has_tools(self) -> bool:
+        return bool(self.tools)
+
+
+@dataclass
+class Reply:
+    """The outcome of a non-streamed round."""
+
+    content: str | None
+    reasoning: str | None
+    calls: list[ToolCall]
+    finish_reason: str
+    usage: dict[str, Any] | None
+    mode: RoundMode
+    warning: str | None = None
+    # Calls that cannot be used (an unknown name, a copied example, ...).
+    rejected: list[RejectedCall] = field(default_factory=list)
+    # The request's stop sequence that ended the text, when the backend says
+    # which (vLLM's and SGLang's ``stop_reason``).
+    stop_sequence: str | None = None
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The backend accepted the streamed round: the caller may commit to a 200.
+
+    ``mode`` is the round's path as first chosen (None while a non-streamed
+    round answering a stream is still running)."""
+
+    mode: RoundMode | None = None
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: str
+    usage: dict[str, Any] | None = None
+    warning: str | None = None
+    # As Reply.stop_sequence.
+    stop_sequence: str | None = None
+
+
+StreamItem = Event | Opened | Finish
+
+
+def build_round(
+    settings: Settings, body: dict[str, Any], *, auth: str | None = None, **chosen: Any
+) -> RoundRequest:
+    """The round for an OpenAI Chat Completions ``body`` (checked, ``model`` set,
+    toolrelay's own fields removed) with ``model``'s configured options
+    (``settings.round_options``); ``chosen`` are the request's own choices
+    (``profile``, ``validate``), which win where they are not None.
+
+    Raises ToolChoiceError (a ValueError with ``.param``) for an invalid ``tool_choice``.
+    """
+    options = settings.round_options(body["model"])
+    options.update((key, value) for key, value in chosen.items() if value is not None)
+    return RoundRequest.from_body(body, auth=auth, **options)
+
+
+def has_tool_history(messages: list[dict[str, Any]]) -> bool:
+    return any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+
+
+def reply_events(reply: Reply, first_index: int = 0) -> Iterator[Event]:
+    """A finished reply as the events a stream of it would have produced."""
+    if reply.reasoning:
+        yield ReasoningDelta(reply.reasoning)
+    if reply.content:
+        yield ContentDelta(reply.content)
+    for offset, call in enumerate(reply.calls):
+        index = first_index + offset
+        yield ToolCallStart(index, call.id, call.name)
+        yield ToolCallArgumentsDelta(index, call.arguments_json)
+        yield ToolCallEnd(index, call)
+    for rejected in reply.rejected:
+        yield CallRejected(rejected)

@@ -1,0 +1,230 @@
+"""The streamed path of a round, in layers as httpx's ``send`` is:
+
+``stream_handling_fallbacks`` -> ``_stream_handling_refusals`` ->
+``_relay_single_stream``, each one function calling the next. Batches of
+items come out: ``[Opened()]`` first, the last batch ending with one
+:class:`Finish`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from toolrelay.echo import EchoCleaner
+from toolrelay.io.backends.backend import Backend, RoundMode
+from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.http import ChunkStream
+from toolrelay.io.backends.native import NativeStream
+from toolrelay.io.counters import Counters
+from toolrelay.io.round.body import (
+    ChunkReader,
+    backend_body,
+    call_limit,
+    finish_reason,
+    injected_texts,
+    parse_format,
+    parse_tools,
+    stop_sequence,
+)
+from toolrelay.io.round.complete import (
+    complete_handling_required,
+    rescued,
+    round_mode,
+    watch_silence,
+)
+from toolrelay.io.round.request import (
+    Finish,
+    Opened,
+    Reply,
+    RoundRequest,
+    StreamItem,
+    reply_events,
+)
+from toolrelay.names import ToolSet
+from toolrelay.undecided import stream_parser
+
+log = logging.getLogger("toolrelay.rounds")
+
+
+def stream_handling_fallbacks(
+    backend: Backend, req: RoundRequest, counters: Counters, *, patience: float | None
+) -> AsyncGenerator[list[StreamItem], None]:
+    """A streamed round (its calls not checked yet). A required call may need a
+    re-ask, and a backend known (or configured) to lose streamed calls is asked
+    without streaming: the finished reply is streamed instead."""
+    if req.has_tools and (
+        req.plan.mode == "required"
+        or not req.stream_tools
+        or backend.knows(req.model, "swallows_streamed_calls")
+    ):
+        return _stream_finished_reply(backend, req, counters, patience)
+    return _stream_handling_refusals(backend, req, counters, patience)
+
+
+async def _stream_finished_reply(
+    backend: Backend, req: RoundRequest, counters: Counters, patience: float | None
+) -> AsyncGenerator[list[StreamItem], None]:
+    task = asyncio.ensure_future(complete_handling_required(backend, req, counters))
+    try:
+        done, _ = await asyncio.wait({task}, timeout=patience)
+        if not done:
+            yield [Opened()]
+        reply = await task
+    finally:
+        task.cancel()
+    if done:
+        yield [Opened(reply.mode)]
+    yield [*reply_events(reply), _finish_of(reply, reply.usage)]
+
+
+async def _stream_handling_refusals(
+    backend: Backend, req: RoundRequest, counters: Counters, patience: float | None
+) -> AsyncGenerator[list[StreamItem], None]:
+    """The stream opened in the round's mode; a backend that refuses its tools
+    gets it on the rescue path."""
+    mode = await round_mode(backend, req)
+
+    async def attempt(mode: RoundMode) -> tuple[RoundMode, ChunkStream, _FirstRead]:
+        return mode, *await _open(backend, req, mode, patience)
+
+    try:
+        mode, chunks, first = await attempt(mode)
+    except BackendError as exc:
+        mode, chunks, first = await rescued(backend, req, mode, counters, exc, attempt)
+    relay = _relay_single_stream(backend, req, counters, mode, chunks, first)
+    try:
+        # Inside: a caller that stops right after Opened closes the backend's stream.
+        async with chunks, contextlib.aclosing(relay):
+            async for items in relay:
+                yield items
+    finally:
+        first.cancel()
+
+
+_FirstRead = asyncio.Future[list[dict[str, Any]]]
+
+
+async def _open(
+    backend: Backend, req: RoundRequest, mode: RoundMode, patience: float | None
+) -> tuple[ChunkStream, _FirstRead]:
+    """The backend's stream and its first read, awaited up to ``patience``
+    seconds: an error event first thing in a 200 stream (LM Studio's template
+    errors) is a refusal to start, like an error status."""
+    chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
+    first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
+    await asyncio.wait({first}, timeout=patience)
+    if first.done() and isinstance(first.exception(), BackendError):
+        first.result()  # raises it
+    return chunks, first
+
+
+async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[dict[str, Any]]]:
+    try:
+        yield await first
+    except StopAsyncIteration:
+        return
+    async for batch in chunks:
+        yield batch
+
+
+async def _relay_single_stream(
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    mode: RoundMode,
+    chunks: ChunkStream,
+    first: _FirstRead,
+) -> AsyncGenerator[list[StreamItem], None]:
+    yield [Opened(mode)]
+    if req.has_tools:
+        counters.inc("rounds", mode)
+    tools = parse_tools(req)
+    opened = req.has_tools and await backend.reasoning_open(req.model, req.body, req.reasoning_open)
+    state = ChunkReader(
+        stream_parser(tools, parse_format(req, mode), reasoning_open=opened)
+        if req.has_tools
+        else None,
+        NativeStream(ToolSet(tools)) if req.has_tools and mode == "native" else None,
+        call_limit(req),
+    )
+    # Copies of the examples exist only where the prompt showed them.
+    cleaner = EchoCleaner(injected_texts(req, mode), tools if mode == "rescue" else None)
+    try:
+        async for batch in _batches(chunks, first):
+            out: list[StreamItem] = []
+            for chunk in batch:
+                state.take(chunk, out)
+            if out and cleaner:
+                out = _cleaned(cleaner, out)
+            if out:
+                yield out
+    except BackendError as exc:
+        # The stream started and then broke: counted by how it ended.
+        counters.inc("broken_streams", exc.reason or "error")
+        raise
+    last: list[StreamItem] = []
+    state.close(last)
+    if cleaner:
+        last = [*_cleaned(cleaner, last), *cleaner.close()]
+    if state.text_calls and mode == "native":
+        backend.learn(req.model, "emits_text_calls")
+        counters.inc("text_calls")
+    _learn_reasoning(backend, req, state, opened)
+    swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
+    if req.has_tools and swallowed and req.plan.mode != "none":
+        # The stream came back empty although tools were sent: the backend's
+        # streamed tool parsing lost the call. Ask once without streaming. (A
+        # round the token limit cut short, in its reasoning, lost nothing.)
+        backend.learn(req.model, "swallows_streamed_calls")
+        counters.inc("fallbacks", "swallowed_stream")
+        log.info("model %s: a streamed round came back empty; asking without streaming", req.model)
+        reply = await complete_handling_required(backend, req, counters)
+        last.extend(reply_events(reply))
+        last.append(_finish_of(reply, reply.usage or state.usage))
+        yield last
+        return
+    called = state.calls > cleaner.removed_calls
+    if req.has_tools:
+        watch_silence(backend, req, mode, called)
+    said = stop_sequence(req, state.finish_choice) if state.finish_choice else None
+    stopped = None if called else said
+    last.append(
+        Finish(finish_reason(req, called, state.finish), state.usage, stop_sequence=stopped)
+    )
+    yield last
+
+
+def _finish_of(reply: Reply, usage: dict[str, Any] | None) -> Finish:
+    """The end of a stream that relays a finished reply."""
+    return Finish(reply.finish_reason, usage, reply.warning, reply.stop_sequence)
+
+
+def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:
+    return [*cleaner.feed(item for item in items if not isinstance(item, Opened | Finish))]
+
+
+def _learn_reasoning(
+    backend: Backend, req: RoundRequest, state: ChunkReader, opened: bool | None
+) -> None:
+    """An orphan closing tag teaches that the template opens the model's reasoning; an
+    answer that was reasoning from end to end under that lesson unlearns it."""
+    if state.parser is None or req.reasoning_open is not None:
+        return  # nothing parsed, or the model's setting says
+    answered = state.saw_text or state.calls or state.rejected
+    if not opened and state.parser.orphan_close:
+        backend.learn(req.model, "opens_reasoning")
+    elif opened is None and answered:
+        # Not known before, and an answer came without an orphan closing tag:
+        # the model's next streams need not be held back (UndecidedStreamParser).
+        backend.learn(req.model, "opens_reasoning", False)
+    elif (
+        opened
+        and not answered
+        and state.finish == "stop"
+        and backend.knows(req.model, "opens_reasoning")
+    ):
+        backend.learn(req.model, "opens_reasoning", False)

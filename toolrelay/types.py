@@ -1,0 +1,98 @@
+"""The shapes the core passes around, named once (as Starlette's ``types.py``).
+
+Requests and messages stay plain JSON values (dicts, as the wire has them:
+unknown fields pass through untouched); the names below say which is which.
+A declared tool is the one shape with a type of its own, :class:`ToolSpec`,
+read once from the client's entry and used by everyone that reads a tool:
+name matching (:mod:`toolrelay.names`), argument checks
+(:mod:`toolrelay.validate`), the rescue prompt (:mod:`toolrelay.rescue`), the
+stuck detector, the agent loop and the round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+# One chat message as OpenAI's Chat Completions API has it (``role``, ``content``, ...).
+Message = dict[str, Any]
+# A request or response body as decoded JSON.
+Body = dict[str, Any]
+# A tool as a client sent it: ``{"type": "function", "function": {...}}``.
+ToolEntry = Mapping[str, Any]
+# ``tool_choice`` as a client sent it: ``"auto"``, ``"none"``, ``"required"`` or an object.
+ToolChoice = str | Mapping[str, Any] | None
+# Token counts as a backend reports them (``prompt_tokens``, ...).
+Usage = dict[str, Any]
+
+# Where a tool comes from: the client's request, toolrelay's declarative HTTP
+# tools, or an MCP server.
+ToolSource = Literal["client", "http", "mcp"]
+
+# The parameters of a tool that declares none (or declares them as something
+# other than an object): it takes an object, with no particular keys. This is
+# the one default; every reader of a tool sees it.
+NO_PARAMETERS: Mapping[str, Any] = MappingProxyType({"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One declared tool, read from its entry once.
+
+    ``kind`` is the entry's ``type`` (``function``; ``custom`` tools take free
+    text and have no parameters); ``parameters`` is its JSON Schema,
+    :data:`NO_PARAMETERS` when the entry gives none; ``strict`` is OpenAI's
+    ``strict`` flag.
+    """
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=lambda: NO_PARAMETERS, hash=False)
+    strict: bool = False
+    kind: str = "function"
+    source: ToolSource = "client"
+
+    @classmethod
+    def read(cls, entry: object, source: ToolSource = "client") -> ToolSpec | None:
+        """The spec of an OpenAI tool entry, of a flat ``{"name", "parameters"}``
+        one, or of a bare name; None when it names no tool."""
+        if isinstance(entry, ToolSpec):
+            return entry
+        if isinstance(entry, str):
+            return cls(entry, source=source) if entry else None
+        if not isinstance(entry, Mapping):
+            return None
+        kind = entry.get("type", "function")
+        if not isinstance(kind, str):
+            return None
+        body = entry.get(kind)
+        spec: Mapping[str, Any] = body if isinstance(body, Mapping) else entry
+        name = spec.get("name")
+        if not isinstance(name, str) or not name:
+            return None
+        description = spec.get("description")
+        parameters = spec.get("parameters")
+        return cls(
+            name,
+            description.strip() if isinstance(description, str) else "",
+            parameters if isinstance(parameters, Mapping) else NO_PARAMETERS,
+            spec.get("strict") is True,
+            kind,
+            source,
+        )
+
+
+# A tool as the core's functions take it: the client's entry or its spec.
+Tool = ToolEntry | ToolSpec
+
+
+def tool_specs(tools: Iterable[object] | None, source: ToolSource = "client") -> list[ToolSpec]:
+    """The specs of the entries that name a tool, in order (specs pass through)."""
+    specs = []
+    for entry in tools or ():
+        spec = ToolSpec.read(entry, source)
+        if spec is not None:
+            specs.append(spec)
+    return specs
