@@ -50,8 +50,8 @@ from toolrelay.events import (
 from toolrelay.io.round import Finish
 from toolrelay.server.anthropic.wire import MessageEncoder
 from toolrelay.server.blocks import sse
+from toolrelay.server.chat.wire import ChunkEncoder
 from toolrelay.server.responses.wire import ResponseBuilder
-from toolrelay.server.wire import ChunkEncoder
 
 HEADING = "## Fronts"
 ROUNDS = 300

@@ -293,7 +293,7 @@ def pipeline_cost() -> dict[str, float]:
     from toolrelay.io.backends.native import NativeStream
     from toolrelay.io.round.body import ChunkReader
     from toolrelay.names import ToolSet
-    from toolrelay.server.wire import ChunkEncoder
+    from toolrelay.server.chat.wire import ChunkEncoder
     from toolrelay.stream import StreamParser
 
     words = ("The weather in Paris is mild today, " * 20).split(" ")
@@ -344,8 +344,8 @@ def validation_cost() -> dict[str, float]:
     from pydantic import TypeAdapter
 
     from toolrelay.io.settings import Settings
-    from toolrelay.server.request import read_request
-    from toolrelay.server.turn import decode
+    from toolrelay.server.asgi import decode
+    from toolrelay.server.chat.request import read_request
 
     tools = [
         {

@@ -100,40 +100,6 @@ class ToolSet:
         found = properties.get(parameter)
         return dict(found) if isinstance(found, Mapping) else None
 
-    def infer_name(self, argument_keys: Iterable[str]) -> str | None:
-        """The declared tool a call that lost its name was meant for, if it can only be one.
-
-        A single declared tool is the answer. Otherwise exactly one tool must
-        declare every key and have its required parameters present, and no
-        other tool may be able to take the keys at all (one that requires
-        none of the missing parameters and does not forbid unknown ones):
-        a call is never given to one of several tools that could take it.
-        """
-        if not self.declared:
-            return None
-        if len(self._by_name) == 1:
-            return next(iter(self._by_name))
-        keys = set(argument_keys)
-        if not keys:
-            return None
-        fitting = [name for name, schema in self._by_name.items() if _declares(schema, keys)]
-        if len(fitting) != 1:
-            return None
-        others = [
-            name
-            for name, schema in self._by_name.items()
-            if name != fitting[0] and _accepts(schema, keys)
-        ]
-        return None if others else fitting[0]
-
-    def unfitting(self, argument_keys: Iterable[str]) -> str:
-        """Why ``infer_name`` gave no tool for a call without a name."""
-        keys = set(argument_keys)
-        could = [name for name, schema in self._by_name.items() if _accepts(schema, keys)]
-        if len(could) > 1:
-            return f"the call names no tool and its arguments fit more than one: {_listed(could)}"
-        return "the call names no tool"
-
 
 def _properties(schema: Mapping[str, Any]) -> set[str]:
     properties = schema.get("properties")
@@ -143,17 +109,6 @@ def _properties(schema: Mapping[str, Any]) -> set[str]:
 def _required(schema: Mapping[str, Any]) -> set[str]:
     required = schema.get("required")
     return {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
-
-
-def _declares(schema: Mapping[str, Any], keys: set[str]) -> bool:
-    return keys <= _properties(schema) and _required(schema) <= keys
-
-
-def _accepts(schema: Mapping[str, Any], keys: set[str]) -> bool:
-    """Whether arguments with these keys are valid for the schema as far as keys go."""
-    if not _required(schema) <= keys:
-        return False
-    return schema.get("additionalProperties") is not False or keys <= _properties(schema)
 
 
 def _listed(names: list[str]) -> str:

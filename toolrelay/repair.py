@@ -22,6 +22,10 @@ is text until it must be a number (integers keep every digit; one longer than
 Python's ``int`` reads, ``INT_DIGITS``, becomes a string of its digits),
 and every pattern here matches in time linear in the text (no pattern can
 backtrack over a run of characters more than once).
+
+Over 600 lines on purpose: the lexer and the writer are written for each
+other (the writer takes exactly the lexer's tokens) and share the limits and
+the atom rules above; split, one half would only make sense beside the other.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ INT_DIGITS = 4300
 # instead of being waited for in the buffer: it is never read twice, and never
 # handed back to the caller (a word this long is no markup the caller could want).
 ATOM_HOLD = 64
+# Text a value's first member may hold back before the value counts as readable
+# (``JsonWriter.readable``): a first string this long streams even though it may
+# still turn out never to end. Longer than any short value a call's start could wait for.
+STRING_HOLD = 256
 
 
 class Tok(enum.Enum):
@@ -177,7 +185,13 @@ class JsonLexer:
         return _decoded_run(buf, pos, stop, final)
 
     def json_string_run(self, buf: str, pos: int, final: bool) -> tuple[str, int]:
-        """``string_run`` written back as the inside of a JSON string, as JsonWriter writes it."""
+        """``string_run`` written back as the inside of a JSON string, as JsonWriter writes it.
+
+        Only a double-quoted string has such runs (a single-quoted one ends at its
+        own quote, which a run would read as text): ``("", pos)`` in any other.
+        """
+        if self.quote != '"':
+            return "", pos
         stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
         if (
             stop == pos
@@ -386,11 +400,13 @@ class JsonWriter:
         "_filled",
         "_held",
         "_key",
+        "_lead",
         "_out",
         "_room",
         "_stack",
         "done",
         "dropped_key",
+        "first_member",
         "in_key",
         "in_string_value",
         "started",
@@ -408,6 +424,10 @@ class JsonWriter:
         self.started = False
         self.done = False
         self.dropped_key = False  # a key without a value was left out: the text lost something
+        # The first member of the outermost container is complete: what the value
+        # holds can be read (an unterminated string, or truncation, before it: not).
+        self.first_member = False
+        self._lead = 0  # characters of string text written before the first member completed
 
     def take(self) -> str:
         if not self._out:
@@ -428,6 +448,18 @@ class JsonWriter:
         return bool(stack) and (stack[-1] is _Frame.OBJECT_VALUE or stack[-1] is _Frame.ARRAY_VALUE)
 
     @property
+    def readable(self) -> bool:
+        """The first member is complete, or has run on for ``STRING_HOLD`` characters of
+        string text: what the value holds can be read (and a call's start need wait no
+        longer for it). Not so for a first value cut short, an unterminated string above all."""
+        return self.first_member or self._lead >= STRING_HOLD
+
+    @property
+    def depth(self) -> int:
+        """How many containers are open."""
+        return len(self._stack)
+
+    @property
     def room(self) -> int:
         """How many more containers may open, one inside the other."""
         return self._room - len(self._stack)
@@ -442,6 +474,8 @@ class JsonWriter:
 
     def string_text(self, text: str) -> None:
         """Inside a string value: text already written as JSON (``JsonLexer.json_string_run``)."""
+        if not self.first_member:
+            self._lead += len(text)
         self._out.append(text)
 
     def push(self, tok: Tok, text: str) -> bool:
@@ -451,6 +485,8 @@ class JsonWriter:
             self._push_key(tok, text)
         elif self.in_string_value:
             if tok is Tok.STRING_CHUNK:
+                if not self.first_member:
+                    self._lead += len(text)
                 self._out.append(escape_json_text(text))
             elif tok is Tok.STRING_END:
                 self._out.append('"')
@@ -476,11 +512,14 @@ class JsonWriter:
         self.started = True
 
     def _value_done(self) -> None:
-        if not self._stack:
+        stack = self._stack
+        if not stack:
             self.done = True
             return
-        top = self._stack[-1]
-        self._stack[-1] = _Frame.OBJECT_NEXT if top is _Frame.OBJECT_VALUE else _Frame.ARRAY_NEXT
+        if len(stack) == 1:
+            self.first_member = True
+        top = stack[-1]
+        stack[-1] = _Frame.OBJECT_NEXT if top is _Frame.OBJECT_VALUE else _Frame.ARRAY_NEXT
 
     def _push_structure(self, tok: Tok, text: str) -> None:
         frame = self._stack[-1] if self._stack else None
@@ -580,6 +619,7 @@ class JsonWriter:
         """Close whatever truncation left open; a value never started stays empty."""
         if self.done or not self.started:
             return
+        first_member = self.first_member  # as written: what is closed here was not
         if self.in_string_value:
             self._out.append('"')
             self.in_string_value = False
@@ -587,6 +627,7 @@ class JsonWriter:
         self.in_key = False
         while self._stack:
             self._close_container()
+        self.first_member = first_member
 
 
 # Reads a container member whole (``strictjson.read_member``): where it ends, -1 to

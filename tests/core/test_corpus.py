@@ -58,10 +58,16 @@ DIFFERENT: dict[str, tuple[str, list[dict[str, Any]] | None, str | None, bool]] 
     ),
     "case-0067": (PROSE_KEPT, None, "  junk  trail", False),
     "case-0092": (PROSE_KEPT, None, "some prefix text some suffix text", True),
+    "case-0116": (
+        "issue 22: a Kimi id without a function name ('0') names no tool, even when one "
+        "tool is declared: giving the call that tool would invent it; it is rejected",
+        [],
+        None,
+        False,
+    ),
     "case-0117": (
-        "issue 10: a call without a name is never given to a tool by the shape of its "
-        "arguments when more than one declared tool could take them (read_file declares no "
-        "required parameter, so it could); it is rejected with that reason instead",
+        "issue 10 and 22: a call without a name is never given to a tool by the shape of "
+        "its arguments; it is rejected instead",
         [],
         None,
         False,

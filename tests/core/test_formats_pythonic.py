@@ -351,9 +351,14 @@ CASES: dict[str, Case] = {
     "functiongemma_no_arguments": Case(
         "<start_function_call>call:get_time{}<end_function_call>", [("get_time", {})]
     ),
+    # A first string that never ends is no value (issue 22): the call is rejected.
     "functiongemma_truncated": Case(
         "<start_function_call>call:get_weather{location:<escape>Lon",
-        [("get_weather", {"location": "Lon"})],
+        [],
+    ),
+    "functiongemma_truncated_after_a_member": Case(
+        "<start_function_call>call:get_weather{days:2,location:<escape>Lon",
+        [("get_weather", {"days": 2, "location": "Lon"})],
     ),
     "functiongemma_not_a_call": Case(
         "<start_function_call>I changed my mind", [], "I changed my mind"
@@ -514,11 +519,12 @@ def test_short_call_is_held_until_its_closing_parenthesis() -> None:
 
 
 def test_string_argument_streams_once_it_cannot_be_a_number() -> None:
-    text = "<start_function_call>call:note{text:<escape>hello there, world<escape>}"
+    # The call starts once its first member is read: a string after it streams.
+    text = "<start_function_call>call:note{id:1,text:<escape>hello there, world<escape>}"
     parser = StreamParser()
     events = parser.feed(text[: text.index("there")])
     streamed = "".join(e.text for e in events if isinstance(e, ToolCallArgumentsDelta))
-    assert streamed == '{"text":"hello '
+    assert streamed == '{"id":1,"text":"hello '
 
 
 def test_python_code_streams() -> None:

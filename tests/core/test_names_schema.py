@@ -53,29 +53,6 @@ def test_a_rewritten_name_is_logged_and_an_unknown_call_leaves_no_markup(
     assert "dropped tool call" in caplog.text
 
 
-def test_names_inferred_from_arguments_only_when_unique() -> None:
-    declared = ToolSet(
-        [
-            {
-                "type": "function",
-                "function": {
-                    "name": "get_weather",
-                    "parameters": {"properties": {"city": {}, "unit": {}}, "required": ["city"]},
-                },
-            },
-            {
-                "type": "function",
-                "function": {
-                    "name": "read_file",
-                    "parameters": {"properties": {"path": {}}, "required": ["path"]},
-                },
-            },
-        ]
-    )
-    assert declared.infer_name(["city"]) == "get_weather"
-    assert declared.infer_name(["nothing"]) is None
-
-
 @pytest.mark.parametrize(
     ("text", "schema", "value"),
     [

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from issue10 import EDIT, STRING, TIME, TOOLS, WEATHER, parsed, tool  # type: ignore[import-not-found]
+from issue10 import EDIT, TIME, TOOLS, WEATHER, parsed, tool  # type: ignore[import-not-found]
 from streamcheck import check_stream  # type: ignore[import-not-found]
 
 from toolrelay import CallRejected, RejectedCall, StreamParser, ToolCallStart, parse_tool_calls
@@ -71,9 +71,21 @@ def test_arguments_broken_after_a_value_keep_what_was_read() -> None:
         calls=[("get_weather", {"city": "Oslo"})],
     )
     parsed(
-        '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "Os',
-        calls=[("get_weather", {"city": "Os"})],
+        '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c',
+        calls=[("get_weather", {"city": "Oslo", "unit": "c"})],
     )
+
+
+def test_a_first_value_that_never_ends_makes_the_arguments_unreadable() -> None:
+    # An unterminated string swallows whatever follows, the block's end marker
+    # included: that is no value, and the call is not made out of it.
+    for text in (
+        '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "Os',
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris}</tool_call>',
+        "<tool_call>{'name': 'get_weather', 'arguments': {'city': 'Paris}</tool_call>",
+    ):
+        rejected = only_rejection(text)
+        assert rejected.name == "get_weather" and "could not be read" in rejected.reason
 
 
 def test_a_model_that_restarts_the_call_object() -> None:
@@ -94,18 +106,15 @@ def test_unknown_and_ambiguous_names_are_rejected_with_the_declared_ones() -> No
 
 
 def test_a_nameless_call_is_not_given_to_a_tool_by_its_shape() -> None:
-    # current_time requires nothing, so it could take {"city": …} as well as get_weather.
+    # A Kimi id without its function name ("0", not "functions.NAME:0") names no
+    # tool, even when one declared tool alone could take the arguments.
     text = (
         "<|tool_calls_section_begin|><|tool_call_begin|>0<|tool_call_argument_begin|>"
         '{"city": "Oslo"}<|tool_call_end|><|tool_calls_section_end|>'
     )
-    rejected = only_rejection(text, [WEATHER, TIME])
-    assert rejected.name is None
-    assert "more than one" in rejected.reason
-    # Only when no other declared tool could take the arguments is the name inferred.
-    strict = tool("get_time", ("zone",), zone=STRING)
-    parsed(text, [WEATHER, strict], calls=[("get_weather", {"city": "Oslo"})])
-    parsed(text, [WEATHER], calls=[("get_weather", {"city": "Oslo"})])
+    for tools in ([WEATHER, TIME], [WEATHER]):
+        rejected = only_rejection(text, tools)
+        assert rejected.name is None and "names no tool" in rejected.reason
     assert only_rejection('<tool_call>{"arguments": {"city": "Oslo"}}</tool_call>').name is None
 
 
@@ -171,7 +180,9 @@ def test_a_call_starts_only_once_it_can_no_longer_be_rejected() -> None:
         isinstance(e, ToolCallStart)
         for e in parser.feed('<tool_call>{"name": "get_weather", "arguments": {')
     )
-    assert any(isinstance(e, ToolCallStart) for e in parser.feed('"city": "O'))
+    # The first value must be complete: until its string ends it may never end.
+    assert not any(isinstance(e, ToolCallStart) for e in parser.feed('"city": "O'))
+    assert any(isinstance(e, ToolCallStart) for e in parser.feed('slo", "unit'))
 
 
 def test_prose_that_only_looks_like_a_call_is_neither_call_nor_rejection() -> None:

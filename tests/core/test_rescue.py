@@ -12,18 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolrelay.choice import ToolChoiceError, ToolChoicePlan, resolve_tool_choice
+from toolrelay.errors import RequestError
 from toolrelay.rescue import (
     DIRECTIVE_MARKER,
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
     RescueRequestError,
-    ToolChoiceError,
-    ToolChoicePlan,
     build_rescue_request,
     directive,
     native_directive,
     render_tools_prompt,
-    resolve_tool_choice,
     rewrite_history,
 )
 from toolrelay.types import ToolSpec, tool_specs
@@ -233,7 +232,7 @@ def test_named_choice_without_tools_is_invalid() -> None:
     ],
 )
 def test_malformed_tools_are_rejected_with_param_tools(tools: Any) -> None:
-    with pytest.raises(RescueRequestError) as caught:
+    with pytest.raises(RequestError) as caught:
         resolve_tool_choice(tools, None)
     assert caught.value.param == "tools"
     assert not isinstance(caught.value, ToolChoiceError)

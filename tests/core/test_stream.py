@@ -89,9 +89,9 @@ def test_close_flushes_held_text_and_finishes_an_open_call() -> None:
     assert parser.feed("almost <tool_c") == [ContentDelta("almost ")]
     assert parser.close() == [ContentDelta("<tool_c")]
     parser = StreamParser()
-    parser.feed('[TOOL_CALL]{"name": "f", "arguments": {"q": "unfinished')
+    parser.feed('[TOOL_CALL]{"name": "f", "arguments": {"n": 1, "q": "unfinished')
     (end,) = [e for e in parser.close() if isinstance(e, ToolCallEnd)]
-    assert end.call.arguments == {"q": "unfinished"}
+    assert end.call.arguments == {"n": 1, "q": "unfinished"}
 
 
 def test_feed_after_close_is_an_error() -> None:

@@ -106,6 +106,14 @@ def test_what_the_c_path_takes() -> None:
     )
 
 
+def test_the_c_path_takes_values_nested_deep_within_the_limit() -> None:
+    # Longer than 2 * MAX_DEPTH, so checked for depth by orjson's own limit (found by the
+    # mutation check: a broken check there only sent such values to the slow path).
+    for inner in ("[" * (MAX_DEPTH - 2) + "]" * (MAX_DEPTH - 2), '{"a": ' * 5 + "1" + "}" * 5):
+        text = '{"a": ' + inner + ', "pad": "' + "x" * 300 + '"}'
+        assert _strict_text(text) == json.dumps(json.loads(text), separators=(",", ":"))
+
+
 def test_values_of_any_length_and_where_they_stop() -> None:
     # Read from a slice that widens: each value is read whole, however long, and
     # a value followed by text ends where json.raw_decode says it ends.

@@ -300,10 +300,6 @@ class Call:
         it from values (each written by ``json_text``): not decoded again at the end."""
         self._decoded = (None, value)
 
-    def held_arguments(self) -> str:
-        """Argument text received before the call started (a call whose name is not known yet)."""
-        return "".join(self._held)
-
     def end(self) -> None:
         """Emit ``ToolCallEnd``; a call that never received arguments gets ``{}``."""
         if self.dropped or self.name is None:
@@ -329,12 +325,13 @@ class ArgumentStream:
     ``feed`` returns the new position and the first non-JSON character met
     (unconsumed), if any, so the region can check for its end marker.
 
-    The call starts once its first value has begun (or the object closed):
-    arguments broken before that (``{invalid json}``) are not ``readable``
-    and the region rejects the call instead of inventing ``{}``.
+    The call starts once its first member is complete (or the object closed):
+    arguments broken before that (``{invalid json}``, a first string value that
+    never ends) are not ``readable`` and the region rejects the call instead of
+    inventing ``{}`` or a value that swallowed the call's end.
     """
 
-    __slots__ = ("_call", "_complete", "_finished", "_lexer", "_sent", "_whole", "_writer")
+    __slots__ = ("_call", "_complete", "_finished", "_lexer", "_whole", "_writer")
 
     def __init__(self, call: Call) -> None:
         self._call = call
@@ -342,7 +339,6 @@ class ArgumentStream:
         self._writer = JsonWriter()
         self._finished = False
         self._complete = False  # the object closed as written
-        self._sent = 0  # characters of arguments handed to the call
         self._whole = False  # read at once by the C decoder
 
     @property
@@ -362,12 +358,10 @@ class ArgumentStream:
 
     @property
     def readable(self) -> bool:
-        """The arguments are an object that closed as written or whose first value began.
-
-        (The writer holds a key until its value begins, so more than ``{}``
-        out means a value began.)
-        """
-        return self._complete or self._sent > 2
+        """The arguments are an object that closed as written or whose first member is
+        complete (a first value cut short, an unterminated string, cannot be read; see
+        ``JsonWriter.readable``)."""
+        return self._complete or self._writer.readable
 
     @property
     def in_string(self) -> bool:
@@ -386,7 +380,6 @@ class ArgumentStream:
                 value, end = decoded.value, decoded.end
                 arguments = decoded.text.decode()
                 self._whole = self._complete = True
-                self._sent = len(arguments)
                 if self._call.name is not None:
                     self._call.start()
                 self._call.whole_arguments(arguments, value)
@@ -395,13 +388,12 @@ class ArgumentStream:
         if other is None and writer.done and not writer.dropped_key:
             self._complete = True
         text = writer.take()
-        self._sent += len(text)
         call = self._call
         if other is None and self.readable and call.name is not None:
-            # A value began (or the object closed) and the name is known: the call is
-            # certain from here on, so what follows streams. Arguments that broke
-            # before (other is set) are judged by the region, through ``readable``.
-            # A call whose name is still to be inferred (Kimi's bare ids) keeps holding.
+            # A member is complete (or the object closed) and the name is known: the
+            # call is certain from here on, so what follows streams. Arguments that
+            # broke before (other is set) are judged by the region, through ``readable``.
+            # A call whose name is still to come (DeepSeek R1's name line) keeps holding.
             call.start()
         call.arguments(text)
         return pos, other
@@ -414,7 +406,6 @@ class ArgumentStream:
         self._finished = True
         self._writer.finish()
         text = self._writer.take()
-        self._sent += len(text)
         self._call.arguments(text)
         if not self.started:
             self._call.reject("the arguments are not a JSON object")

@@ -10,7 +10,11 @@ own parser types them (a delimited ``10`` is the number 10) or, when the
 tool is declared, by its parameter schema.
 
 A delimited string streams as soon as it can no longer turn out to be a
-number, a literal or JSON (or at once, when the schema says string).
+number, a literal or JSON (or at once, when the schema says string). The
+call starts once its first member is complete (or its first string has run
+on for ``STRING_HOLD`` characters): a delimited string that never ends (one
+that swallowed the end marker) makes the call unreadable, and it is
+rejected rather than given a value that runs to the end of the text.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from toolrelay.formats.base import (
     starts_or_partial,
 )
 from toolrelay.formats.markup import stray_token
-from toolrelay.repair import escape_json_text, json_text
+from toolrelay.repair import STRING_HOLD, escape_json_text, json_text
 from toolrelay.schema import coerce_text, is_nullable_string, is_string_schema, schema_types
 
 _MAX_HEADER = 256
@@ -123,6 +127,7 @@ class DslCallRegion:
         "_ctx",
         "_frames",
         "_head",
+        "_lead",
         "_options",
         "_parts",
         "_seen",
@@ -139,6 +144,7 @@ class DslCallRegion:
         self._string: _String | None = None
         self._parts: list[str] = []  # a bare key or value read so far
         self._seen = False  # a call was read: the opener was real
+        self._lead = 0  # string text streamed before the call started
 
     @property
     def may_fallback(self) -> bool:
@@ -202,9 +208,14 @@ class DslCallRegion:
         self._call = call
         self._seen = True
         self._head = ""
-        if call.set_name(name):
-            call.start()
+        self._lead = 0
+        call.set_name(name)  # started once its first member is read (see _member_read)
         return True
+
+    def _member_read(self) -> None:
+        """A member of the arguments is complete: the call can be read, so it starts."""
+        if len(self._frames) == 1 and self._call is not None:
+            self._call.start()
 
     def _no_call(self) -> Status:
         # The opener is a special token: markup even when no call follows it.
@@ -296,6 +307,7 @@ class DslCallRegion:
             self._begin_value()
             self._emit(_typed(text.strip(), frame.child_schema()))
             frame.part = _Part.NEXT
+            self._member_read()
         self._at = _At.BODY
 
     def _begin_string(self) -> None:
@@ -318,6 +330,9 @@ class DslCallRegion:
             self._parts.append(text)
         elif string.streaming:
             self._emit(escape_json_text(text))
+            self._lead += len(text)
+            if self._lead >= STRING_HOLD and self._call is not None:
+                self._call.start()  # a long first string streams (see STRING_HOLD)
         else:
             string.held.append(text)
             if not string.typed and not could_be_json("".join(string.held)):
@@ -344,6 +359,7 @@ class DslCallRegion:
         else:
             self._emit(_typed("".join(string.held), string.schema))
         frame.part = _Part.NEXT
+        self._member_read()
 
     def _begin_value(self) -> None:
         frame = self._frames[-1]
@@ -359,6 +375,7 @@ class DslCallRegion:
         self._emit("]" if frame.array else "}")
         if self._frames:
             self._frames[-1].part = _Part.NEXT
+            self._member_read()
             return
         self._end_call(pos)
         self._at = _At.AFTER
@@ -368,8 +385,17 @@ class DslCallRegion:
             self._close_frame(pos)
 
     def _text_ended(self, pos: int) -> Status:
-        """The output ended inside the arguments: close what is open, end the call."""
+        """The output ended inside the arguments: close what is open, end the call.
+
+        A string still open swallowed everything after it: unless the call had
+        started (its first member was read), the call cannot be read.
+        """
         if self._at is _At.STRING:
+            if self._call is not None:
+                self._call.reject(
+                    f"a string opened with {self._options.delimiter} never ends:"
+                    " the arguments cannot be read"
+                )
             self._end_string()
         elif self._at is _At.BARE or self._at is _At.KEY:
             self._word_done()

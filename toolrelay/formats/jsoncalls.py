@@ -10,16 +10,22 @@ a call object, an array of them, or a wrapper (``{"tool_calls": [...]}``,
 Which keys mean what (``name``/``tool_name``/``tool``; ``arguments``/
 ``parameters``/``input``; ``id``/``tool_call_id``) is fixed here so that
 every format gets the same tolerance. A call starts (``ToolCallStart``) only
-once its name is known and the first value of its arguments object has
-begun, so a call that turns out to be broken is rejected before anything of
-it was emitted: a name that is not declared, arguments that are not an
-object or cannot be read as one (``{invalid json}`` is not made ``{}``).
+once its name is known and the first member of its arguments object is
+complete, so a call that turns out to be broken is rejected before anything
+of it was emitted: a name that is not declared, arguments that are not an
+object or cannot be read as one (``{invalid json}`` is not made ``{}``; a
+first string that never ends, swallowing the block's end marker, is not a
+value).
 A call without ``arguments`` is a call with ``{}`` (a tool that takes no
 parameters); in unmarked text only when its name is a declared tool.
 
 An *unmarked* region (a bare ``{`` or ``[`` in the text, no format marker)
 is only a call if it looks like one through and through; until a call has
 started it may fall back, and its text is then content.
+
+Over 600 lines on purpose: the region is one state machine whose states share
+the call being built, the lexer and the writer; split, each part would reach
+into the others' state.
 """
 
 from __future__ import annotations
@@ -82,25 +88,23 @@ class _Args(enum.Enum):
 class _CallRecord:
     """One call object being read: its name, id and arguments so far."""
 
-    __slots__ = ("args", "args_complete", "args_sent", "args_text", "call", "levels", "wrapper")
+    __slots__ = ("args", "args_complete", "args_text", "args_writer", "call", "levels", "wrapper")
 
     def __init__(self, ctx: Context) -> None:
         self.call = Call(ctx)
         self.args = _Args.NONE
         self.args_text: list[str] = []  # a stringified arguments value, decoded
-        self.args_sent = 0  # characters of an arguments object handed to the call
+        self.args_writer: JsonWriter | None = None  # writes an arguments object read by tokens
         self.args_complete = False  # the arguments object closed as written
         self.wrapper = False  # {"tool_calls": [...]}: not a call itself
         self.levels = 0  # open objects of this call: {"function": {...}} is two
 
     @property
     def readable(self) -> bool:
-        """The arguments object closed as written, or its first value began.
-
-        (The writer holds a key until its value begins: more than ``{}``
-        handed out means a value began.)
-        """
-        return self.args_complete or self.args_sent > 2
+        """The arguments object closed as written, or its first member is complete
+        (one cut short, an unterminated string above all, cannot be read)."""
+        writer = self.args_writer
+        return self.args_complete or (writer is not None and writer.readable)
 
 
 class _Key(enum.Enum):
@@ -264,8 +268,8 @@ class JsonCallsRegion:
             text, pos = lexer.json_string_run(buf, pos, final)
             if pos == end or (pos == end - 1 and buf[pos] == "\\" and not final):
                 if text:
-                    record.args_sent += len(text)
-                    record.call.arguments(text)
+                    writer.string_text(text)
+                    self._send_arguments(record, writer.take())
                     if not record.call.started:
                         self._maybe_start(record)
                 return pos, not final
@@ -706,12 +710,12 @@ class JsonCallsRegion:
             written = self._written.get(id(self._whole))
             arguments = (orjson.dumps(self._whole) if written is None else written).decode()
             record.args_complete = True
-            record.args_sent += len(arguments)
             record.call.whole_arguments(arguments, self._whole)
             self._whole = None
             self._maybe_start(record)
             return
         value = _Value("args", record)
+        record.args_writer = value.writer
         self._frames.append(value)
         self._value_token(value, tok, text)
         self._maybe_start(record)
@@ -726,7 +730,6 @@ class JsonCallsRegion:
 
     def _send_arguments(self, record: _CallRecord, text: str) -> None:
         if text:
-            record.args_sent += len(text)
             record.call.arguments(text)
 
     def _value_token(self, frame: _Value, tok: Tok, text: str) -> None:
@@ -771,11 +774,12 @@ class JsonCallsRegion:
         """A token that cannot belong to the arguments object ends it as it stands."""
         writer = frame.writer
         record = frame.record
+        where_a_key_belongs = writer.depth == 1  # not inside a member's value
         writer.finish()
         self._frames.pop()
         if not record.readable:
-            record.args = _Args.INVALID  # broken before any value: unreadable
-            if tok is Tok.BEGIN_OBJECT and len(self._frames) < MAX_DEPTH:
+            record.args = _Args.INVALID  # broken before its first member: unreadable
+            if tok is Tok.BEGIN_OBJECT and where_a_key_belongs and len(self._frames) < MAX_DEPTH:
                 # '{{"name": …': the model began the call again; read the new one.
                 self._frames.append(_Object(self._new_record(False)))
             return

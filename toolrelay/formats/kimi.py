@@ -2,9 +2,9 @@
 <|tool_call_argument_begin|>{json}<|tool_call_end|>…<|tool_calls_section_end|>``.
 
 The header ``functions.NAME:IDX`` is also the call's id and is kept as the
-OpenAI tool-call id. A bare ``IDX`` header lost its name: it is inferred from
-the declared tools (the only one, or the only one whose parameters fit).
-A header without ``:IDX`` is malformed and its call rejected.
+OpenAI tool-call id. A bare ``IDX`` header lost its name, and a header
+without ``:IDX`` is malformed: either call is rejected (never given to a tool
+by the shape of its arguments, which would invent the call).
 
 The section markers are optional, as in the servers' parsers: a
 ``<|tool_call_begin|>`` with no section around it opens a call, and a call
@@ -28,8 +28,6 @@ _NAMED = re.compile(r"(?:functions\.)?([\w\-./]+?):(\d+)")
 
 
 def _header(text: str) -> Header | None:
-    if text.isdigit():
-        return Header(name=None)
     named = _NAMED.fullmatch(text)
     if named is None:
         return None

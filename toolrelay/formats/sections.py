@@ -11,8 +11,6 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import orjson
-
 from toolrelay.formats.base import (
     ArgumentStream,
     Call,
@@ -28,7 +26,7 @@ _MAX_HEADER = 256
 
 @dataclass(frozen=True)
 class Header:
-    """What a call's header says: its name (None: infer it from the arguments), its id."""
+    """What a call's header says: its name (None: on the line after it), its id."""
 
     name: str | None
     native_id: str | None = None
@@ -246,20 +244,7 @@ class SectionRegion:
         self._args = None
         if call is None:
             return
-        if call.name is None and not call.dropped:
-            tools = self._ctx.tools
-            keys = _keys(call.held_arguments())
-            inferred = tools.infer_name(keys)
-            if inferred is None:
-                call.reject(tools.unfitting(keys))
-            else:
-                call.set_name(inferred)
+        if call.name is None:
+            # Never given to a tool by the shape of its arguments: that would invent it.
+            call.reject("the call names no tool")
         call.close(pos)
-
-
-def _keys(arguments_json: str) -> list[str]:
-    try:
-        value = orjson.loads(arguments_json)
-    except orjson.JSONDecodeError:
-        return []
-    return list(value) if isinstance(value, dict) else []

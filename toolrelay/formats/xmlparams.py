@@ -14,11 +14,18 @@ because the region keeps all of its state and never looks at a character
 twice (only a possible partial tag at the end of the buffer waits).
 
 Models drop closing tags: a value also ends at the next parameter, at the
-end of the call or of the section; a call ends at the next call or at the end
-of the section; a tag that is not this format's ends the section. Prose
-between calls is content, in order. A tag that never closes
+end of the call or of the section, unless the value's own closing tag comes
+within ``CLOSE_WINDOW`` characters and before any opening tag (then the
+call's or section's closing tag was data inside the value: code that writes
+``</tool_call>``); a call ends at the next call or at the end of the section;
+a tag that is not this format's ends the section. Prose between calls is
+content, in order. A tag that never closes
 (``<function=name`` and a newline) makes its call invalid: it is dropped, and
 its markup with it.
+
+Over 600 lines on purpose: the region is one state machine over tags and
+values (a value's end depends on which tag comes next); split, each part
+would reach into the others' state.
 """
 
 from __future__ import annotations
@@ -45,6 +52,10 @@ from toolrelay.schema import coerce_text, could_be_null, is_nullable_string, is_
 
 # Longest tag (attributes included) that is waited for; a longer one is garbage.
 TAG_LIMIT = 256
+
+# How far past a call's or section's closing tag met inside a value its own closing
+# tag is looked for: found there, before any opening tag, the closing tag was data.
+CLOSE_WINDOW = 4096
 
 # Parameters that models wrap a whole arguments object in (DSML).
 WRAPPER_KEYS = frozenset({"arguments", "input"})
@@ -85,6 +96,22 @@ class Dialect:
             found.append(self.invoke_close)
         found.extend(sorted(self.skip_tags))
         return tuple(found)
+
+    @cached_property
+    def closers(self) -> frozenset[str]:
+        """Terminators that close what holds the value: inside it, they may be data."""
+        found = {self.section_end}
+        if self.invoke_close is not None:
+            found.add(self.invoke_close)
+        return frozenset(found)
+
+    @cached_property
+    def openings(self) -> re.Pattern[str]:
+        """Tags that begin a parameter or a value: one after a closer means it was markup."""
+        tags = [self.param_open]
+        if self.value_tag is not None:
+            tags.append(f"<{self.value_tag}>")
+        return re.compile("|".join(re.escape(t) for t in tags))
 
     @cached_property
     def longest_terminator(self) -> int:
@@ -280,6 +307,7 @@ class XmlParamsRegion:
         "_state",
         "_terminators",
         "_trailer",
+        "_unread",
         "_value",
         "_values",
         "_wrapper",
@@ -301,6 +329,7 @@ class XmlParamsRegion:
         self._count = 0  # parameters emitted into the current call
         self._json: ArgumentStream | None = None
         self._fresh = False  # nothing but blanks since the call's opening tag
+        self._unread = False  # the call's body held text or tags that are not parameters
         self._prose = False  # inside a run of prose between calls, until the next '<'
         self._after_separator = False  # Step-3: the last markup was the name separator
         self._blank = ""  # blanks skipped between calls, since the last markup
@@ -416,7 +445,9 @@ class XmlParamsRegion:
             self._json = ArgumentStream(self._call)
             self._state = _State.JSON
             return pos, None
-        # Stray text inside a call is garbage inside markup: skip it.
+        # Stray text inside a call is garbage inside markup: skip it (a call that has
+        # nothing else is not read as one without arguments: see _end_call).
+        self._unread = True
         stray_end = _STRAY_END_LITERAL if dialect.literal_newlines else _STRAY_END
         found = stray_end.search(buf, pos + 1)
         return (len(buf) if found is None else found.start()), None
@@ -513,6 +544,8 @@ class XmlParamsRegion:
             return self._open_value(tag.value or "", text_flag, indent, end)
         if tag.name == dialect.value_tag and not tag.closing:
             return self._open_value(None, None, indent, end)
+        if not tag.closing:
+            self._unread = True  # <city>Paris</city>: a tag this format has no use for
         return end, None  # a stray closing tag or unknown markup inside the call
 
     # -- calls --------------------------------------------------------------------
@@ -526,6 +559,7 @@ class XmlParamsRegion:
         self._wrapper = None
         self._values = {}
         self._fresh = True
+        self._unread = False
         call.set_name(raw_name)
         self._state = _State.CALL
 
@@ -546,6 +580,10 @@ class XmlParamsRegion:
             self._flush_wrapper()
             if self._count:
                 call.arguments("}")
+            elif self._unread:
+                # Its body was something else (a JSON object, tags of its own): the
+                # arguments were not read, and are not made {}.
+                call.reject("the call's body is not parameter tags: its arguments cannot be read")
         self._wrapper = None
         if values is not None:
             call.known_arguments(values)
@@ -621,13 +659,37 @@ class XmlParamsRegion:
                 return self._finish(len(buf)), Status.DONE
             return safe, Status.CONTINUE
         found = match.start()
+        if match.group() in self._dialect.closers:
+            close = self._closes_later(buf, match.end(), final)
+            if close == -1:  # cannot tell yet: the text before the closer is value
+                self._value_text(buf[pos:found])
+                return found, Status.CONTINUE
+            if close >= 0:
+                found = close
+                match = None
         self._value_text(buf[pos:found])
         self._close_value()
+        if match is None:
+            return found + len(self._dialect.value_close), None
         self._state = _State.CALL
         if match.group() == self._dialect.value_close:
             return match.end(), None
         self._indent = None
         return found, None  # a lost closing tag: the markup that follows is read as such
+
+    def _closes_later(self, buf: str, after: int, final: bool) -> int:
+        """Where the value's own closing tag is, after a closer met inside the value at
+        ``after``: -2 when the closer ended the value (its closing tag was lost), -1
+        when the text so far cannot tell."""
+        dialect = self._dialect
+        limit = after + CLOSE_WINDOW
+        close = buf.find(dialect.value_close, after, limit + len(dialect.value_close))
+        opening = dialect.openings.search(buf, after, close if close >= 0 else limit)
+        if opening is not None:
+            return -2
+        if close >= 0:
+            return close
+        return -2 if final or len(buf) >= limit + len(dialect.value_close) else -1
 
     def _safe_end(self, buf: str, pos: int) -> int:
         """Hold back a possible partial terminator at the end of the buffer."""

@@ -18,13 +18,12 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from toolrelay.events import ContentDelta, Event
-from toolrelay.events import ReasoningDelta as ParsedReasoning
+from toolrelay.events import ContentDelta, Event, ReasoningDelta
 from toolrelay.io.engine import (
     AgentEvent,
     AssistantDelta,
+    AssistantReasoning,
     LoopConfig,
-    ReasoningDelta,
     RoundEnd,
     RoundStart,
     ToolCallRequested,
@@ -165,11 +164,11 @@ class _Relay:
         if isinstance(event, RoundStart):
             self.live = not event.tools
             self.held = []
-        elif isinstance(event, (AssistantDelta, ReasoningDelta)):
+        elif isinstance(event, (AssistantDelta, AssistantReasoning)):
             item = (
                 ContentDelta(event.text)
                 if isinstance(event, AssistantDelta)
-                else ParsedReasoning(event.text)
+                else ReasoningDelta(event.text)
             )
             if self.live:
                 return [item]

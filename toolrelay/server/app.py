@@ -23,9 +23,9 @@ from toolrelay.io.backends import BackendError
 from toolrelay.io.settings import Settings
 from toolrelay.server.anthropic import CountTokens, MessagesFront
 from toolrelay.server.auth import ApiKeys
-from toolrelay.server.completions import ChatFront
+from toolrelay.server.chat import ChatFront
 from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
-from toolrelay.server.errors import APIError, upstream
+from toolrelay.server.errors import APIError, api_error, upstream
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import AccessLog, note
 from toolrelay.server.metrics import Metrics
@@ -81,11 +81,13 @@ def create_app(settings: Settings) -> Starlette:
         return HTMLResponse(DOCS_PAGE)
 
     async def http_error(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
-        kind = "invalid_request_error" if status < 500 else "server_error"
-        error = APIError(status, f"{detail}: {request.method} {request.url.path}", type=kind)
-        return JSONResponse(error.to_dict(), status_code=status)
+        where = f"{request.method} {request.url.path}"
+        if isinstance(exc, HTTPException):
+            kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+            error = APIError(exc.status_code, f"{exc.detail}: {where}", type=kind)
+        else:
+            error = api_error(exc, f"internal error: {where}")
+        return JSONResponse(error.to_dict(), status_code=error.status)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -1,7 +1,7 @@
 """``/openapi.json`` and the ``/docs`` page.
 
 The schema is written out rather than generated from request models, because
-the hot path has none (see :mod:`toolrelay.server.request`).
+the hot path has none (see :mod:`toolrelay.server.chat.request`).
 """
 
 from __future__ import annotations

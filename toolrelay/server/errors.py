@@ -1,13 +1,15 @@
-"""OpenAI error objects: every error the gateway gives has this shape."""
+"""OpenAI error objects: every error the gateway gives has this shape, and
+:func:`api_error`, the one place a failure becomes one."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from toolrelay.errors import RequestError, ToolrelayError
 from toolrelay.io.backends.errors import BackendError
 
 
-class APIError(Exception):
+class APIError(ToolrelayError):
     """An error answered to the client; ``param`` names the request field at fault."""
 
     def __init__(
@@ -22,7 +24,6 @@ class APIError(Exception):
     ) -> None:
         super().__init__(message)
         self.status = status
-        self.message = message
         self.param = param
         self.type = type
         self.code = code
@@ -38,6 +39,22 @@ class APIError(Exception):
                 "code": self.code,
             }
         }
+
+
+def api_error(exc: BaseException, bug: str = "toolrelay failed") -> APIError:
+    """The error to answer for ``exc``: an :class:`APIError` as it is; a request
+    toolrelay cannot serve (:class:`~toolrelay.errors.RequestError`) as a 400
+    naming its field; a backend's failure as :func:`upstream` says; anything
+    else, a bug of ours, as a 500 ``server_error`` saying ``bug``."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, RequestError):
+        return invalid(exc.message, exc.param)
+    if isinstance(exc, BackendError):
+        return upstream(exc)
+    if isinstance(exc, ToolrelayError):
+        return APIError(exc.status, exc.message, type="server_error")
+    return APIError(500, bug, type="server_error")
 
 
 def invalid(message: str, param: str | None = None) -> APIError:

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket
 
-from toolrelay.io.backends import BackendError
+from toolrelay.errors import ToolrelayError
 from toolrelay.io.backends.registry import NO_BACKEND
 from toolrelay.io.engine import (
     AgentEvent,
@@ -36,8 +36,8 @@ from toolrelay.io.engine import (
     run_turn,
 )
 from toolrelay.io.round import build_round
-from toolrelay.rescue import RescueRequestError
 from toolrelay.server.agent import loop_config
+from toolrelay.server.errors import api_error
 from toolrelay.server.gateway import Gateway
 
 log = logging.getLogger("toolrelay.session")
@@ -113,13 +113,12 @@ class Session:
                 async for event in turn:
                     await self._relay(event)
         except Exception as exc:
-            if isinstance(exc, (BackendError, RescueRequestError)):
-                message = exc.message if isinstance(exc, BackendError) else str(exc)
+            message = api_error(exc, "toolrelay failed to run the turn").message
+            if isinstance(exc, ToolrelayError):
                 log.warning("agent turn failed: %s", message)
             else:
                 # A bug of ours: the client still gets its turn's end.
                 log.exception("agent turn failed")
-                message = "toolrelay failed to run the turn"
             if self.history and self.history[-1].get("role") == "user":
                 self.history.pop()
             await self.error(f"the turn failed: {message}")

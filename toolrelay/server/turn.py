@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-import orjson
 from starlette.types import Message, Receive, Scope, Send
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.events import Event
 from toolrelay.io.backends import BackendError
 from toolrelay.io.round import (
@@ -38,25 +37,21 @@ from toolrelay.io.round import (
     complete_round,
     stream_round,
 )
-from toolrelay.repair import MAX_DEPTH as MAX_NESTING
-from toolrelay.rescue import RescueRequestError
-from toolrelay.server import loops
+from toolrelay.server import loop_guard
 from toolrelay.server.agent import (
     ServerTools,
     complete_agent_turn,
     server_tools,
     stream_agent_turn,
 )
-from toolrelay.server.errors import APIError, invalid, upstream
+from toolrelay.server.asgi import Headers, decode, read_body, send_json
+from toolrelay.server.errors import APIError, api_error
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import note
 from toolrelay.stuck import Mode
 
 log = logging.getLogger("toolrelay.server")
 
-Headers = Iterable[tuple[bytes, bytes]]
-
-_JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -169,9 +164,11 @@ class TurnRoute(Generic[TurnT]):
             turn = self.front.read(decode(raw), scope["headers"])
             note(scope, model=turn.round.model)
             extra: dict[str, Any] = {}
-            verdict = loops.check(turn.round, turn.stuck_mode, gateway.settings, gateway.counters)
+            verdict = loop_guard.check(
+                turn.round, turn.stuck_mode, gateway.settings, gateway.counters
+            )
             if verdict is not None:
-                turn.round = loops.final_answer_request(turn.round, verdict)
+                turn.round = loop_guard.final_answer_request(turn.round, verdict)
                 extra["toolrelay_stuck"] = verdict.to_public_dict()
             tools = None
             if verdict is None:
@@ -196,18 +193,15 @@ class TurnRoute(Generic[TurnT]):
 
     def _failure(self, exc: Exception, bug: str) -> tuple[APIError, str]:
         """The error to answer for ``exc`` and the outcome for the request counter."""
-        if isinstance(exc, APIError):
-            return exc, "invalid" if exc.status < 500 else "error"
-        if isinstance(exc, RescueRequestError):
-            # Found only when the history is rewritten for a rescued model.
-            return invalid(str(exc), exc.param), "invalid"
+        error = api_error(exc, bug)
         if isinstance(exc, BackendError):
             log.warning("backend error (%s): %s", exc.status, exc.message)
             self.gateway.counters.inc("backend_errors", str(exc.status))
-            return upstream(exc), "backend_error"
-        # A bug of ours, not the client's: still an error in the front's shape.
-        log.exception(bug)
-        return APIError(500, bug, type="server_error"), "error"
+            return error, "backend_error"
+        if not isinstance(exc, ToolrelayError):
+            # A bug of ours, not the client's: still an error in the front's shape.
+            log.exception(bug)
+        return error, "invalid" if error.status < 500 else "error"
 
     async def _stream(
         self,
@@ -342,103 +336,3 @@ class _ClientWatch:
     def stop(self) -> None:
         if not self._complete:
             self._pending.cancel()
-
-
-# orjson writes at most 254 levels of nesting; a value wrapped in this many
-# lists fails to encode exactly when it nests deeper than MAX_NESTING.
-_WRAP = 254 - MAX_NESTING
-
-
-def decode(raw: bytes) -> dict[str, Any]:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise invalid(f"The request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise invalid("The request body must be a JSON object.")
-    if _too_deep(body, _WRAP):
-        # What the gateway accepts it must be able to forward (and to read).
-        param = next((key for key, value in body.items() if _too_deep(value, _WRAP + 1)), None)
-        raise invalid(
-            f"The request nests deeper than {MAX_NESTING} levels, toolrelay's limit"
-            + (f" ('{param}' does)." if param else "."),
-            param,
-        )
-    return body
-
-
-class _Wrapper(threading.local):
-    """Per thread, ``_WRAP`` nested lists around a slot, built once."""
-
-    def __init__(self) -> None:
-        self.slot: list[Any] = [None]
-        self.outer: list[Any] = self.slot
-        for _ in range(_WRAP - 1):
-            self.outer = [self.outer]
-
-
-_wrapper = _Wrapper()
-
-
-def _too_deep(value: Any, wrap: int) -> bool:
-    """Whether ``value`` nests deeper than 254 levels once inside ``wrap`` lists."""
-    if wrap == _WRAP:
-        _wrapper.slot[0] = value
-        wrapped: Any = _wrapper.outer
-    else:
-        wrapped = value
-        for _ in range(wrap):
-            wrapped = [wrapped]
-    try:
-        orjson.dumps(wrapped)
-    except orjson.JSONEncodeError:
-        return True
-    finally:
-        _wrapper.slot[0] = None
-    return False
-
-
-async def read_body(receive: Receive, limit: int) -> bytes:
-    chunks = []
-    size = 0
-    while True:
-        message: Message = await receive()
-        if message["type"] == "http.disconnect":
-            raise APIError(400, "The client went away before sending the body.")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-def header(headers: Headers, name: bytes) -> str | None:
-    """A request header's value (``name`` in lower case, as ASGI gives it)."""
-    for key, value in headers:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
-def client_auth(headers: Headers) -> str | None:
-    """The client's credentials as an Authorization value: its own
-    ``Authorization`` header, else its ``x-api-key`` (Anthropic's) as a bearer token."""
-    auth = header(headers, b"authorization")
-    if auth is None:
-        key = header(headers, b"x-api-key")
-        if key:
-            auth = "Bearer " + key
-    return auth
-
-
-async def send_json(
-    send: Send, status: int, body: Any, extra_headers: dict[str, str] | None = None
-) -> None:
-    data = orjson.dumps(body)
-    headers = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]
-    if extra_headers:
-        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra_headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": data})

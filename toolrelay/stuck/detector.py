@@ -36,12 +36,9 @@ from toolrelay.stuck.patterns import (
     text_turn_measures,
     unknown_tool_measure,
 )
+from toolrelay.stuck.records import CallSpec, Round, ToolCatalog, Window
 from toolrelay.stuck.transcript import (
     CallReader,
-    CallSpec,
-    Round,
-    ToolCatalog,
-    Window,
     call_id_of,
     call_reader,
     read_window,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from toolrelay.stuck.patterns import Measure
-from toolrelay.stuck.transcript import Call, CallSpec
+from toolrelay.stuck.records import Call, CallSpec
 from toolrelay.stuck.verdict import Verdict
 
 _ARGS_CHARS = 200

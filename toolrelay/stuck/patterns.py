@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from toolrelay.stuck.config import Ladder, StuckConfig
+from toolrelay.stuck.records import Call, CallSpec, Round, TextTurn, Window
 from toolrelay.stuck.similarity import loose_form, similar
-from toolrelay.stuck.transcript import Call, CallSpec, Round, TextTurn, Window
 
 Rung = Literal["nudge", "block", "halt"]
 

@@ -21,8 +21,8 @@ from toolrelay.cli.chat.session import RoundPath
 from toolrelay.io.engine import (
     AgentEvent,
     AssistantDelta,
+    AssistantReasoning,
     LoopGuard,
-    ReasoningDelta,
     RoundEnd,
     RoundStart,
     ToolCallRequested,
@@ -60,7 +60,7 @@ class TurnView:
         elif isinstance(event, AssistantDelta):
             self._stop_spinner()
             self._prose(event.text)
-        elif isinstance(event, ReasoningDelta):
+        elif isinstance(event, AssistantReasoning):
             self._spin("reasoning…")
         elif isinstance(event, ToolCallRequested):
             self._end_prose()

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from toolrelay.errors import ToolrelayError
+
 Refusal = Literal["refused", "unsure"]
 
 _REFUSALS = (
@@ -52,7 +54,7 @@ _NOT_ABOUT_TOOLS = frozenset({401, 402, 403, 404, 405, 408, 409, 413, 429, 502, 
 _UNRELATED = ("context length", "context window", "maximum context", "too many tokens")
 
 
-class BackendError(Exception):
+class BackendError(ToolrelayError):
     """A backend failed to answer: ``status`` is what the gateway should reply
     (the backend's own 4xx, 502 for unreachable or 5xx, 503 when it is busy,
     504 for a timeout); ``upstream_status`` is the backend's own status, None
@@ -74,7 +76,6 @@ class BackendError(Exception):
     ) -> None:
         super().__init__(message)
         self.status = status
-        self.message = message
         self.upstream_status = upstream_status
         self.reason = reason
         self.retry_after = retry_after

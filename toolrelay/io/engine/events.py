@@ -32,7 +32,10 @@ class AssistantDelta:
 
 
 @dataclass(frozen=True)
-class ReasoningDelta:
+class AssistantReasoning:
+    """The model's reasoning, as it comes (``toolrelay.events.ReasoningDelta`` is
+    the parser's event it is made from)."""
+
     text: str
 
 
@@ -104,7 +107,7 @@ class TurnEnd:
 AgentEvent = (
     RoundStart
     | AssistantDelta
-    | ReasoningDelta
+    | AssistantReasoning
     | ToolCallRequested
     | ToolResult
     | LoopGuard

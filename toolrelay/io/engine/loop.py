@@ -27,15 +27,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolrelay import StreamParser
-from toolrelay.events import CallRejected, ContentDelta, RejectedCall, ToolCall, ToolCallEnd
-from toolrelay.events import ReasoningDelta as ParsedReasoning
+from toolrelay.events import (
+    CallRejected,
+    ContentDelta,
+    ReasoningDelta,
+    RejectedCall,
+    ToolCall,
+    ToolCallEnd,
+)
 from toolrelay.io.backends import Backend
 from toolrelay.io.counters import Counters
 from toolrelay.io.engine.events import (
     AgentEvent,
     AssistantDelta,
+    AssistantReasoning,
     LoopGuard,
-    ReasoningDelta,
     RoundEnd,
     RoundStart,
     ToolCallRequested,
@@ -241,7 +247,7 @@ async def _complete(
     outcome.warning = reply.warning
     outcome.mode = reply.mode
     if reply.reasoning:
-        yield ParsedReasoning(reply.reasoning)
+        yield ReasoningDelta(reply.reasoning)
     if reply.content:
         yield ContentDelta(reply.content)
     for position, call in enumerate(reply.calls):
@@ -273,9 +279,9 @@ def _convert(event: Any, outcome: _Outcome) -> AgentEvent | None:
     if isinstance(event, ContentDelta):
         outcome.parts.append(event.text)
         return AssistantDelta(event.text)
-    if isinstance(event, ParsedReasoning):
+    if isinstance(event, ReasoningDelta):
         outcome.reasoning.append(event.text)
-        return ReasoningDelta(event.text)
+        return AssistantReasoning(event.text)
     if isinstance(event, ToolCallEnd):
         outcome.calls.append(event.call)
     elif isinstance(event, CallRejected):

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from toolrelay.choice import ToolChoicePlan, resolve_tool_choice
 from toolrelay.events import (
     CallRejected,
     ContentDelta,
@@ -27,7 +28,6 @@ from toolrelay.events import (
 from toolrelay.io.backends.backend import RoundMode
 from toolrelay.io.settings import Settings, ToolMode, ValidateMode
 from toolrelay.names import ToolSet
-from toolrelay.rescue import ToolChoicePlan, resolve_tool_choice
 
 # Request fields a tool-less (rescued) backend must not receive.
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")

@@ -26,9 +26,9 @@ import orjson
 
 from toolrelay.io.urls import redact_tool_url
 from toolrelay.repair import MAX_DEPTH
+from toolrelay.types import NO_PARAMETERS
 
 DEFAULT_METHOD = "POST"
-DEFAULT_PARAMETERS: Mapping[str, Any] = {"type": "object", "properties": {}}
 FIELDS = ("name", "description", "parameters", "url", "method", "headers")
 # Where the remaining arguments go: the query for these verbs, a JSON body otherwise.
 QUERY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "DELETE"})
@@ -79,7 +79,7 @@ class ToolDefinition:
     name: str
     url: str
     description: str = ""
-    parameters: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_PARAMETERS))
+    parameters: Mapping[str, Any] = field(default_factory=lambda: dict(NO_PARAMETERS))
     method: str = DEFAULT_METHOD
     headers: tuple[tuple[str, str], ...] = ()
 
@@ -233,7 +233,7 @@ def _children(item: Any) -> Iterator[Any]:
 
 def _parameters(value: Any, fail: Fail) -> dict[str, Any]:
     if value is None:
-        return dict(DEFAULT_PARAMETERS)
+        return dict(NO_PARAMETERS)
     if not isinstance(value, dict):
         raise fail("parameters", "must be a JSON Schema object")
     if value.get("type", "object") != "object":

@@ -17,10 +17,11 @@ from typing import Any, Protocol
 
 from toolrelay.events import ToolCall
 from toolrelay.io.tools import results
-from toolrelay.io.tools.definition import DEFAULT_PARAMETERS, ToolDefinition, is_token
+from toolrelay.io.tools.definition import ToolDefinition, is_token
 from toolrelay.io.tools.http import HttpToolClient
 from toolrelay.io.tools.request import ArgumentsError, build_request
 from toolrelay.io.tools.results import ToolOutput
+from toolrelay.types import NO_PARAMETERS
 from toolrelay.validate import validate_arguments
 
 log = logging.getLogger("toolrelay.tools")
@@ -82,7 +83,7 @@ class FunctionTool:
         self._name = name
         self.function = function
         self.description = description
-        self.parameters = dict(parameters or DEFAULT_PARAMETERS)
+        self.parameters = dict(parameters or NO_PARAMETERS)
 
     @property
     def name(self) -> str:

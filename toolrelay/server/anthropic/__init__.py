@@ -16,8 +16,8 @@ from toolrelay.io.round import Finish, Reply, reply_events
 from toolrelay.io.settings import Settings
 from toolrelay.server.anthropic.request import MessagesTurn, read_messages
 from toolrelay.server.anthropic.wire import MessageBuilder, MessageEncoder, error_body
+from toolrelay.server.asgi import Headers, client_auth, decode, header, read_body, send_json
 from toolrelay.server.errors import APIError
-from toolrelay.server.turn import Headers, client_auth, decode, header, read_body, send_json
 
 # A rough rule for English text and JSON: about four characters a token.
 _CHARS_PER_TOKEN = 4

@@ -19,7 +19,7 @@ import orjson
 
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
-from toolrelay.server.request import make_round, model_name, own_options
+from toolrelay.server.reading import make_round, model_name, own_options
 from toolrelay.server.turn import Turn
 
 _CHOICES = {"auto": "auto", "any": "required", "none": "none"}
@@ -84,6 +84,7 @@ def read_messages(
 
 
 def _wrong(field: str, expected: str) -> NoReturn:
+    # Anthropic's wording ("field: must be ..."), not reading.wrong's OpenAI one.
     raise invalid(f"{field}: must be {expected}.", field)
 
 

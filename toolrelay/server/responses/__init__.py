@@ -18,12 +18,12 @@ from starlette.responses import Response
 from toolrelay.events import Event
 from toolrelay.io.round import Finish, Reply, reply_events
 from toolrelay.io.settings import Settings
+from toolrelay.server.asgi import Headers, client_auth, header
 from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import ResponsesTurn, input_messages, read_responses
 from toolrelay.server.responses.store import ResponseStore
 from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder
-from toolrelay.server.turn import Headers, client_auth, header
 
 
 class ResponsesFront:

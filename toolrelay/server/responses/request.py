@@ -13,13 +13,13 @@ request naming one gets a 400, as do ``background`` and ``conversation``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 import orjson
 
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import APIError, invalid
-from toolrelay.server.request import make_round, model_name, own_options
+from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import ResponseStore
 from toolrelay.server.turn import Turn
 
@@ -60,25 +60,25 @@ def read_responses(
         if body.get(key):
             raise invalid(f"'{key}': {why}.", key)
     chat: dict[str, Any] = {"model": model}
-    maximum = _optional(body, "max_output_tokens", int)
+    maximum = optional(body, "max_output_tokens", int)
     if maximum is not None:
         chat["max_tokens"] = maximum
     for key in ("temperature", "top_p"):
         value = body.get(key)
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                _wrong(key, "a number")
+                wrong(key, "a number")
             chat[key] = value
-    stream = _optional(body, "stream", bool) or False
+    stream = optional(body, "stream", bool) or False
     if stream:
         # Usage comes with the stream's end only when asked for.
         chat["stream_options"] = {"include_usage": True}
-    keep = _optional(body, "store", bool)
+    keep = optional(body, "store", bool)
     if keep and store.capacity == 0:
         raise invalid("'store': this gateway keeps no responses (responses_store is 0).", "store")
-    instructions = _optional(body, "instructions", str)
+    instructions = optional(body, "instructions", str)
     history: list[dict[str, Any]] = []
-    previous = _optional(body, "previous_response_id", str)
+    previous = optional(body, "previous_response_id", str)
     if previous is not None:
         found = store.get(previous)
         if found is None:
@@ -99,14 +99,14 @@ def read_responses(
     choice = _tool_choice(body.get("tool_choice"))
     if choice is not None:
         chat["tool_choice"] = choice
-    parallel = _optional(body, "parallel_tool_calls", bool)
+    parallel = optional(body, "parallel_tool_calls", bool)
     if parallel is not None:
         chat["parallel_tool_calls"] = parallel
     response_format = _text_format(body.get("text"))
     if response_format is not None:
         chat["response_format"] = response_format
-    metadata = _optional(body, "metadata", dict)
-    reasoning = _optional(body, "reasoning", dict)
+    metadata = optional(body, "metadata", dict)
+    reasoning = optional(body, "reasoning", dict)
     options = own_options(body, settings, model, stuck_header)
     echo = {key: body.get(key) for key in _ECHOED}
     echo.update(
@@ -131,22 +131,6 @@ def read_responses(
     )
 
 
-def _wrong(field: str, expected: str) -> NoReturn:
-    raise invalid(f"'{field}' must be {expected}.", field)
-
-
-_KINDS: dict[type, str] = {bool: "a boolean", dict: "an object", int: "an integer", str: "a string"}
-
-
-def _optional(body: dict[str, Any], key: str, kind: type) -> Any:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        _wrong(key, _KINDS[kind])
-    return value
-
-
 def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
     """Chat Completions messages for Responses input items (or a string).
 
@@ -156,12 +140,12 @@ def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
     if not isinstance(value, list):
-        _wrong(where, "a string or an array of items")
+        wrong(where, "a string or an array of items")
     out: list[dict[str, Any]] = []
     for i, item in enumerate(value):
         at = f"{where}[{i}]"
         if not isinstance(item, dict):
-            _wrong(at, "an object")
+            wrong(at, "an object")
         kind = item.get("type", "message")
         if kind == "message":
             out.append(_message(item, at))
@@ -185,19 +169,19 @@ def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
 
 def _string(value: Any, field: str) -> str:
     if not isinstance(value, str):
-        _wrong(field, "a string")
+        wrong(field, "a string")
     return value
 
 
 def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
     role = item.get("role")
     if role not in _ROLES:
-        _wrong(where + ".role", "one of " + ", ".join(_ROLES))
+        wrong(where + ".role", "one of " + ", ".join(_ROLES))
     content = item.get("content")
     if isinstance(content, str):
         return {"role": role, "content": content}
     if not isinstance(content, list):
-        _wrong(where + ".content", "a string or an array of content parts")
+        wrong(where + ".content", "a string or an array of content parts")
     parts: list[dict[str, Any]] = []
     for j, part in enumerate(content):
         at = f"{where}.content[{j}]"
@@ -239,10 +223,10 @@ def _text(value: Any, where: str) -> str:
         texts = []
         for j, part in enumerate(value):
             if not isinstance(part, dict) or part.get("type") not in _TEXT_PARTS:
-                _wrong(f"{where}[{j}]", "a text part")
+                wrong(f"{where}[{j}]", "a text part")
             texts.append(_string(part.get("text"), f"{where}[{j}].text"))
         return "".join(texts)
-    _wrong(where, "a string or an array of text parts")
+    wrong(where, "a string or an array of text parts")
 
 
 def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:
@@ -250,7 +234,7 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:
     if value is None:
         return [], frozenset()
     if not isinstance(value, list):
-        _wrong("tools", "an array")
+        wrong("tools", "an array")
     out = []
     custom = set()
     for i, tool in enumerate(value):
@@ -264,10 +248,10 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:
             )
         name = tool.get("name")
         if not isinstance(name, str) or not name:
-            _wrong(where + ".name", "a non-empty string")
+            wrong(where + ".name", "a non-empty string")
         description = tool.get("description")
         if description is not None and not isinstance(description, str):
-            _wrong(where + ".description", "a string")
+            wrong(where + ".description", "a string")
         if kind == "custom":
             out.append(_custom_tool(name, description, tool.get("format"), where))
             custom.add(name)
@@ -277,7 +261,7 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:
             if tool.get(key) is not None:
                 function[key] = tool[key]
         if not isinstance(function.get("parameters", {}), dict):
-            _wrong(where + ".parameters", "an object")
+            wrong(where + ".parameters", "an object")
         out.append({"type": "function", "function": function})
     return out, frozenset(custom)
 
@@ -289,11 +273,11 @@ def _custom_tool(name: str, description: str | None, fmt: Any, where: str) -> di
     if isinstance(fmt, dict) and fmt.get("type") == "grammar":
         definition = fmt.get("definition")
         if not isinstance(definition, str):
-            _wrong(where + ".format.definition", "a string")
+            wrong(where + ".format.definition", "a string")
         syntax = fmt.get("syntax", "lark")
         text += f"\n\nThe input must follow this {syntax} grammar:\n{definition}"
     elif fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
-        _wrong(where + ".format", "a text or grammar format")
+        wrong(where + ".format", "a text or grammar format")
     parameters = {
         "type": "object",
         "properties": {"input": {"type": "string", "description": "the tool's input, as text"}},
@@ -321,12 +305,12 @@ def _text_format(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        _wrong("text", "an object")
+        wrong("text", "an object")
     fmt = value.get("format")
     if fmt is None or (isinstance(fmt, dict) and fmt.get("type") == "text"):
         return None
     if not isinstance(fmt, dict) or fmt.get("type") not in ("json_object", "json_schema"):
-        _wrong("text.format", "a text, json_object or json_schema format")
+        wrong("text.format", "a text, json_object or json_schema format")
     if fmt["type"] == "json_object":
         return {"type": "json_object"}
     schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}

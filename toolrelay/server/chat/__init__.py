@@ -1,8 +1,8 @@
 """``POST /v1/chat/completions``: the OpenAI Chat Completions front, the hot path.
 
-A pure translator: :mod:`toolrelay.server.request` reads the body into the
-round, :mod:`toolrelay.server.wire` writes the answer; the turn itself is
-:class:`toolrelay.server.turn.TurnRoute`'s.
+A pure translator around the shared turn (:mod:`toolrelay.server.turn`):
+:mod:`.request` reads the body into the round, :mod:`.wire` writes the
+answer; the turn itself is :class:`toolrelay.server.turn.TurnRoute`'s.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 
 from toolrelay.io.round import Reply
 from toolrelay.io.settings import Settings
+from toolrelay.server.asgi import Headers, client_auth, header
+from toolrelay.server.chat.request import ChatRequest, read_request
+from toolrelay.server.chat.wire import ChunkEncoder, completion
 from toolrelay.server.errors import APIError
-from toolrelay.server.request import ChatRequest, read_request
-from toolrelay.server.turn import Headers, client_auth, header
-from toolrelay.server.wire import ChunkEncoder, completion
 
 
 class ChatFront:

@@ -10,22 +10,18 @@ answers for itself, and its 4xx reaches the client as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NoReturn, get_args
+from typing import Any
 
-from toolrelay.io.round import RoundRequest, build_round
-from toolrelay.io.settings import Settings, ValidateMode
-from toolrelay.profiles import get_profile
-from toolrelay.rescue import RescueRequestError
+from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
+from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.turn import Turn
-from toolrelay.stuck import Mode, parse_mode
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 _INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
 # toolrelay's own request fields: read here, never sent to a backend.
 _OWN_FIELDS = ("toolrelay_profile", "toolrelay_stuck_mode", "toolrelay_validate")
-_VALIDATE_MODES = get_args(ValidateMode)
 
 
 @dataclass
@@ -42,13 +38,13 @@ def read_request(
     model = model_name(body, settings)
     _check_messages(body.get("messages"))
     _check_tools(body.get("tools"))
-    stream = _optional(body, "stream", bool) or False
-    stream_options = _optional(body, "stream_options", dict)
+    stream = optional(body, "stream", bool) or False
+    stream_options = optional(body, "stream_options", dict)
     include_usage = False
     if stream_options is not None:
-        include_usage = _optional(stream_options, "include_usage", bool, "stream_options.") or False
-    _optional(body, "parallel_tool_calls", bool)
-    n = _optional(body, "n", int)
+        include_usage = optional(stream_options, "include_usage", bool, "stream_options.") or False
+    optional(body, "parallel_tool_calls", bool)
+    n = optional(body, "n", int)
     if n is not None and n != 1:
         raise invalid("toolrelay serves one choice per request: 'n' must be 1.", "n")
     for key in _NUMBERS:
@@ -56,7 +52,7 @@ def read_request(
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise invalid(f"'{key}' must be a number.", key)
     for key in _INTEGERS:
-        _optional(body, key, int)
+        optional(body, key, int)
     stop = body.get("stop")
     if stop is not None and not isinstance(stop, str) and not _all_strings(stop):
         raise invalid("'stop' must be a string or an array of strings.", "stop")
@@ -65,82 +61,6 @@ def read_request(
     backend_body["model"] = model
     round_request = make_round(backend_body, settings, options, auth)
     return ChatRequest(round_request, stream, options.stuck_mode, include_usage)
-
-
-@dataclass(frozen=True)
-class OwnOptions:
-    """toolrelay's own request options, read the same way by every front."""
-
-    profile: str | None
-    stuck_mode: Mode | None
-    validate: str
-
-
-def model_name(body: dict[str, Any], settings: Settings) -> str:
-    """The model the backend is asked for: the configured one, else the request's."""
-    model = settings.model or body.get("model")
-    if not isinstance(model, str) or not model:
-        raise invalid("'model' is required and must be a non-empty string.", "model")
-    return model
-
-
-def own_options(
-    body: dict[str, Any], settings: Settings, model: str, stuck_header: str | None
-) -> OwnOptions:
-    """The sampling profile, the stuck detector's mode (the body field, else the
-    header) and the validation mode, from any front's body, else the settings."""
-    configured = settings.round_options(model)
-    profile = _optional(body, "toolrelay_profile", str) or configured["profile"]
-    if profile is not None:
-        try:
-            get_profile(profile)
-        except ValueError as exc:
-            raise invalid(str(exc), "toolrelay_profile") from None
-    stuck_mode: Mode | None = None
-    requested_mode = _optional(body, "toolrelay_stuck_mode", str) or stuck_header
-    if requested_mode is not None:
-        try:
-            stuck_mode = parse_mode(requested_mode)
-        except ValueError as exc:
-            raise invalid(str(exc), "toolrelay_stuck_mode") from None
-    validate = _optional(body, "toolrelay_validate", str) or configured["validate"]
-    if validate not in _VALIDATE_MODES:
-        raise invalid(
-            f"'toolrelay_validate' must be one of {', '.join(_VALIDATE_MODES)}.",
-            "toolrelay_validate",
-        )
-    return OwnOptions(profile, stuck_mode, validate)
-
-
-def make_round(
-    backend_body: dict[str, Any], settings: Settings, options: OwnOptions, auth: str | None
-) -> RoundRequest:
-    """The round for a Chat Completions body (checked, ``model`` set, toolrelay's
-    own fields removed), with the model's configured options."""
-    try:
-        return build_round(
-            settings, backend_body, auth=auth, profile=options.profile, validate=options.validate
-        )
-    except RescueRequestError as exc:
-        raise invalid(str(exc), exc.param) from None
-
-
-def _optional(body: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any:
-    value = body.get(key)
-    if value is None:
-        return None
-    # bool is an int in Python; JSON keeps them apart.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise invalid(f"'{prefix}{key}' must be {_KIND_NAMES[kind]}.", prefix + key)
-    return value
-
-
-_KIND_NAMES: dict[type, str] = {
-    bool: "a boolean",
-    dict: "an object",
-    int: "an integer",
-    str: "a string",
-}
 
 
 def _all_strings(value: Any) -> bool:
@@ -186,15 +106,15 @@ def _tool_calls(calls: Any, where: str) -> None:
         at = f"{where}[{j}]"
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
-            _wrong(f"{at}.function", "an object")
+            wrong(f"{at}.function", "an object")
         name = function.get("name")
         if not isinstance(name, str) or not name:
-            _wrong(f"{at}.function.name", "a non-empty string")
+            wrong(f"{at}.function.name", "a non-empty string")
         arguments = function.get("arguments")
         if arguments is not None and not isinstance(arguments, (str, dict)):
-            _wrong(f"{at}.function.arguments", "a string")
+            wrong(f"{at}.function.arguments", "a string")
         if call.get("id") is not None and not isinstance(call["id"], str):
-            _wrong(f"{at}.id", "a string")
+            wrong(f"{at}.id", "a string")
 
 
 def _check_tools(value: Any) -> None:
@@ -211,12 +131,8 @@ def _check_tools(value: Any) -> None:
             raise invalid(f"'{where}.function' must be an object.", where + ".function")
         name = function.get("name")
         if not isinstance(name, str) or not name:
-            _wrong(where + ".function.name", "a non-empty string")
+            wrong(where + ".function.name", "a non-empty string")
         if not isinstance(function.get("parameters", {}), dict):
-            _wrong(where + ".function.parameters", "an object")
+            wrong(where + ".function.parameters", "an object")
         if not isinstance(function.get("description", ""), str):
-            _wrong(where + ".function.description", "a string")
-
-
-def _wrong(param: str, expected: str) -> NoReturn:
-    raise invalid(f"'{param}' must be {expected}.", param)
+            wrong(where + ".function.description", "a string")

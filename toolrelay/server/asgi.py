@@ -1,0 +1,120 @@
+"""The HTTP side every front shares: reading and decoding a request body,
+its headers and the client's credentials, and sending a JSON answer. Plain
+ASGI: the hot path pays for no Request/Response objects.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+from starlette.types import Message, Receive, Send
+
+from toolrelay.repair import MAX_DEPTH as MAX_NESTING
+from toolrelay.server.errors import APIError, invalid
+
+Headers = Iterable[tuple[bytes, bytes]]
+
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+# orjson writes at most 254 levels of nesting; a value wrapped in this many
+# lists fails to encode exactly when it nests deeper than MAX_NESTING.
+_WRAP = 254 - MAX_NESTING
+
+
+def decode(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise invalid(f"The request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.")
+    if _too_deep(body, _WRAP):
+        # What the gateway accepts it must be able to forward (and to read).
+        param = next((key for key, value in body.items() if _too_deep(value, _WRAP + 1)), None)
+        raise invalid(
+            f"The request nests deeper than {MAX_NESTING} levels, toolrelay's limit"
+            + (f" ('{param}' does)." if param else "."),
+            param,
+        )
+    return body
+
+
+class _Wrapper(threading.local):
+    """Per thread, ``_WRAP`` nested lists around a slot, built once."""
+
+    def __init__(self) -> None:
+        self.slot: list[Any] = [None]
+        self.outer: list[Any] = self.slot
+        for _ in range(_WRAP - 1):
+            self.outer = [self.outer]
+
+
+_wrapper = _Wrapper()
+
+
+def _too_deep(value: Any, wrap: int) -> bool:
+    """Whether ``value`` nests deeper than 254 levels once inside ``wrap`` lists."""
+    if wrap == _WRAP:
+        _wrapper.slot[0] = value
+        wrapped: Any = _wrapper.outer
+    else:
+        wrapped = value
+        for _ in range(wrap):
+            wrapped = [wrapped]
+    try:
+        orjson.dumps(wrapped)
+    except orjson.JSONEncodeError:
+        return True
+    finally:
+        _wrapper.slot[0] = None
+    return False
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    chunks = []
+    size = 0
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            raise APIError(400, "The client went away before sending the body.")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def header(headers: Headers, name: bytes) -> str | None:
+    """A request header's value (``name`` in lower case, as ASGI gives it)."""
+    for key, value in headers:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def client_auth(headers: Headers) -> str | None:
+    """The client's credentials as an Authorization value: its own
+    ``Authorization`` header, else its ``x-api-key`` (Anthropic's) as a bearer token."""
+    auth = header(headers, b"authorization")
+    if auth is None:
+        key = header(headers, b"x-api-key")
+        if key:
+            auth = "Bearer " + key
+    return auth
+
+
+async def send_json(
+    send: Send, status: int, body: Any, extra_headers: dict[str, str] | None = None
+) -> None:
+    data = orjson.dumps(body)
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]
+    if extra_headers:
+        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra_headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})

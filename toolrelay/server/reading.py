@@ -1,0 +1,102 @@
+"""What every front reads the same way: the model, toolrelay's own request
+options, the round (built by :func:`toolrelay.io.round.build_round`), and the
+checks of one field, whose errors name it as the OpenAI API does
+(``'n' must be an integer.``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NoReturn, get_args
+
+from toolrelay.errors import RequestError
+from toolrelay.io.round import RoundRequest, build_round
+from toolrelay.io.settings import Settings, ValidateMode
+from toolrelay.profiles import get_profile
+from toolrelay.server.errors import invalid
+from toolrelay.stuck import Mode, parse_mode
+
+_VALIDATE_MODES = get_args(ValidateMode)
+
+
+@dataclass(frozen=True)
+class OwnOptions:
+    """toolrelay's own request options, read the same way by every front."""
+
+    profile: str | None
+    stuck_mode: Mode | None
+    validate: str
+
+
+def model_name(body: dict[str, Any], settings: Settings) -> str:
+    """The model the backend is asked for: the configured one, else the request's."""
+    model = settings.model or body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid("'model' is required and must be a non-empty string.", "model")
+    return model
+
+
+def own_options(
+    body: dict[str, Any], settings: Settings, model: str, stuck_header: str | None
+) -> OwnOptions:
+    """The sampling profile, the stuck detector's mode (the body field, else the
+    header) and the validation mode, from any front's body, else the settings."""
+    configured = settings.round_options(model)
+    profile = optional(body, "toolrelay_profile", str) or configured["profile"]
+    if profile is not None:
+        try:
+            get_profile(profile)
+        except ValueError as exc:
+            raise invalid(str(exc), "toolrelay_profile") from None
+    stuck_mode: Mode | None = None
+    requested_mode = optional(body, "toolrelay_stuck_mode", str) or stuck_header
+    if requested_mode is not None:
+        try:
+            stuck_mode = parse_mode(requested_mode)
+        except ValueError as exc:
+            raise invalid(str(exc), "toolrelay_stuck_mode") from None
+    validate = optional(body, "toolrelay_validate", str) or configured["validate"]
+    if validate not in _VALIDATE_MODES:
+        raise invalid(
+            f"'toolrelay_validate' must be one of {', '.join(_VALIDATE_MODES)}.",
+            "toolrelay_validate",
+        )
+    return OwnOptions(profile, stuck_mode, validate)
+
+
+def make_round(
+    backend_body: dict[str, Any], settings: Settings, options: OwnOptions, auth: str | None
+) -> RoundRequest:
+    """The round for a Chat Completions body (checked, ``model`` set, toolrelay's
+    own fields removed), with the model's configured options."""
+    try:
+        return build_round(
+            settings, backend_body, auth=auth, profile=options.profile, validate=options.validate
+        )
+    except RequestError as exc:
+        raise invalid(str(exc), exc.param) from None
+
+
+def optional(body: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any:
+    """``body[key]`` when it is of ``kind`` (``prefix`` + ``key`` names it), None when
+    absent or null; else a 400 naming it."""
+    value = body.get(key)
+    if value is None:
+        return None
+    # bool is an int in Python; JSON keeps them apart.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        wrong(prefix + key, _KIND_NAMES[kind])
+    return value
+
+
+_KIND_NAMES: dict[type, str] = {
+    bool: "a boolean",
+    dict: "an object",
+    int: "an integer",
+    str: "a string",
+}
+
+
+def wrong(param: str, expected: str) -> NoReturn:
+    """A 400 saying what ``param`` must be."""
+    raise invalid(f"'{param}' must be {expected}.", param)
