@@ -257,11 +257,11 @@ CASES: dict[str, Case] = {
         [("get_weather", {"city": "SF"})],
         "Let me look.\n\nOK",
     ),
+    # Not OLMo's Python: an <invoke> block is DSML written without its token (issue 22).
     "olmo3_not_python": Case(
         "<function_calls><invoke name='x'/></function_calls>",
-        [],
-        "<function_calls><invoke name='x'/></function_calls>",
-        markup_free=False,
+        [("x", {})],
+        "",
     ),
     # -- Llama 3 after <|python_tag|> -------------------------------------------------
     "llama3_builtin_call": Case(
@@ -385,8 +385,9 @@ CASES: dict[str, Case] = {
         ],
         "Ok.  sent",
     ),
+    # Gemma 4 delimits every string and nothing else: a delimited 1 is the text "1".
     "gemma4_two_in_one_block": Case(
-        '<|tool_call>call:a{x:<|"|>1<|"|>}call:b{}<tool_call|>', [("a", {"x": 1}), ("b", {})]
+        '<|tool_call>call:a{x:<|"|>1<|"|>}call:b{}<tool_call|>', [("a", {"x": "1"}), ("b", {})]
     ),
     "gemma4_missing_end": Case(
         '<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}',

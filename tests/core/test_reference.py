@@ -95,6 +95,8 @@ WRAPPERS: dict[str, Callable[[str], str]] = {
     "llama3_builtin": lambda a: "<|python_tag|>" + _call_object(a, key="parameters"),
     "qwen3_coder": lambda a: "<function=f>\n" + a + "\n</function>",
     "functionary_v3_2": lambda a: ">>>f\n" + a,
+    "longcat": lambda a: "<longcat_tool_call>\n" + _call_object(a) + "\n</longcat_tool_call>",
+    "ernie45": lambda a: "<tool_call>\n" + _call_object(a) + "\n</tool_call>",
 }
 
 

@@ -141,13 +141,25 @@ def check_responses_stream(raw: bytes) -> Response:
             assert event["item_id"] == item["id"]
         if kind == "response.content_part.added":
             assert item["type"] in ("message", "reasoning") and not pieces
-        elif kind in ("response.output_text.delta", "response.reasoning_text.delta"):
+        elif kind == "response.reasoning_summary_part.added":
+            assert item["type"] == "reasoning" and not pieces and event["summary_index"] == 0
+        elif kind in (
+            "response.output_text.delta",
+            "response.reasoning_text.delta",
+            "response.reasoning_summary_text.delta",
+        ):
             pieces.append(event["delta"])
         elif kind == "response.function_call_arguments.delta":
             assert item["type"] == "function_call"
             pieces.append(event["delta"])
-        elif kind in ("response.output_text.done", "response.reasoning_text.done"):
+        elif kind in (
+            "response.output_text.done",
+            "response.reasoning_text.done",
+            "response.reasoning_summary_text.done",
+        ):
             assert event["text"] == "".join(pieces)
+        elif kind == "response.reasoning_summary_part.done":
+            assert event["part"]["text"] == "".join(pieces)
         elif kind == "response.custom_tool_call_input.delta":
             assert item["type"] == "custom_tool_call"
             pieces.append(event["delta"])

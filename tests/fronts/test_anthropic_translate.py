@@ -144,7 +144,6 @@ def test_streams_ask_for_usage_and_thinking_is_read() -> None:
             },
             "messages.0.content.0.input",
         ),
-        ({"tools": [{"type": "bash_20250124", "name": "bash"}]}, "tools.0.type"),
         ({"tools": [{"name": "f"}]}, "tools.0.input_schema"),
         ({"tool_choice": {"type": "sometimes"}}, "tool_choice"),
         ({"system": 3}, "system"),

@@ -145,11 +145,10 @@ def test_refusals_are_clear_400s(pair: Pair) -> None:
     _, gw = pair
     client = gw.client()
     refused: list[dict[str, Any]] = [
-        {"tools": [{"type": "web_search"}]},
-        {"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]},
         {"tools": [RESPONSES_TOOL], "tool_choice": {"type": "web_search_preview"}},
         {"background": True},
-        {"input": [{"type": "computer_call_output", "call_id": "c", "output": {}}]},
+        {"input": [{"type": "telepathy_call", "call_id": "c"}]},
+        {"tools": [{"type": "namespace", "name": "fs", "tools": [{"type": "function"}]}]},
     ]
     for extra in refused:
         body = {"model": "toolrelay-sim", "input": "hi", **extra}

@@ -107,10 +107,10 @@ def test_items_become_chat_messages() -> None:
     ("body", "param"),
     [
         ({"input": 3}, "input"),
-        ({"input": [{"type": "web_search_call", "id": "x"}]}, "input[0].type"),
+        ({"input": [{"type": "telepathy_call", "id": "x"}]}, "input[0].type"),
         ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
         ({"input": [{"role": "user", "content": [{"type": "input_file"}]}]}, "input[0].content[0]"),
-        ({"input": "x", "tools": [{"type": "computer_use_preview"}]}, "tools[0].type"),
+        ({"input": "x", "tools": [{"type": "namespace", "tools": []}]}, "tools[0].name"),
         ({"input": "x", "tool_choice": {"type": "file_search"}}, "tool_choice"),
         ({"input": "x", "background": True}, "background"),
         ({"input": "x", "conversation": "conv_1"}, "conversation"),

@@ -23,9 +23,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "simulate": ("toolrelay.cli.simulate", "serve a model-server simulator (a test double)"),
     "chat": ("toolrelay.cli.chat", "chat with a model that uses tools, in the terminal"),
+    "mcp": ("toolrelay.cli.mcp", "serve toolrelay's HTTP tools to an MCP client over stdio"),
     "doctor": (
         "toolrelay.cli.doctor",
         "probe a model server's tool calling and say what to set",
+    ),
+    "launch": (
+        "toolrelay.cli.launch",
+        "run Claude Code, Codex CLI, opencode or llm on any model server, through the gateway",
     ),
 }
 
@@ -48,7 +53,18 @@ def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in arguments if not a.startswith("-")), None)
+    passed_on: list[str] = []
+    # A command that runs another program (``launch``) hands it everything after
+    # ``--`` untouched; argparse would take those for its own.
+    if (
+        chosen in COMMANDS
+        and "--" in arguments
+        and getattr(importlib.import_module(COMMANDS[chosen][0]), "PASSES_ON", False)
+    ):
+        split = arguments.index("--")
+        arguments, passed_on = arguments[:split], arguments[split + 1 :]
     args = build_parser(chosen if chosen in COMMANDS else None).parse_args(arguments)
+    args.passed_on = passed_on
     if args.command is None:
         build_parser().print_help()
         return 2

@@ -35,12 +35,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
     parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
-    parser.add_argument("--model", help="force every request onto this model")
+    parser.add_argument(
+        "--model",
+        help="the catch-all: requests for a model no alias matches and the backend does not "
+        "list go to this model",
+    )
+    parser.add_argument(
+        "--model-alias",
+        action="append",
+        metavar="CLIENT=BACKEND",
+        help="serve the client's model name CLIENT (a glob allowed: 'claude-*') with the "
+        "backend's model BACKEND; repeatable",
+    )
     parser.add_argument(
         "--validation",
         choices=("repair", "warn", "off"),
         help="tool calls that do not fit their schema: re-ask the model once (repair, the "
         "default), pass them on with a warning (warn), or leave them alone (off)",
+    )
+    parser.add_argument(
+        "--builtin-tools",
+        choices=("drop", "error"),
+        help="tools only OpenAI's or Anthropic's servers run (web_search, ...): leave them "
+        "out with a warning (drop, the default) or refuse the request (error)",
     )
     parser.add_argument("--host", help="default: 127.0.0.1")
     parser.add_argument("--port", type=int, help="default: 8787")
@@ -69,6 +86,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="text",
         choices=("text", "json"),
         help="text lines, or one JSON object per line for log collectors (default: text)",
+    )
+    mcp = parser.add_argument_group("MCP servers whose tools toolrelay runs (docs/mcp.md)")
+    mcp.add_argument(
+        "--mcp-config",
+        metavar="FILE",
+        help='a JSON file {"mcpServers": {...}} as Claude Desktop, Claude Code and Cursor '
+        "write it (TOOLRELAY_MCP_CONFIG)",
+    )
+    mcp.add_argument(
+        "--mcp-optional",
+        action="store_true",
+        default=None,
+        help="start even when an MCP server does not: a warning, and its tools are absent "
+        "until it comes up (TOOLRELAY_MCP_OPTIONAL)",
+    )
+    mcp.add_argument(
+        "--mcp-tool-names",
+        choices=("auto", "prefixed"),
+        help="MCP tools keep their names unless one is taken, then SERVER__tool (auto, the "
+        "default), or are always SERVER__tool (prefixed)",
     )
     tools = parser.add_argument_group(
         "HTTP tools run by toolrelay (docs/agent.md; also in the environment and the config file)"
@@ -110,6 +147,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from toolrelay.io.mcp.config import McpConfigError
     from toolrelay.io.settings import Settings, describe_error
     from toolrelay.io.tools.registry import ToolsError
     from toolrelay.io.urls import redact_url
@@ -123,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
         "backend_kind",
         "tool_mode",
         "model",
+        "model_alias",
         "validation",
+        "builtin_tools",
         "host",
         "port",
         "workers",
@@ -134,6 +174,9 @@ def run(args: argparse.Namespace) -> int:
         "tool_max_iterations",
         "tool_timeout_secs",
         "tool_result_max_chars",
+        "mcp_config",
+        "mcp_optional",
+        "mcp_tool_names",
     )
     try:
         settings = Settings(**explicit)
@@ -156,6 +199,9 @@ def run(args: argparse.Namespace) -> int:
         app = create_app(settings)
     except ToolsError as exc:
         print(f"toolrelay serve: invalid tools: {exc}", file=sys.stderr)
+        return 2
+    except McpConfigError as exc:
+        print(f"toolrelay serve: invalid MCP configuration: {exc}", file=sys.stderr)
         return 2
     if settings.redis_url:
         import asyncio

@@ -20,6 +20,7 @@ from toolrelay.formats import (
     deepseek,
     deepseek_v32,
     echoes,
+    ernie45,
     fenced,
     functionary,
     functiongemma,
@@ -34,6 +35,8 @@ from toolrelay.formats import (
     lfm2,
     llama3_builtin,
     llama4_pythonic,
+    longcat,
+    minicpm5,
     minimax_m1,
     minimax_m2,
     mistral,
@@ -59,6 +62,7 @@ FORMATS: tuple[Format, ...] = (
     mistral.FORMAT,
     harmony.FORMAT,
     granite.FORMAT,
+    deepseek_v32.FORMAT,  # before Jamba: a <tool_calls> block of <invoke> tags
     jamba.FORMAT,
     minimax_m1.FORMAT,
     internlm2.FORMAT,
@@ -67,11 +71,11 @@ FORMATS: tuple[Format, ...] = (
     lfm2.FORMAT,
     apertus.FORMAT,
     command_r7b.FORMAT,
+    minicpm5.FORMAT,  # before Qwen3-Coder: a <function name=…> call of <param> tags
     qwen3_coder.FORMAT,
     seed_oss.FORMAT,
     glm45.FORMAT,
     minimax_m2.FORMAT,
-    deepseek_v32.FORMAT,
     step3.FORMAT,
     pythonic.FORMAT,
     llama4_pythonic.FORMAT,
@@ -80,6 +84,8 @@ FORMATS: tuple[Format, ...] = (
     functiongemma.FORMAT,
     gemma4.FORMAT,
     functionary.FORMAT,
+    longcat.FORMAT,
+    ernie45.FORMAT,
 )
 
 ALWAYS_ON: tuple[Format, ...] = (reasoning.FORMAT, echoes.FORMAT)

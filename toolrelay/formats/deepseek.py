@@ -3,6 +3,9 @@
 V3/R1: ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME``
 then the arguments in a ```json fence, ``<｜tool▁call▁end｜>``, …,
 ``<｜tool▁calls▁end｜>``. V3.1 writes ``NAME<｜tool▁sep｜>{json}`` instead.
+Either begin token may be left out, as R1's distills and V3.1 do: a call
+with no section around it (``<｜tool▁call▁begin｜>`` opens it), and a call
+whose header follows the section's token (or the last call's end) directly.
 The bars are FULLWIDTH (U+FF5C) and the word separator is U+2581; some
 Ollama templates spell the tokens with ASCII bars (``<|tool▁calls▁begin|>``),
 and a model then writes every token of its section that way. A section
@@ -21,6 +24,7 @@ def _markers(bar: str) -> SectionMarkers:
         separator=f"<{bar}tool▁sep{bar}>",
         call_end=f"<{bar}tool▁call▁end{bar}>",
         section_end=f"<{bar}tool▁calls▁end{bar}>",
+        call_begin_optional=True,
     )
 
 
@@ -37,7 +41,8 @@ def _header(text: str) -> Header | None:
 
 
 def _region(ctx: Context, marker: str) -> Region:
-    return SectionRegion(ctx, _ASCII if marker.startswith("<|") else _FULLWIDTH, _header)
+    markers = _ASCII if marker.startswith("<|") else _FULLWIDTH
+    return SectionRegion(ctx, markers, _header, opener=marker)
 
 
 FORMAT = Format(
@@ -47,5 +52,7 @@ FORMAT = Format(
     openers=(
         Opener("<｜tool▁calls▁begin｜>", _region),
         Opener("<|tool▁calls▁begin|>", _region),
+        Opener(_FULLWIDTH.call_begin, _region),
+        Opener(_ASCII.call_begin, _region),
     ),
 )

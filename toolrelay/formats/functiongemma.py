@@ -53,6 +53,10 @@ _LITERALS = ("true", "false", "null")
 class DslOptions:
     delimiter: str  # what opens and closes a string: <escape>, <|"|>
     end_marker: str  # what closes the call: <end_function_call>, <tool_call|>
+    # Gemma 4: its template delimits every string and nothing else, so a delimited value
+    # with no schema is a string whatever it spells, and a bare None (its template's
+    # writing of a null item) is null. FunctionGemma's parser types delimited values.
+    strings_delimited: bool = False
 
 
 def could_be_json(text: str) -> bool:
@@ -106,7 +110,7 @@ class _String:
 
     __slots__ = ("held", "schema", "streaming", "typed")
 
-    def __init__(self, schema: dict[str, Any] | None) -> None:
+    def __init__(self, schema: dict[str, Any] | None, delimited_is_string: bool) -> None:
         self.schema = schema
         # A nullable string is read like an untyped one: held while it may be a literal.
         self.typed = (
@@ -114,7 +118,9 @@ class _String:
             and not is_string_schema(schema)
             and not is_nullable_string(schema)
         )
-        self.streaming = is_string_schema(schema)
+        self.streaming = is_string_schema(schema) or (
+            delimited_is_string and not schema_types(schema)
+        )
         self.held: list[str] = []
 
 
@@ -305,7 +311,11 @@ class DslCallRegion:
             frame.part = _Part.COLON
         else:
             self._begin_value()
-            self._emit(_typed(text.strip(), frame.child_schema()))
+            bare = text.strip()
+            if self._options.strings_delimited and bare == "None":
+                self._emit("null")
+            else:
+                self._emit(_typed(bare, frame.child_schema()))
             frame.part = _Part.NEXT
             self._member_read()
         self._at = _At.BODY
@@ -314,7 +324,11 @@ class DslCallRegion:
         frame = self._frames[-1]
         self._parts.clear()
         # A delimited key (<escape>city<escape>:) is read like a value, then kept as the key.
-        self._string = None if frame.part is _Part.KEY else _String(frame.child_schema())
+        self._string = (
+            None
+            if frame.part is _Part.KEY
+            else _String(frame.child_schema(), self._options.strings_delimited)
+        )
         if self._string is not None:
             self._begin_value()
             if self._string.streaming:

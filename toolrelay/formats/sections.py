@@ -42,6 +42,9 @@ class SectionMarkers:
     separator: str
     call_end: str
     section_end: str
+    # DeepSeek: a call may leave out its begin token, its header right after the last
+    # token ("<｜tool▁calls▁begin｜>function<｜tool▁sep｜>f…").
+    call_begin_optional: bool = False
 
 
 class _State(enum.Enum):
@@ -86,12 +89,13 @@ class SectionRegion:
         self._args: ArgumentStream | None = None
         self._seen = False  # a call marker was seen: the section is real
         if opener == markers.call_begin:
-            # A call without its section (Kimi K2 writes them): the opener began the call.
-            self._seen = True
+            # A call without its section (Kimi K2 writes them): the opener began the call,
+            # which is real once its header's separator is read (else the text stays).
             self._state = _State.HEADER
 
-    def _begin_call(self, pos: int) -> None:
-        self._seen = True
+    def _begin_call(self, pos: int, implicit: bool = False) -> None:
+        # A call without its begin token is real only once its header's separator is read.
+        self._seen = self._seen or not implicit
         self._state = _State.HEADER
         self._header.clear()
         self._ctx.mark(pos)
@@ -134,6 +138,10 @@ class SectionRegion:
                 return pos + len(marker), None
             if at is None and not final:
                 return pos, Status.CONTINUE
+        if markers.call_begin_optional and (buf[pos].isalnum() or buf[pos] == "_"):
+            # A header begins with its name (or "function"); another token is no call.
+            self._begin_call(pos, implicit=True)
+            return pos, None
         return pos, self._end_status()
 
     def _end_status(self) -> Status:
@@ -163,6 +171,7 @@ class SectionRegion:
             self._header_length += stop - pos
             return stop, Status.CONTINUE
         self._header.append(buf[pos:found])
+        self._seen = True
         header_text = "".join(self._header)
         self._header_length = 0
         header = self._read_header(header_text.strip())

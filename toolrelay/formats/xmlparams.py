@@ -60,6 +60,25 @@ CLOSE_WINDOW = 4096
 # Parameters that models wrap a whole arguments object in (DSML).
 WRAPPER_KEYS = frozenset({"arguments", "input"})
 
+CDATA_OPEN = "<![CDATA["
+CDATA_CLOSE = "]]>"
+_ENTITY = re.compile(r"&(?:(lt|gt|amp|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
+_NAMED_ENTITIES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+_LONGEST_ENTITY = len("&#x10FFFF;")
+
+
+def _entity(found: re.Match[str]) -> str:
+    named, decimal, hexadecimal = found.groups()
+    if named is not None:
+        return _NAMED_ENTITIES[named]
+    code = int(decimal) if decimal is not None else int(hexadecimal, 16)
+    return chr(code) if 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else found.group()
+
+
+def decode_entities(text: str) -> str:
+    """XML's five named entity escapes and character references, decoded."""
+    return _ENTITY.sub(_entity, text) if "&" in text else text
+
 
 @dataclass(frozen=True)
 class Dialect:
@@ -79,6 +98,9 @@ class Dialect:
     json_arguments: bool = False  # a JSON object right after the name: <function=f>{json}
     string_attribute: bool = False  # DSML: string="true|false" says whether a value is JSON
     unwrap: bool = False  # DSML: a lone "arguments"/"input" parameter holds the object
+    # MiniCPM5, read as XML by its server: a value may be a <![CDATA[…]]> section (its
+    # text raw, tags in it data), and XML's entity escapes outside one are decoded.
+    xml_text: bool = False
 
     @property
     def value_close(self) -> str:
@@ -90,11 +112,14 @@ class Dialect:
 
     @cached_property
     def value_terminators(self) -> tuple[str, ...]:
-        """What ends a value: its closing tag, or markup that shows the closing tag was lost."""
+        """What ends a value: its closing tag, or markup that shows the closing tag was lost
+        (and, with ``xml_text``, what begins a CDATA section)."""
         found = [self.value_close, self.param_open, self.section_end]
         if self.invoke_close is not None:
             found.append(self.invoke_close)
         found.extend(sorted(self.skip_tags))
+        if self.xml_text:
+            found.append(CDATA_OPEN)
         return tuple(found)
 
     @cached_property
@@ -251,7 +276,7 @@ _NULL_WINDOW = 64
 
 
 class _Value:
-    __slots__ = ("key", "mode", "parts", "schema", "trim", "wrapper")
+    __slots__ = ("cdata", "key", "mode", "parts", "schema", "trim", "wrapper")
 
     def __init__(
         self, key: str, mode: _Mode, schema: Mapping[str, Any] | None, trim: _Trim
@@ -262,6 +287,7 @@ class _Value:
         self.trim = trim
         self.parts: list[str] = []
         self.wrapper = False  # may be the whole arguments object, wrapped (DSML)
+        self.cdata = False  # inside a <![CDATA[…]]> section
 
 
 class _State(enum.Enum):
@@ -651,23 +677,32 @@ class XmlParamsRegion:
         return end, None
 
     def _read_value(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
-        match = self._dialect.value_end.search(buf, pos)
+        dialect = self._dialect
+        if self._value is not None and self._value.cdata:
+            return self._read_cdata(buf, pos, final)
+        match = dialect.value_end.search(buf, pos)
         if match is None:
             safe = len(buf) if final else self._safe_end(buf, pos)
-            self._value_text(buf[pos:safe])
+            if self._decodes() and not final:
+                safe = _before_partial_entity(buf, pos, safe)
+            self._value_text(self._xml_text(buf[pos:safe]))
             if final:
                 return self._finish(len(buf)), Status.DONE
             return safe, Status.CONTINUE
         found = match.start()
+        if match.group() == CDATA_OPEN and self._value is not None:
+            self._value_text(self._xml_text(buf[pos:found]))
+            self._value.cdata = True
+            return match.end(), None
         if match.group() in self._dialect.closers:
             close = self._closes_later(buf, match.end(), final)
             if close == -1:  # cannot tell yet: the text before the closer is value
-                self._value_text(buf[pos:found])
+                self._value_text(self._xml_text(buf[pos:found]))
                 return found, Status.CONTINUE
             if close >= 0:
                 found = close
                 match = None
-        self._value_text(buf[pos:found])
+        self._value_text(self._xml_text(buf[pos:found]))
         self._close_value()
         if match is None:
             return found + len(self._dialect.value_close), None
@@ -690,6 +725,34 @@ class XmlParamsRegion:
         if close >= 0:
             return close
         return -2 if final or len(buf) >= limit + len(dialect.value_close) else -1
+
+    def _xml_text(self, text: str) -> str:
+        return decode_entities(text) if self._decodes() else text
+
+    def _decodes(self) -> bool:
+        # Only a string's text: MiniCPM5's template puts a string holding '&' in CDATA,
+        # so an escape outside one is XML's, but writes lists and objects raw.
+        value = self._value
+        return self._dialect.xml_text and value is not None and value.mode is not _Mode.HOLD
+
+    def _read_cdata(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        """A CDATA section's text is the value's, markup and all, up to ``]]>``."""
+        close = buf.find(CDATA_CLOSE, pos)
+        if close < 0:
+            safe = len(buf)
+            if not final:
+                for keep in (2, 1):  # a "]]" or "]" at the end may begin the close
+                    if buf.endswith(CDATA_CLOSE[:keep], pos):
+                        safe = len(buf) - keep
+                        break
+            self._value_text(buf[pos:safe])
+            if final:
+                return self._finish(len(buf)), Status.DONE
+            return safe, Status.CONTINUE
+        self._value_text(buf[pos:close])
+        assert self._value is not None
+        self._value.cdata = False
+        return close + len(CDATA_CLOSE), None
 
     def _safe_end(self, buf: str, pos: int) -> int:
         """Hold back a possible partial terminator at the end of the buffer."""
@@ -808,6 +871,14 @@ class XmlParamsRegion:
             return pos, Status.CONTINUE
         self._ctx.content(self._trailer)
         return pos, Status.DONE
+
+
+def _before_partial_entity(buf: str, pos: int, safe: int) -> int:
+    """Hold back an entity escape the buffer may end inside (``&am`` before ``p;``)."""
+    amp = buf.rfind("&", max(pos, safe - _LONGEST_ENTITY), safe)
+    if amp >= 0 and ";" not in buf[amp:safe]:
+        return amp
+    return safe
 
 
 def xml_opener(

@@ -35,6 +35,7 @@ from pydantic_settings import (
 )
 
 from toolrelay.formats import format_names
+from toolrelay.io.models import ModelNames, parse_alias
 from toolrelay.io.urls import redact_url
 from toolrelay.profiles import get_profile
 
@@ -44,6 +45,10 @@ StuckMode = Literal["enforce", "observe", "off"]
 # What the gateway does with a tool call that does not fit its tool's schema:
 # ask the model once to correct it, pass it on with a warning, or nothing.
 ValidateMode = Literal["repair", "warn", "off"]
+# What the Messages and Responses fronts do with a tool only the vendor's own
+# servers run (web search, code interpreter, hosted MCP, ...): leave it out of
+# what the model sees, with a warning, or refuse the request.
+BuiltinTools = Literal["drop", "error"]
 
 DEFAULT_BACKEND_URL = "http://127.0.0.1:8000/v1"
 
@@ -72,6 +77,36 @@ def _key_list(value: Any) -> Any:
 
 
 ApiKeys = Annotated[list[str], NoDecode, BeforeValidator(_key_list)]
+
+
+def _alias_list(value: Any) -> Any:
+    """Aliases as a list, each checked: the environment gives them comma-separated."""
+    value = _key_list(value)
+    if isinstance(value, list):
+        for alias in value:
+            if isinstance(alias, str):
+                parse_alias(alias)
+    return value
+
+
+Aliases = Annotated[list[str], NoDecode, BeforeValidator(_alias_list)]
+
+
+def _aliases_from_models(data: Any) -> Any:
+    """A ``models:`` entry whose value is a name (``claude-*: qwen3-coder``) is an
+    alias; it comes after the ``--model-alias`` ones, which win."""
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        return data
+    models = dict(data["models"])
+    names = {client: model for client, model in models.items() if isinstance(model, str)}
+    if not names:
+        return data
+    given = _key_list(data.get("model_alias") or [])
+    return {
+        **data,
+        "models": {k: v for k, v in models.items() if k not in names},
+        "model_alias": [*given, *(f"{client}={model}" for client, model in names.items())],
+    }
 
 
 def _known_profile(name: str) -> str:
@@ -119,6 +154,7 @@ class ModelOverride(BaseModel):
     # True: the chat template opens the reasoning, so answers start inside it (text
     # before the closing tag is reasoning); None: read from the template, or learned.
     reasoning_open: bool | None = None
+    builtin_tools: BuiltinTools | None = None
 
 
 class BackendConfig(BaseModel):
@@ -197,7 +233,14 @@ class Settings(BaseSettings):
         default=False, description="never send tool_choice to the backend"
     )
     model: str | None = Field(
-        default=None, description="send every request to this model (else the model it names)"
+        default=None,
+        description="the catch-all: requests for a model no alias matches and no backend "
+        "lists go to this model",
+    )
+    model_alias: Aliases = Field(
+        default_factory=list,
+        description="CLIENT=BACKEND model aliases, comma-separated; CLIENT may be a glob "
+        "(claude-*=qwen3-coder)",
     )
     workers: int = Field(
         default=1, ge=1, description="gateway processes sharing the port (toolrelay serve)"
@@ -221,6 +264,11 @@ class Settings(BaseSettings):
     validation: ValidateMode = Field(
         default="repair",
         description="tool calls that do not fit their schema: repair (re-ask once), warn, off",
+    )
+    builtin_tools: BuiltinTools = Field(
+        default="drop",
+        description="tools only OpenAI's or Anthropic's servers run (web_search, ...): "
+        "drop (left out, with a warning) or error (a 400)",
     )
     capability_ttl: float = Field(
         default=600.0, description="seconds a probed or learned fact about a model is trusted"
@@ -315,6 +363,31 @@ class Settings(BaseSettings):
         validation_alias=_seed_env("tool_result_max_chars"),
         description="tool results are cut to this many characters",
     )
+    # MCP servers whose tools the agent runs beside the HTTP tools (docs/mcp.md).
+    mcp_config: str | None = Field(
+        default=None,
+        description='a JSON file of MCP servers, {"mcpServers": {...}} as Claude Desktop, '
+        "Claude Code and Cursor write it",
+    )
+    mcp_servers: dict[str, Any] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("mcpServers", "TOOLRELAY_MCP_SERVERS"),
+        description="MCP servers given here (mcpServers: in the config file, or JSON), "
+        "beside those of mcp_config",
+    )
+    mcp_optional: bool = Field(
+        default=False,
+        description="an MCP server that fails to start is a warning and its tools are absent "
+        "(else it stops the start)",
+    )
+    mcp_tool_names: Literal["auto", "prefixed"] = Field(
+        default="auto",
+        description="MCP tools keep their names unless taken, then SERVER__tool (auto), "
+        "or are always SERVER__tool (prefixed)",
+    )
+    mcp_startup_timeout: float = Field(
+        default=30.0, gt=0, description="seconds an MCP server may take to start and answer"
+    )
     admin_token: str | None = Field(
         default=None, description="bearer token GET and POST /api/tools require, when set"
     )
@@ -334,6 +407,8 @@ class Settings(BaseSettings):
     )
     # model -> its backend's config, worked out once (every request asks).
     _routes: dict[str, BackendConfig | None] = PrivateAttr(default_factory=dict)
+    _model_names: ModelNames | None = PrivateAttr(default=None)
+    _aliases_in_models = model_validator(mode="before")(_aliases_from_models)
 
     @classmethod
     def settings_customise_sources(
@@ -360,6 +435,13 @@ class Settings(BaseSettings):
                     f"(backends: {', '.join(names)})"
                 )
         return self
+
+    @property
+    def model_names(self) -> ModelNames:
+        """Client model names to backend ones: the aliases and the ``model`` catch-all."""
+        if self._model_names is None:
+            self._model_names = ModelNames(map(parse_alias, self.model_alias), self.model)
+        return self._model_names
 
     @property
     def tools_active(self) -> bool:
@@ -419,9 +501,14 @@ class Settings(BaseSettings):
             "reasoning_open": override.reasoning_open,
         }
 
+    def builtin_tools_for(self, model: str) -> BuiltinTools:
+        """What to do with a vendor-hosted tool in a request for ``model``."""
+        return self.override_for(model).builtin_tools or self.builtin_tools
+
     def public_dict(self) -> dict[str, Any]:
         """The settings in force, without secrets (for ``/health``)."""
-        hidden = {"api_key", "api_keys", "admin_token", "backends"}
+        # MCP servers' env and headers hold secrets: /health shows the servers' states instead.
+        hidden = {"api_key", "api_keys", "admin_token", "backends", "mcp_servers"}
         if self.backends and "backend" not in self.model_fields_set:
             # The config file's backends are in force: the flat default-backend
             # settings describe no backend and would only mislead.

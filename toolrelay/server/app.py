@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError
 from toolrelay.io.settings import Settings
+from toolrelay.io.tools.source import SourceStartError
 from toolrelay.server.anthropic import CountTokens, MessagesFront
 from toolrelay.server.auth import ApiKeys
 from toolrelay.server.chat import ChatFront
@@ -28,6 +29,8 @@ from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
 from toolrelay.server.errors import APIError, api_error, upstream
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import AccessLog, note
+from toolrelay.server.mcp import PATH as MCP_PATH
+from toolrelay.server.mcp import McpEndpoint
 from toolrelay.server.metrics import Metrics
 from toolrelay.server.responses import ResponsesFront, stored_routes
 from toolrelay.server.responses.store import ResponseStore
@@ -45,10 +48,17 @@ class JSONResponse(Response):
         return orjson.dumps(content)
 
 
+ROOT_TEXT = (
+    "toolrelay: tool calling that works on any model server.\n"
+    "POST /v1/chat/completions, /v1/messages, /v1/responses; GET /v1/models, /health, /docs.\n"
+)
+
+
 def create_app(settings: Settings) -> Starlette:
     gateway = Gateway(settings)
     metrics = Metrics(gateway.counters, settings)
     tools_api = ToolsApi(gateway)
+    mcp = McpEndpoint(gateway.tools, settings.host)
     spec = document(openapi_spec(_version()))
 
     async def models(request: Request) -> Response:
@@ -61,12 +71,19 @@ def create_app(settings: Settings) -> Starlette:
             except BackendError as exc:
                 errors.append(exc)
                 continue
+            settings.model_names.learn_served(listing)
             entries = listing.get("data")
             data.extend(entries if isinstance(entries, list) else [])
         if errors and not data:
             error = upstream(errors[0])
             return JSONResponse(error.to_dict(), status_code=error.status)
+        # The client names an alias serves, so that a client that checks finds its model.
+        data.extend(settings.model_names.listed())
         return JSONResponse({"object": "list", "data": data})
+
+    async def root(request: Request) -> Response:
+        # Clients probe the base URL before anything else (Claude Code: HEAD /).
+        return Response(ROOT_TEXT, media_type="text/plain; charset=utf-8")
 
     async def health(request: Request) -> Response:
         return JSONResponse(await gateway.health())
@@ -89,14 +106,22 @@ def create_app(settings: Settings) -> Starlette:
             error = api_error(exc, f"internal error: {where}")
         return JSONResponse(error.to_dict(), status_code=error.status)
 
+    startup_failure: list[str] = []
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # A Redis that cannot be used stops the start (SharedStateError).
-        await gateway.start()
+        # A Redis that cannot be used stops the start (SharedStateError), and so
+        # does an MCP server that does not start (a SourceStartError).
+        try:
+            await gateway.start()
+        except SourceStartError as exc:
+            startup_failure.append(f"toolrelay serve: {exc}")
+            raise
         # In the background: a slow backend must not delay the gateway's start.
         check = asyncio.create_task(gateway.check_backends())
         yield
         check.cancel()
+        await mcp.aclose()
         await gateway.aclose()
 
     chat = TurnRoute(gateway, ChatFront(settings))
@@ -113,11 +138,13 @@ def create_app(settings: Settings) -> Starlette:
             Route("/v1/responses/{response_id}", retrieve, methods=["GET"]),
             Route("/v1/responses/{response_id}", delete, methods=["DELETE"]),
             Route("/v1/models", models, methods=["GET"]),
+            Route("/", root, methods=["GET", "HEAD"]),
             Route("/health", health, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),
             Route("/api/tools", tools_api.get, methods=["GET"]),
             Route("/api/tools", tools_api.post, methods=["POST"]),
             WebSocketRoute("/ws", websocket_endpoint),
+            Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/docs", docs, methods=["GET"]),
             Mount("/docs/assets", StaticFiles(directory=SWAGGER_ASSETS)),
@@ -131,7 +158,29 @@ def create_app(settings: Settings) -> Starlette:
         app.add_middleware(ApiKeys, keys=keys)
     app.add_middleware(RequestIdMiddleware)
     app.add_middleware(AccessLog)
+    app.add_middleware(StartupFailure, reasons=startup_failure)
     return app
+
+
+class StartupFailure:
+    """A start that fails for a reason the gateway knows (an MCP server that does
+    not start) says it in one line, where the ASGI server would print a traceback."""
+
+    def __init__(self, app: ASGIApp, reasons: list[str]) -> None:
+        self.app = app
+        self.reasons = reasons
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_reason(message: Message) -> None:
+            if message["type"] == "lifespan.startup.failed" and self.reasons:
+                message = {**message, "message": self.reasons[-1]}
+            await send(message)
+
+        await self.app(scope, receive, send_reason)
 
 
 class RequestIdMiddleware:

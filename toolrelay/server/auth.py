@@ -1,6 +1,6 @@
 """The gateway's own API keys (``TOOLRELAY_API_KEYS``): optional bearer tokens.
 
-With keys configured every endpoint but ``/health`` and the documentation
+With keys configured every endpoint but ``/``, ``/health`` and the documentation
 wants one of them, as ``Authorization: Bearer KEY`` (OpenAI's SDKs) or
 ``x-api-key: KEY`` (Anthropic's). Keys are compared in constant time, every
 key every time, so the answer's timing tells nothing about them. The key is
@@ -19,7 +19,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolrelay.server.errors import APIError
 
-# Reachable without a key: a load balancer's health check and the docs.
+# Reachable without a key: a load balancer's health check, the docs and the
+# root's one-line description (a client's first probe).
 OPEN_PATHS = ("/health", "/docs", "/openapi.json")
 # The one endpoint that reads the client's Authorization itself (the admin token).
 ADMIN_PATH = "/api/tools"
@@ -55,7 +56,7 @@ class ApiKeys:
 
 
 def _is_open(path: str) -> bool:
-    return any(path == p or path.startswith(p + "/") for p in OPEN_PATHS)
+    return path == "/" or any(path == p or path.startswith(p + "/") for p in OPEN_PATHS)
 
 
 def _presented(scope: Scope) -> bytes | None:

@@ -6,10 +6,12 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolrelay.io.backends import Backend, BackendError, Backends
 from toolrelay.io.counters import process_counters
+from toolrelay.io.mcp.config import configured
+from toolrelay.io.models import ModelNames
 from toolrelay.io.settings import Settings
 from toolrelay.io.shared import SharedState
 from toolrelay.io.tools import HttpToolClient
@@ -20,6 +22,9 @@ from toolrelay.io.tools.registry import (
     load_tools_file,
 )
 
+if TYPE_CHECKING:
+    from toolrelay.io.mcp.servers import McpServers
+
 log = logging.getLogger("toolrelay.gateway")
 
 # /health must answer quickly even when a backend hangs.
@@ -28,7 +33,8 @@ _HEALTH_PROBE_TIMEOUT = 2.0
 
 class Gateway:
     def __init__(self, settings: Settings) -> None:
-        """Raises :class:`~toolrelay.io.tools.registry.ToolsError` for a bad tools file."""
+        """Raises :class:`~toolrelay.io.tools.registry.ToolsError` for a bad tools file,
+        :class:`~toolrelay.io.mcp.config.McpConfigError` for a bad MCP configuration."""
         self.settings = settings
         self.backends = Backends(settings)
         self.counters = process_counters()
@@ -48,6 +54,8 @@ class Gateway:
             for backend in self.backends:
                 self.shared.facts.share(backend.base_url, backend.facts)
             store = self.shared.tool_store(definitions)
+        # Loaded only when servers are configured: the MCP SDK is slow to import.
+        self.mcp = _mcp_servers(settings) if configured(settings) else None
         self.tools = ToolRegistry(
             store,
             HttpToolClient(
@@ -55,36 +63,51 @@ class Gateway:
                 follow_redirects=settings.tool_follow_redirects,
             ),
             max_chars=settings.tool_result_max_chars,
+            sources=[self.mcp] if self.mcp is not None else [],
         )
 
     async def health(self) -> dict[str, Any]:
         backends = await asyncio.gather(*(_backend_health(b) for b in self.backends))
+        mcp = self.mcp.health() if self.mcp is not None else []
+        healthy = all(b["reachable"] for b in backends) and all(s["state"] == "ready" for s in mcp)
         return {
-            "status": "ok" if all(b["reachable"] for b in backends) else "degraded",
+            "status": "ok" if healthy else "degraded",
             "uptime_seconds": round(time.time() - self.started, 3),
             "backends": backends,
             "settings": self.settings.public_dict(),
+            "model_names": self.settings.model_names.health(),
             "counters": self.counters.snapshot(),
             "shared_state": await self.shared.health() if self.shared else {"store": "memory"},
+            "mcp_servers": mcp,
             # Which worker answered: with --workers N the counters are all workers'.
             "process": os.getpid(),
         }
 
     async def start(self) -> None:
-        """Connect to the shared state, when there is one; raises
-        :class:`~toolrelay.io.shared.SharedStateError` when it cannot be used."""
+        """Connect to the shared state, when there is one, and start the MCP servers;
+        raises :class:`~toolrelay.io.shared.SharedStateError` when the shared state
+        cannot be used, :class:`~toolrelay.io.tools.source.SourceStartError` when a server
+        does not start (unless ``mcp_optional``)."""
         if self.shared is not None:
             await self.shared.start()
+        await self.tools.start()
 
     async def check_backends(self) -> None:
         """At startup: say what each backend is, or warn that it does not answer."""
-        await asyncio.gather(*(_check_backend(b) for b in self.backends))
+        names = self.settings.model_names
+        await asyncio.gather(*(_check_backend(b, names) for b in self.backends))
 
     async def aclose(self) -> None:
         await self.backends.aclose()
         await self.tools.aclose()
         if self.shared is not None:
             await self.shared.aclose()
+
+
+def _mcp_servers(settings: Settings) -> McpServers:
+    from toolrelay.io.mcp.servers import McpServers
+
+    return McpServers.from_settings(settings)
 
 
 async def _backend_health(backend: Backend) -> dict[str, Any]:
@@ -108,10 +131,10 @@ async def _backend_health(backend: Backend) -> dict[str, Any]:
     return out
 
 
-async def _check_backend(backend: Backend) -> None:
+async def _check_backend(backend: Backend, names: ModelNames) -> None:
     try:
         kind = await asyncio.wait_for(backend.kind(), _HEALTH_PROBE_TIMEOUT)
-        await asyncio.wait_for(backend.list_models(), _HEALTH_PROBE_TIMEOUT)
+        names.learn_served(await asyncio.wait_for(backend.list_models(), _HEALTH_PROBE_TIMEOUT))
     except (BackendError, asyncio.TimeoutError) as exc:
         reason = exc.message if isinstance(exc, BackendError) else "no answer in time"
         log.warning(

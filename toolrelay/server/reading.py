@@ -29,11 +29,14 @@ class OwnOptions:
 
 
 def model_name(body: dict[str, Any], settings: Settings) -> str:
-    """The model the backend is asked for: the configured one, else the request's."""
-    model = settings.model or body.get("model")
+    """The model the backend is asked for: the request's, through the aliases and
+    the ``--model`` catch-all (:mod:`toolrelay.io.models`)."""
+    model = body.get("model")
     if not isinstance(model, str) or not model:
-        raise invalid("'model' is required and must be a non-empty string.", "model")
-    return model
+        if settings.model is None:
+            raise invalid("'model' is required and must be a non-empty string.", "model")
+        return settings.model
+    return settings.model_names.resolve(model).model
 
 
 def own_options(

@@ -45,7 +45,7 @@ class ToolsApi:
         refused = self._unauthorised(request)
         if refused is not None:
             return refused
-        return _answer(await self.gateway.tools.store.get())
+        return self._answer(await self.gateway.tools.store.get())
 
     def _unauthorised(self, request: Request) -> Response | None:
         """The 401 for a request without the admin token, when one is set."""
@@ -89,7 +89,16 @@ class ToolsApi:
             "tool definitions replaced through POST /api/tools: %s",
             ", ".join(definition.name for definition in definitions),
         )
-        return _answer(active)
+        return self._answer(active)
+
+    def _answer(self, active: ActiveTools) -> Response:
+        """The HTTP tools in force (in the file format), then the MCP servers' tools
+        (``source: "mcp"``, with their ``server`` and their ``mcp_name``)."""
+        # Header values and URL credentials are third parties' secrets: never shown.
+        tools = [definition.shown_dict() for definition in active.definitions]
+        tools += [tool.to_dict() for tool in self.gateway.tools.sourced(active.definitions)]
+        body = {"ok": True, "count": len(tools), "source": active.source, "tools": tools}
+        return _json(200, body)
 
 
 def _authorised(header: str | None, token: str) -> bool:
@@ -109,16 +118,6 @@ async def _read(request: Request, limit: int) -> bytes:
             raise APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _answer(active: ActiveTools) -> Response:
-    body = {
-        "ok": True,
-        "count": len(active.definitions),
-        "source": active.source,
-        "tools": [definition.shown_dict() for definition in active.definitions],
-    }
-    return _json(200, body)
 
 
 def _error(error: APIError, headers: dict[str, str] | None = None) -> Response:
@@ -151,10 +150,20 @@ _DEFINITIONS = {
 
 # /docs: both endpoints under the tag "tools", with their request and response schemas.
 OPENAPI_PATHS: dict[str, Any] = {
+    "/mcp": {
+        "post": {
+            "tags": ["tools"],
+            "summary": "The HTTP tools in force as an MCP server (streamable HTTP, stateless)",
+            "description": "JSON-RPC messages of the Model Context Protocol: tools/list and "
+            "tools/call on the HTTP tools (docs/mcp.md). Use an MCP client.",
+            "responses": {"200": {"description": "A JSON-RPC answer (JSON or an SSE stream)"}},
+        }
+    },
     "/api/tools": {
         "get": {
             "tags": ["tools"],
-            "summary": "The HTTP tool definitions in force and where they came from",
+            "summary": "The HTTP tool definitions in force and where they came from, then "
+            "the MCP servers' tools (source: mcp)",
             "security": [{"adminToken": []}],
             "responses": {
                 "200": _tools_answer(
@@ -187,7 +196,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                 ),
             },
         },
-    }
+    },
 }
 
 OPENAPI_SCHEMAS: dict[str, Any] = {
@@ -223,7 +232,27 @@ OPENAPI_SCHEMAS: dict[str, Any] = {
             "ok": {"type": "boolean", "const": True},
             "count": {"type": "integer"},
             "source": {"type": "string", "enum": ["file", "request", "none"]},
-            "tools": {"type": "array", "items": {"$ref": "#/components/schemas/ToolDefinition"}},
+            "tools": {
+                "type": "array",
+                "items": {
+                    "oneOf": [
+                        {"$ref": "#/components/schemas/ToolDefinition"},
+                        {"$ref": "#/components/schemas/McpTool"},
+                    ]
+                },
+            },
+        },
+    },
+    "McpTool": {
+        "type": "object",
+        "required": ["name", "parameters", "source", "server", "mcp_name"],
+        "properties": {
+            "name": {"type": "string", "description": "The name the model sees"},
+            "description": {"type": "string"},
+            "parameters": {"type": "object", "description": "The server's inputSchema"},
+            "source": {"type": "string", "const": "mcp"},
+            "server": {"type": "string", "description": "The MCP server (--mcp-config)"},
+            "mcp_name": {"type": "string", "description": "The tool's name on its server"},
         },
     },
     "ToolsError": {

@@ -66,6 +66,8 @@ class Turn:
     round: RoundRequest
     stream: bool
     stuck_mode: Mode | None
+    # What the front left out of the request and says so (hosted tools, say).
+    warning: str | None = None
 
 
 TurnT = TypeVar("TurnT", bound=Turn)
@@ -164,6 +166,7 @@ class TurnRoute(Generic[TurnT]):
             turn = self.front.read(decode(raw), scope["headers"])
             note(scope, model=turn.round.model)
             extra: dict[str, Any] = {}
+            warn(extra, turn.warning)
             verdict = loop_guard.check(
                 turn.round, turn.stuck_mode, gateway.settings, gateway.counters
             )
@@ -177,8 +180,7 @@ class TurnRoute(Generic[TurnT]):
                 return await self._stream(turn, extra, scope, send, tools)
             reply = await complete_turn(gateway, turn.round, tools)
             note(scope, mode=reply.mode)
-            if reply.warning:
-                extra["toolrelay_warning"] = reply.warning
+            warn(extra, reply.warning)
             await send_json(send, 200, self.front.answer(turn, reply, extra))
             return "ok"
         except Exception as exc:
@@ -251,6 +253,13 @@ class TurnRoute(Generic[TurnT]):
         return "ok"
 
 
+def warn(extra: dict[str, Any], warning: str | None) -> None:
+    """Add ``warning`` to the answer's ``toolrelay_warning`` (after any already there)."""
+    if warning:
+        before = extra.get("toolrelay_warning")
+        extra["toolrelay_warning"] = f"{before}; {warning}" if before else warning
+
+
 async def _relay(
     batches: AsyncIterator[list[StreamItem]],
     encoder: Encoder,
@@ -261,8 +270,7 @@ async def _relay(
         out = []
         for item in batch:
             if isinstance(item, Finish):
-                if item.warning:
-                    extra["toolrelay_warning"] = item.warning
+                warn(extra, item.warning)
                 out.append(encoder.finish(item, extra))
             elif not isinstance(item, Opened):
                 data = encoder.event(item)

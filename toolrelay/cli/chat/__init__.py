@@ -3,12 +3,14 @@
 Native or rescue per provider and model (the config file's rules, Ollama's
 ``/api/show``, the fallback on "does not support tools"), calls parsed locally
 when they come as text, the built-in tools (files in the working directory,
-shell commands after a yes) beside the HTTP tools of ``--tools``.
+shell commands after a yes) beside the HTTP tools of ``--tools`` and the tools
+of the MCP servers of ``--mcp-config`` (each call after a yes, unless the
+server is ``trusted``).
 
 Interactive when standard input is a terminal and no ``-m`` is given;
 otherwise one message (``-m`` or standard input), the answer on standard
 output, the trace on standard error. Exit status: 0 when the turn ended, 1
-when the backend failed, 2 for wrong arguments, 130 on Ctrl-C.
+when the backend (or an MCP server) failed, 2 for wrong arguments, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ DEFAULT_MAX_ROUNDS = 10
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Chat with a model that uses tools: files in the working directory, shell "
-        "commands (after a yes) and the HTTP tools of --tools, on any model server."
+        "commands (after a yes), the HTTP tools of --tools and the tools of MCP servers "
+        "(--mcp-config), on any model server."
     )
     parser.add_argument(
         "--backend", help="the model server's base URL, e.g. http://127.0.0.1:8000/v1"
@@ -38,9 +41,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="a YAML or JSON config file (as for toolrelay serve)")
     parser.add_argument("-m", "--message", help="ask this, print the answer and exit")
     parser.add_argument("--tools", metavar="FILE", help="HTTP tools (the LLM_TOOLS_FILE format)")
+    parser.add_argument(
+        "--mcp-config",
+        metavar="FILE",
+        help='MCP servers whose tools the agent may call: {"mcpServers": {...}} as Claude '
+        "Desktop, Claude Code and Cursor write it (each call asked about, unless the server "
+        "is trusted or --yes)",
+    )
+    parser.add_argument(
+        "--mcp-optional",
+        action="store_true",
+        default=None,
+        help="go on without an MCP server that does not start (a warning, its tools absent)",
+    )
     parser.add_argument("--no-builtins", action="store_true", help="no file or command tools")
     parser.add_argument(
-        "--yes", action="store_true", help="write files and run commands without asking"
+        "--yes",
+        action="store_true",
+        help="write files, run commands and call MCP tools without asking",
     )
     parser.add_argument(
         "--workdir", metavar="DIR", help="the folder the file tools may touch (default: .)"

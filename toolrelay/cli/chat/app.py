@@ -8,6 +8,7 @@ import asyncio
 import logging
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from rich.text import Text
@@ -21,8 +22,13 @@ from toolrelay.cli.chat.workspace import Workspace
 from toolrelay.cli.flags import given
 from toolrelay.io.backends import BackendError, Backends
 from toolrelay.io.engine import LoopConfig
+from toolrelay.io.mcp.config import McpConfigError, configured
 from toolrelay.io.settings import Settings, describe_error
 from toolrelay.io.tools import Toolbox
+from toolrelay.io.tools.source import SourceStartError
+
+if TYPE_CHECKING:
+    from toolrelay.io.mcp.servers import McpServers
 from toolrelay.server.agent import loop_config
 
 
@@ -39,7 +45,14 @@ def main(args: argparse.Namespace) -> int:
         return _fail(str(exc), 2)
     terminal = sys.stdin.isatty()
     approver: Approver = AlwaysApprove() if args.yes else AskUser() if terminal else NobodyToAsk()
+    loop = asyncio.new_event_loop()
     try:
+        servers = _mcp_servers(settings)
+    except McpConfigError as exc:
+        return _fail(f"invalid MCP configuration: {exc}", 2)
+    try:
+        if servers is not None:
+            loop.run_until_complete(servers.start())
         toolbox, client = build_toolbox(
             ToolOptions(
                 workspace=workspace,
@@ -48,19 +61,38 @@ def main(args: argparse.Namespace) -> int:
                 tools_file=args.tools,
                 max_chars=args.max_result_chars,
                 command_timeout=args.command_timeout,
+                http_timeout=settings.tool_timeout_secs,
+                mcp=servers,
+                ask_mcp=not args.yes,
             )
         )
+    except SourceStartError as exc:
+        loop.close()
+        return _fail(str(exc), 1)
     except ToolsFileError as exc:
+        if servers is not None:
+            loop.run_until_complete(servers.aclose())
+        loop.close()
         return _fail(str(exc), 2)
     backends = Backends(settings)
-    loop = asyncio.new_event_loop()
     try:
         return _chat(args, settings, backends, toolbox, loop, terminal and args.message is None)
     finally:
         loop.run_until_complete(backends.aclose())
         if client is not None:
             loop.run_until_complete(client.aclose())
+        if servers is not None:
+            loop.run_until_complete(servers.aclose())
         loop.close()
+
+
+def _mcp_servers(settings: Settings) -> McpServers | None:
+    """The configured MCP servers, or None (the SDK, slow to import, is then not loaded)."""
+    if not configured(settings):
+        return None
+    from toolrelay.io.mcp.servers import McpServers
+
+    return McpServers.from_settings(settings)
 
 
 def _settings(args: argparse.Namespace) -> tuple[Settings, Workspace]:
@@ -69,7 +101,8 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, Workspace]:
             "--max-rounds must be 0 or more, --max-result-chars and --command-timeout above 0"
         )
     try:
-        settings = Settings(**given(args, "backend", "backend_kind", "tool_mode", "config"))
+        flags = ("backend", "backend_kind", "tool_mode", "config", "mcp_config", "mcp_optional")
+        settings = Settings(**given(args, *flags))
     except ValidationError as exc:
         raise Usage(f"invalid settings:\n{describe_error(exc)}") from None
     except (OSError, ValueError) as exc:

@@ -1,15 +1,21 @@
-"""The chat agent's toolbox: its built-in tools beside the HTTP tools of ``--tools``."""
+"""The chat agent's toolbox: its built-in tools beside the HTTP tools of ``--tools``
+and the MCP servers' tools (named apart from both)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from toolrelay.cli.chat.approval import Approver
 from toolrelay.cli.chat.command import RunCommand
 from toolrelay.cli.chat.files import file_tools
+from toolrelay.cli.chat.mcp import guarded
 from toolrelay.cli.chat.workspace import Workspace
 from toolrelay.io.tools import HttpTool, HttpToolClient, Tool, Toolbox
 from toolrelay.io.tools.registry import ToolsError, load_tools_file
+
+if TYPE_CHECKING:
+    from toolrelay.io.mcp.servers import McpServers
 
 
 class ToolsFileError(ValueError):
@@ -25,6 +31,9 @@ class ToolOptions:
     max_chars: int = 8000
     command_timeout: float = 60.0
     http_timeout: float = 15.0
+    # Started MCP servers, and whether their calls wait for a yes (not with --yes).
+    mcp: McpServers | None = None
+    ask_mcp: bool = True
 
 
 def build_toolbox(options: ToolOptions) -> tuple[Toolbox, HttpToolClient | None]:
@@ -43,6 +52,9 @@ def build_toolbox(options: ToolOptions) -> tuple[Toolbox, HttpToolClient | None]
         except ToolsError as exc:
             raise ToolsFileError(str(exc)) from None
         tools += [HttpTool(d, client) for d in definitions]
+    if options.mcp is not None:
+        mcp_tools = options.mcp.tools(frozenset(tool.name for tool in tools))
+        tools += guarded(mcp_tools, options.approver, options.ask_mcp)
     try:
         return Toolbox(tools, max_chars=options.max_chars), client
     except ValueError as exc:

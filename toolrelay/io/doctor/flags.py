@@ -33,6 +33,8 @@ VLLM_TOOL_PARSERS = {
     "gemma4": "gemma4",
     "lfm2": "lfm2",
     "apertus": "apertus",
+    "longcat": "longcat",
+    "ernie45": "ernie45",
 }
 SGLANG_TOOL_PARSERS = {
     "hermes": "qwen25",

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolrelay import StreamParser
+from toolrelay.conform import IdMap, conform, id_style
 from toolrelay.echo import remove_echoes
 from toolrelay.events import (
     CallRejected,
@@ -64,17 +65,18 @@ async def backend_body(
     backend kinds with guided decoding.
     """
     body = dict(req.body)
+    messages = body["messages"] = conform(req.messages, IdMap(id_style(req.format, req.model)))
     if constrained and "response_format" not in body:
         body["response_format"] = _call_format(req.plan.tools)
     if mode == "native" and strict:
         body["messages"] = append_note(
-            req.messages, native_directive(req.plan.declared, req.tool_choice)
+            messages, native_directive(req.plan.declared, req.tool_choice)
         )
     if mode == "rescue":
         for key in TOOL_FIELDS:
             body.pop(key, None)
         body["messages"] = build_rescue_request(
-            req.messages,
+            messages,
             req.plan.declared,
             req.tool_choice,
             parallel_tool_calls=req.parallel_tool_calls,
@@ -215,9 +217,10 @@ def read_answer(
         # The blank lines an echo stood between go with it.
         content = cleaned.strip() if cleaned != content else content
     limit = call_limit(req)
-    if limit is not None:
-        calls = calls[:limit]
+    over = calls[limit:] if limit is not None else []
+    calls = calls[:limit] if limit is not None else calls
     return Reply(
+        warning=over_limit_warning([call.name for call in over]),
         content=content if content or not calls else None,
         reasoning=reasoning,
         calls=calls,
@@ -227,6 +230,16 @@ def read_answer(
         rejected=rejected,
         stop_sequence=None if calls else stop_sequence(req, choice),
     )
+
+
+def over_limit_warning(names: list[str]) -> str | None:
+    """What the client is told of calls ``parallel_tool_calls: false`` left out:
+    they are dropped, not kept, since the gateway keeps nothing between requests
+    and the model, seeing the first call's result, can make them again."""
+    if not names:
+        return None
+    listed = ", ".join(names)
+    return f"parallel_tool_calls is false: left out {len(names)} more call(s) ({listed})"
 
 
 def stop_sequence(req: RoundRequest, choice: dict[str, Any]) -> str | None:
@@ -274,6 +287,7 @@ class ChunkReader:
         "_open",
         "_waiting",
         "calls",
+        "dropped",
         "finish",
         "finish_choice",
         "limit",
@@ -294,6 +308,8 @@ class ChunkReader:
         self.native = native
         self.limit = limit
         self.calls = 0
+        # Names of the calls over the limit, left out.
+        self.dropped: list[str] = []
         # Calls that could not be used: the stream did hold a call.
         self.rejected = 0
         self.saw_text = False
@@ -375,6 +391,8 @@ class ChunkReader:
             indices[event.index] = self.calls if within else None
             if within:
                 self.calls += 1
+            else:
+                self.dropped.append(event.name)
             self._open = native
         index = indices.get(event.index)
         if isinstance(event, ToolCallEnd):

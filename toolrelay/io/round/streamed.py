@@ -26,6 +26,7 @@ from toolrelay.io.round.body import (
     call_limit,
     finish_reason,
     injected_texts,
+    over_limit_warning,
     parse_format,
     parse_tools,
     stop_sequence,
@@ -192,9 +193,9 @@ async def _relay_single_stream(
         watch_silence(backend, req, mode, called)
     said = stop_sequence(req, state.finish_choice) if state.finish_choice else None
     stopped = None if called else said
-    last.append(
-        Finish(finish_reason(req, called, state.finish), state.usage, stop_sequence=stopped)
-    )
+    finish = finish_reason(req, called, state.finish)
+    dropped = over_limit_warning(state.dropped)
+    last.append(Finish(finish, state.usage, dropped, stop_sequence=stopped))
     yield last
 
 

@@ -231,6 +231,12 @@ def _children(item: Any) -> Iterator[Any]:
     return iter(item.values()) if isinstance(item, dict) else iter(item)
 
 
+def check_parameters(value: Any) -> dict[str, Any]:
+    """An arguments' schema from elsewhere (an MCP server's ``inputSchema``), checked as a
+    definition's ``parameters`` is; a :class:`ToolDefinitionError` whose ``reason`` says why."""
+    return _parameters(value, lambda field, reason: ToolDefinitionError(0, None, field, reason))
+
+
 def _parameters(value: Any, fail: Fail) -> dict[str, Any]:
     if value is None:
         return dict(NO_PARAMETERS)

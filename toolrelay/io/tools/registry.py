@@ -10,6 +10,7 @@ share it: the in-process :class:`MemoryToolStore` is the default,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -18,7 +19,8 @@ import orjson
 
 from toolrelay.io.tools.definition import ToolDefinition, parse_definitions
 from toolrelay.io.tools.http import HttpToolClient
-from toolrelay.io.tools.toolbox import DEFAULT_MAX_CHARS, HttpTool, Toolbox
+from toolrelay.io.tools.source import SourcedTool, ToolSource
+from toolrelay.io.tools.toolbox import DEFAULT_MAX_CHARS, HttpTool, Tool, Toolbox
 
 Source = Literal["file", "request", "none"]
 
@@ -113,31 +115,63 @@ def load_tools_file(path: str, max_bytes: int | None = None) -> tuple[ToolDefini
 
 
 class ToolRegistry:
-    """The HTTP tools of a server: the store, one shared client, each turn's toolbox."""
+    """The tools a server runs: the HTTP tools of the store (one shared client)
+    and those of its other sources (MCP servers), merged into each turn's toolbox."""
 
     def __init__(
         self,
         store: ToolStore,
         client: HttpToolClient,
         max_chars: int = DEFAULT_MAX_CHARS,
+        sources: Sequence[ToolSource] = (),
     ) -> None:
         self.store = store
         self.client = client
         self.max_chars = max_chars
-        self._built: tuple[tuple[ToolDefinition, ...], Toolbox] | None = None
+        self.sources = tuple(sources)
+        self._built: tuple[tuple[ToolDefinition, ...], tuple[int, ...], Toolbox] | None = None
+        self._http: tuple[tuple[ToolDefinition, ...], Toolbox] | None = None
 
     async def toolbox(self) -> Toolbox:
         """The tools for a turn that starts now (empty when none are defined)."""
         active = await self.store.get()
+        revisions = tuple(source.revision for source in self.sources)
         built = self._built
-        if built is None or built[0] != active.definitions:
-            toolbox = Toolbox(
-                [HttpTool(definition, self.client) for definition in active.definitions],
-                max_chars=self.max_chars,
+        if built is None or built[0] != active.definitions or built[1] != revisions:
+            tools: list[Tool] = [HttpTool(d, self.client) for d in active.definitions]
+            tools += self.sourced(active.definitions)
+            built = self._built = (
+                active.definitions,
+                revisions,
+                Toolbox(tools, max_chars=self.max_chars),
             )
-            built = self._built = (active.definitions, toolbox)
+        return built[2]
+
+    async def http_toolbox(self) -> Toolbox:
+        """The HTTP tools alone (what toolrelay serves to MCP clients)."""
+        active = await self.store.get()
+        built = self._http
+        if built is None or built[0] != active.definitions:
+            tools = [HttpTool(d, self.client) for d in active.definitions]
+            built = self._http = (active.definitions, Toolbox(tools, max_chars=self.max_chars))
         return built[1]
 
+    def sourced(self, definitions: tuple[ToolDefinition, ...]) -> list[SourcedTool]:
+        """The other sources' tools, named apart from these HTTP tools and each other."""
+        taken = {definition.name for definition in definitions}
+        out: list[SourcedTool] = []
+        for source in self.sources:
+            tools = source.tools(frozenset(taken))
+            taken.update(tool.name for tool in tools)
+            out += tools
+        return out
+
+    async def start(self) -> None:
+        for source in self.sources:
+            await source.start()
+
     async def aclose(self) -> None:
+        for source in self.sources:
+            await source.aclose()
         await self.client.aclose()
         await self.store.aclose()

@@ -1,13 +1,19 @@
 """An Anthropic Messages request as the Chat Completions body of the internal round.
 
-``system`` becomes a system message, ``tool_use`` blocks an assistant's
+``system`` becomes a system message, and so does a ``system`` entry inside
+``messages`` (Claude Code 2.1 writes them mid-conversation), at its place:
+the round (:mod:`toolrelay.conform`) folds one a template cannot take there
+into the neighbouring user turn. ``tool_use`` blocks become an assistant's
 ``tool_calls``, ``tool_result`` blocks ``tool`` messages (ahead of the user's
 own text in the same turn, where Chat Completions wants them), ``tools`` and
 ``tool_choice`` their Chat Completions twins. Thinking blocks in the history
-are dropped, as a model's earlier reasoning is. Fields toolrelay has no use
-for (``metadata``, ``cache_control``, ...) are accepted and left out; Anthropic's
-own server tools are refused, since no model server runs them. Errors name
-the field with Anthropic's dotted paths (``messages.2.content.0.input``).
+are dropped, as a model's earlier reasoning is, and so are the blocks of
+Anthropic's server tools (they ran on Anthropic's side). Fields toolrelay has
+no use for (``metadata``, ``cache_control``, ``output_config``,
+``context_management``, ...) are accepted and left out; Anthropic's own server
+tools in ``tools`` are left out with a warning (or refused, with
+``builtin_tools: error``), since no model server runs them. Errors name the
+field with Anthropic's dotted paths (``messages.2.content.0.input``).
 """
 
 from __future__ import annotations
@@ -19,11 +25,25 @@ import orjson
 
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
+from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, own_options
 from toolrelay.server.turn import Turn
 
 _CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 _THINKING = ("enabled", "disabled", "adaptive")
+# Assistant blocks of tools Anthropic's servers ran: nothing a model server can replay.
+_SERVER_BLOCKS = (
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "container_upload",
+)
 
 
 @dataclass
@@ -70,7 +90,7 @@ def read_messages(
     messages = _system(body.get("system"))
     messages += _messages(body.get("messages"))
     chat["messages"] = messages
-    tools = _tools(body.get("tools"))
+    tools, hosted = _tools(body.get("tools"))
     if tools:
         chat["tools"] = tools
     _tool_choice(body.get("tool_choice"), chat)
@@ -79,6 +99,7 @@ def read_messages(
         make_round(chat, settings, options, auth),
         bool(stream),
         options.stuck_mode,
+        warning=hosted_tools(hosted, settings.builtin_tools_for(model), "Anthropic's"),
         thinking=_thinking(body.get("thinking")),
     )
 
@@ -96,18 +117,18 @@ def _thinking(value: Any) -> bool:
     return bool(value["type"] != "disabled")
 
 
-def _system(value: Any) -> list[dict[str, Any]]:
+def _system(value: Any, where: str = "system") -> list[dict[str, Any]]:
     if value is None:
         return []
     if isinstance(value, str):
         return [{"role": "system", "content": value}] if value else []
     if not isinstance(value, list):
-        _wrong("system", "a string or an array of text blocks")
+        _wrong(where, "a string or an array of text blocks")
     texts = []
     for i, block in enumerate(value):
         if not isinstance(block, dict) or block.get("type") != "text":
-            _wrong(f"system.{i}", "a text block")
-        texts.append(_string(block.get("text"), f"system.{i}.text"))
+            _wrong(f"{where}.{i}", "a text block")
+        texts.append(_string(block.get("text"), f"{where}.{i}.text"))
     text = "\n".join(texts)
     return [{"role": "system", "content": text}] if text else []
 
@@ -128,8 +149,11 @@ def _messages(value: Any) -> list[dict[str, Any]]:
             _wrong(where, "an object")
         role = message.get("role")
         content = message.get("content")
+        if role == "system":
+            out += _system(content, where + ".content")
+            continue
         if role not in ("user", "assistant"):
-            _wrong(where + ".role", "'user' or 'assistant'")
+            _wrong(where + ".role", "'user', 'assistant' or 'system'")
         if isinstance(content, str):
             out.append({"role": role, "content": content})
         elif not isinstance(content, list):
@@ -156,7 +180,7 @@ def _user(blocks: list[Any], where: str) -> list[dict[str, Any]]:
         kind = _block(block, at)
         if kind == "tool_result":
             results.append(_tool_result(block, at))
-        else:
+        elif kind not in _SERVER_BLOCKS:
             parts.append(_part(block, kind, at))
     if parts:
         results.append({"role": "user", "content": _content(parts)})
@@ -181,9 +205,23 @@ def _part(block: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
         _wrong(where + ".source", "a base64 or url image source")
     if kind == "document" and source.get("type") == "text":
         return {"type": "text", "text": _string(source.get("data"), where + ".source.data")}
+    if kind == "search_result":
+        texts = [_string(block.get("title"), where + ".title")]
+        texts += [
+            str(item.get("text", ""))
+            for item in block.get("content") or ()
+            if isinstance(item, dict)
+        ]
+        return {"type": "text", "text": "\n".join(texts)}
+    if kind == "tool_reference":
+        # Claude Code's tool search answers with the names of the tools it loaded.
+        return {
+            "type": "text",
+            "text": "Tool: " + _string(block.get("tool_name"), where + ".tool_name"),
+        }
     raise invalid(
-        f"{where}.type: toolrelay takes text, image, plain-text document, tool_use and "
-        f"tool_result blocks, not {kind!r}.",
+        f"{where}.type: toolrelay takes text, image, plain-text document, search_result, "
+        f"tool_use and tool_result blocks, not {kind!r}.",
         where + ".type",
     )
 
@@ -237,7 +275,12 @@ def _assistant(blocks: list[Any], where: str) -> dict[str, Any]:
                     "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
                 }
             )
-        elif kind not in ("thinking", "redacted_thinking"):
+        elif kind == "compaction":
+            # The summary Anthropic's context management wrote of the turns before.
+            content = block.get("content")
+            if isinstance(content, str) and content:
+                texts.append(content)
+        elif kind not in ("thinking", "redacted_thinking", *_SERVER_BLOCKS):
             raise invalid(
                 f"{at}.type: an assistant turn holds text, thinking and tool_use blocks, "
                 f"not {kind!r}.",
@@ -251,23 +294,22 @@ def _assistant(blocks: list[Any], where: str) -> dict[str, Any]:
     return message
 
 
-def _tools(value: Any) -> list[dict[str, Any]]:
+def _tools(value: Any) -> tuple[list[dict[str, Any]], list[HostedTool]]:
+    """The client's tools as Chat Completions functions, and Anthropic's own tools."""
     if value is None:
-        return []
+        return [], []
     if not isinstance(value, list):
         _wrong("tools", "an array")
     out = []
+    hosted = []
     for i, tool in enumerate(value):
         where = f"tools.{i}"
         if not isinstance(tool, dict):
             _wrong(where, "an object")
         kind = tool.get("type")
         if kind not in (None, "custom"):
-            raise invalid(
-                f"{where}.type: {kind!r} is one of Anthropic's own tools, which no model "
-                "server runs; toolrelay serves tools with a name and an input_schema.",
-                where + ".type",
-            )
+            hosted.append(HostedTool(str(tool.get("name") or kind), where + ".type"))
+            continue
         name = tool.get("name")
         if not isinstance(name, str) or not name:
             _wrong(where + ".name", "a non-empty string")
@@ -279,7 +321,7 @@ def _tools(value: Any) -> list[dict[str, Any]]:
         if description is not None:
             function["description"] = _string(description, where + ".description")
         out.append({"type": "function", "function": function})
-    return out
+    return out, hosted
 
 
 def _tool_choice(value: Any, chat: dict[str, Any]) -> None:

@@ -60,7 +60,7 @@ def read_request(
     backend_body = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
     backend_body["model"] = model
     round_request = make_round(backend_body, settings, options, auth)
-    return ChatRequest(round_request, stream, options.stuck_mode, include_usage)
+    return ChatRequest(round_request, stream, options.stuck_mode, include_usage=include_usage)
 
 
 def _all_strings(value: Any) -> bool:

@@ -62,7 +62,14 @@ class ResponsesFront:
 
 
 def _builder(turn: ResponsesTurn) -> ResponseBuilder:
-    return ResponseBuilder(turn.round.model, turn.echo, turn.reasoning, turn.custom)
+    return ResponseBuilder(
+        turn.round.model,
+        turn.echo,
+        turn.reasoning,
+        turn.custom,
+        namespaced=turn.namespaced,
+        summary=turn.summary,
+    )
 
 
 class ResponseEncoder:

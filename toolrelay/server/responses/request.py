@@ -3,11 +3,20 @@
 ``instructions`` become a system message; ``input`` (a string, or items) the
 messages: ``message`` items as they are, consecutive ``function_call`` items
 one assistant message's ``tool_calls``, ``function_call_output`` items ``tool``
-messages; ``reasoning`` items are dropped, as a model's earlier reasoning is.
+messages; ``reasoning`` items are dropped, as a model's earlier reasoning is,
+and so are the call items of OpenAI's hosted tools and ``compaction`` items.
 ``previous_response_id`` puts the stored conversation before the new input
-(:mod:`.store`). Only ``function`` tools exist here: OpenAI's built-in tools
-(web search, file search, computer use, ...) run on OpenAI's servers, and a
-request naming one gets a 400, as do ``background`` and ``conversation``.
+(:mod:`.store`).
+
+Tools: ``function`` and ``custom`` tools as they are; a ``namespace`` (Codex
+CLI's group of tools it runs itself, MCP servers among them) is flattened
+into its tools, each named ``NAMESPACE__NAME`` for the model (a tool of the
+default ``functions`` namespace keeps its own name), and its calls go back as
+``name`` plus ``namespace``, which is how Codex routes them; the tools of an
+``additional_tools`` input item join the others. OpenAI's built-in tools
+(web search, file search, code interpreter, ...) run on OpenAI's servers: they
+are left out with a warning, or refused with ``builtin_tools: error``
+(:mod:`toolrelay.server.hosted`). ``background`` and ``conversation`` get a 400.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import orjson
 
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import APIError, invalid
+from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import ResponseStore
 from toolrelay.server.turn import Turn
@@ -29,6 +39,29 @@ _TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
 _CHOICES = ("auto", "none", "required")
 # Request fields answered back on the response object as they were sent.
 _ECHOED = ("instructions", "max_output_tokens", "previous_response_id", "temperature", "top_p")
+# Namespace whose tools are the top-level ones (Codex's DEFAULT_FUNCTION_NAMESPACE).
+_DEFAULT_NAMESPACE = "functions"
+# Output items of tools OpenAI's servers ran, and context-management items:
+# nothing a model server can replay, dropped from the history.
+_HOSTED_ITEMS = (
+    "web_search_call",
+    "file_search_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "computer_call",
+    "computer_call_output",
+    "local_shell_call",
+    "local_shell_call_output",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
+    "tool_search_call",
+    "tool_search_output",
+    "compaction",
+    "compaction_summary",
+    "additional_tools",  # read as tools by read_responses
+)
 _REFUSED = {
     "background": "background responses are not supported: toolrelay answers while connected",
     "conversation": "conversations are not stored; send previous_response_id or the items",
@@ -41,11 +74,15 @@ class ResponsesTurn(Turn):
     # The response object's fields that repeat the request.
     echo: dict[str, Any] = field(default_factory=dict)
     reasoning: bool = False
+    # reasoning.summary was asked for: the reasoning comes as summary parts.
+    summary: bool = False
     store: bool = False
     # The conversation so far (without the instructions), for the store.
     history: list[dict[str, Any]] = field(default_factory=list)
     # Custom (freeform) tools: their calls are answered as custom_tool_call items.
     custom: frozenset[str] = frozenset()
+    # The model's name of a namespaced tool -> (namespace, the tool's own name).
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def read_responses(
@@ -93,9 +130,13 @@ def read_responses(
     chat["messages"] = ([{"role": "system", "content": instructions}] if instructions else []) + (
         history
     )
-    tools, custom = _tools(body.get("tools"))
-    if tools:
-        chat["tools"] = tools
+    toolset = _ToolSet()
+    toolset.read(body.get("tools"), "tools")
+    for i, item in enumerate(body["input"] if isinstance(body.get("input"), list) else ()):
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            toolset.read(item.get("tools"), f"input[{i}].tools")
+    if toolset.tools:
+        chat["tools"] = toolset.tools
     choice = _tool_choice(body.get("tool_choice"))
     if choice is not None:
         chat["tool_choice"] = choice
@@ -112,7 +153,10 @@ def read_responses(
     echo.update(
         metadata=metadata or {},
         parallel_tool_calls=parallel is not False,
-        reasoning={"effort": (reasoning or {}).get("effort"), "summary": None},
+        reasoning={
+            "effort": (reasoning or {}).get("effort"),
+            "summary": (reasoning or {}).get("summary"),
+        },
         text=body.get("text") or {"format": {"type": "text"}},
         tool_choice=body.get("tool_choice") or "auto",
         tools=body.get("tools") or [],
@@ -123,11 +167,14 @@ def read_responses(
         make_round(chat, settings, options, auth),
         stream,
         options.stuck_mode,
+        warning=hosted_tools(toolset.hosted, settings.builtin_tools_for(model), "OpenAI's"),
         echo=echo,
         reasoning=reasoning is not None,
+        summary=bool((reasoning or {}).get("summary")),
         store=kept,
         history=history,
-        custom=custom,
+        custom=frozenset(toolset.custom),
+        namespaced=toolset.namespaced,
     )
 
 
@@ -158,10 +205,10 @@ def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
             call_id = _string(item.get("call_id"), at + ".call_id")
             output = _text(item.get("output"), at + ".output")
             out.append({"role": "tool", "tool_call_id": call_id, "content": output})
-        elif kind != "reasoning":
+        elif kind != "reasoning" and kind not in _HOSTED_ITEMS:
             raise invalid(
                 f"'{at}.type': toolrelay takes message, function_call, custom_tool_call, their "
-                f"outputs and reasoning items, not {kind!r}.",
+                f"outputs, reasoning and additional_tools items, not {kind!r}.",
                 at + ".type",
             )
     return out
@@ -204,10 +251,14 @@ def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
 def _call(item: dict[str, Any], where: str, out: list[dict[str, Any]], arguments: str) -> None:
     """A call item joins the assistant message before it, if that one is the
     model's last turn."""
+    name = _string(item.get("name"), where + ".name")
+    namespace = item.get("namespace")
+    if isinstance(namespace, str) and namespace:
+        name = flat_name(namespace, name)
     call = {
         "id": _string(item.get("call_id"), where + ".call_id"),
         "type": "function",
-        "function": {"name": _string(item.get("name"), where + ".name"), "arguments": arguments},
+        "function": {"name": name, "arguments": arguments},
     }
     last = out[-1] if out else None
     if last is not None and last["role"] == "assistant":
@@ -229,41 +280,59 @@ def _text(value: Any, where: str) -> str:
     wrong(where, "a string or an array of text parts")
 
 
-def _tools(value: Any) -> tuple[list[dict[str, Any]], frozenset[str]]:
-    """The tools as Chat Completions functions, and the names of the custom ones."""
-    if value is None:
-        return [], frozenset()
-    if not isinstance(value, list):
-        wrong("tools", "an array")
-    out = []
-    custom = set()
-    for i, tool in enumerate(value):
-        where = f"tools[{i}]"
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind not in ("function", "custom"):
-            raise invalid(
-                f"'{where}.type': {kind!r} is a built-in tool that runs on OpenAI's servers; "
-                "toolrelay serves function and custom tools.",
-                where + ".type",
-            )
+def flat_name(namespace: str, name: str) -> str:
+    """The name the model sees for tool ``name`` of ``namespace``."""
+    return name if namespace == _DEFAULT_NAMESPACE else f"{namespace}__{name}"
+
+
+class _ToolSet:
+    """The request's tools as Chat Completions functions (the top-level ``tools``
+    and those of ``additional_tools`` items), read one group at a time."""
+
+    def __init__(self) -> None:
+        self.tools: list[dict[str, Any]] = []
+        self.custom: set[str] = set()
+        self.namespaced: dict[str, tuple[str, str]] = {}
+        self.hosted: list[HostedTool] = []
+
+    def read(self, value: Any, where: str, namespace: str | None = None) -> None:
+        if value is None:
+            return
+        if not isinstance(value, list):
+            wrong(where, "an array")
+        for i, tool in enumerate(value):
+            at = f"{where}[{i}]"
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if kind == "namespace" and namespace is None:
+                inner = _string(tool.get("name"), at + ".name")
+                self.read(tool.get("tools"), at + ".tools", inner)
+            elif kind in ("function", "custom"):
+                self._tool(tool, kind, at, namespace)
+            else:
+                self.hosted.append(HostedTool(str(kind), at + ".type"))
+
+    def _tool(self, tool: dict[str, Any], kind: str, where: str, namespace: str | None) -> None:
         name = tool.get("name")
         if not isinstance(name, str) or not name:
             wrong(where + ".name", "a non-empty string")
         description = tool.get("description")
         if description is not None and not isinstance(description, str):
             wrong(where + ".description", "a string")
+        if namespace is not None:
+            flat = flat_name(namespace, name)
+            self.namespaced[flat] = (namespace, name)
+            name = flat
         if kind == "custom":
-            out.append(_custom_tool(name, description, tool.get("format"), where))
-            custom.add(name)
-            continue
+            self.tools.append(_custom_tool(name, description, tool.get("format"), where))
+            self.custom.add(name)
+            return
         function: dict[str, Any] = {"name": name}
         for key in ("description", "parameters", "strict"):
             if tool.get(key) is not None:
                 function[key] = tool[key]
         if not isinstance(function.get("parameters", {}), dict):
             wrong(where + ".parameters", "an object")
-        out.append({"type": "function", "function": function})
-    return out, frozenset(custom)
+        self.tools.append({"type": "function", "function": function})
 
 
 def _custom_tool(name: str, description: str | None, fmt: Any, where: str) -> dict[str, Any]:
@@ -292,6 +361,9 @@ def _tool_choice(value: Any) -> Any:
         return value
     if isinstance(value, dict) and value.get("type") in ("function", "custom"):
         name = _string(value.get("name"), "tool_choice.name")
+        namespace = value.get("namespace")
+        if isinstance(namespace, str) and namespace:
+            name = flat_name(namespace, name)
         return {"type": "function", "function": {"name": name}}
     raise invalid(
         '\'tool_choice\' must be auto, none, required or {"type": "function", "name": ...}; '

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -42,10 +42,17 @@ class ResponseBuilder(Blocks):
         echo: dict[str, Any],
         reasoning: bool,
         custom: frozenset[str] = frozenset(),
+        *,
+        namespaced: dict[str, tuple[str, str]] | None = None,
+        summary: bool = False,
     ) -> None:
         super().__init__(reasoning)
         # Calls of these (custom, freeform) tools are custom_tool_call items.
         self._custom = custom
+        # Calls of a namespaced tool name it by its namespace and its own name.
+        self._namespaced = namespaced or {}
+        # Reasoning as summary parts (reasoning.summary was asked for), not content.
+        self._summary = summary
         self.response: dict[str, Any] = {
             "id": _new_id("resp_"),
             "object": "response",
@@ -91,7 +98,9 @@ class ResponseBuilder(Blocks):
         elif start is not None:
             item.update(type="function_call", call_id=start.id, name=start.name, arguments="")
             item["status"] = "in_progress"
-        else:
+        if start is not None and start.name in self._namespaced:
+            item["namespace"], item["name"] = self._namespaced[start.name]
+        if start is None:
             if kind == "text":
                 item.update(type="message", role="assistant", content=[])
             else:
@@ -101,7 +110,16 @@ class ResponseBuilder(Blocks):
         self._item_id = item["id"]
         self._index = len(self._output) - 1
         out = [self._emit("response.output_item.added", output_index=self._index, item=dict(item))]
-        if start is None:
+        if kind == "reasoning" and self._summary:
+            out.append(
+                self._emit(
+                    "response.reasoning_summary_part.added",
+                    **self._where(),
+                    summary_index=0,
+                    part=_part("summary", ""),
+                )
+            )
+        elif start is None:
             out.append(
                 self._emit(
                     "response.content_part.added",
@@ -124,6 +142,15 @@ class ResponseBuilder(Blocks):
                 "sequence_number": sequence,
                 "item_id": self._item_id,
                 "output_index": self._index,
+                "delta": text,
+            }
+        if kind == "reasoning" and self._summary:
+            return {
+                "type": "response.reasoning_summary_text.delta",
+                "sequence_number": sequence,
+                "item_id": self._item_id,
+                "output_index": self._index,
+                "summary_index": 0,
                 "delta": text,
             }
         event: WireEvent = {
@@ -164,6 +191,19 @@ class ResponseBuilder(Blocks):
                     **where,
                     name=item["name"],
                     arguments=item["arguments"],
+                )
+            )
+        elif self._summary and kind == "reasoning":
+            part = _part("summary", text)
+            item["summary"] = [part]
+            out.append(
+                self._emit(
+                    "response.reasoning_summary_text.done", **where, summary_index=0, text=text
+                )
+            )
+            out.append(
+                self._emit(
+                    "response.reasoning_summary_part.done", **where, summary_index=0, part=part
                 )
             )
         else:
@@ -230,9 +270,11 @@ def _object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _part(kind: Kind, text: str) -> dict[str, Any]:
+def _part(kind: Kind | Literal["summary"], text: str) -> dict[str, Any]:
     if kind == "text":
         return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    if kind == "summary":
+        return {"type": "summary_text", "text": text}
     return {"type": "reasoning_text", "text": text}
 
 
