@@ -2,7 +2,9 @@
 
 Each input (``tests/core/soup.py``: every marker, nested openers, deep nesting,
 huge numbers, escapes, fragments of calls) is parsed whole and streamed at a
-random chunking, in worker processes, each input under a time budget. An
+random chunking (twice: told whether the text starts inside reasoning, and not
+told, as the gateway's first streams of a model are not), in worker
+processes, each input under a time budget. An
 input fails if the parser raises, runs over the budget, or streams other
 events than it parses (``tests/core/streamcheck.py``). Failures are written
 to a file for a regression test; the summary goes to stdout and, with
@@ -48,7 +50,10 @@ def _one(args: tuple[int, int, float]) -> tuple[str, int, str]:
     signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)
     try:
-        check_stream(text, cuts(rng, len(text)), tools)
+        chunking = cuts(rng, len(text))
+        check_stream(text, chunking, tools)
+        # As the gateway streams a model whose reasoning flag it does not know yet.
+        check_stream(text, chunking, tools, told=False)
     except _OverBudget:
         return "timeout", seed, f"{len(text)} characters"
     except AssertionError:
@@ -88,7 +93,8 @@ def main() -> int:
         "## Parser fuzz\n\n"
         f"`bench/fuzz_parser.py --inputs {args.inputs} --seed {args.seed}` on "
         f"{time.strftime('%Y-%m-%d')}: {args.inputs:,} markup-soup texts of up to "
-        f"{args.size:,} characters, each parsed whole and streamed at a random chunking, "
+        f"{args.size:,} characters, each parsed whole and streamed at a random chunking "
+        "(told the reasoning flag, and not told), "
         f"in {elapsed / 60:.1f} minutes on {args.workers} processes "
         f"({args.budget:g} s budget each): crashes **{counts['crash']}**, over the budget "
         f"**{counts['timeout']}**, streamed ≠ finished **{counts['mismatch']}**.\n"

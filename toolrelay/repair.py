@@ -18,7 +18,8 @@ read (the buffer discipline of h11):
 
 Hostile text is bounded, never an exception: values nest at most
 ``MAX_DEPTH`` deep (a deeper container ends the value as it stands), a number
-is text until it must be a number (integers keep every digit, however many),
+is text until it must be a number (integers keep every digit; one longer than
+Python's ``int`` reads, ``INT_DIGITS``, becomes a string of its digits),
 and every pattern here matches in time linear in the text (no pattern can
 backtrack over a run of characters more than once).
 
@@ -29,7 +30,6 @@ the atom rules above; split, one half would only make sense beside the other.
 
 from __future__ import annotations
 
-import decimal
 import enum
 import json
 import re
@@ -43,7 +43,8 @@ import orjson
 # orjson (255) and json (the recursion limit) encode and decode.
 MAX_DEPTH = 128
 # Python refuses to turn longer digit strings into an int (the conversion is
-# quadratic); such integers are read as an exact ``decimal.Decimal`` instead.
+# quadratic), and so does every Python client's ``json.loads``: such an integer
+# is written as a JSON string of its digits (docs/formats.md), exact and loadable.
 INT_DIGITS = 4300
 # A bare word or number this long that is still growing is taken into the lexer
 # instead of being waited for in the buffer: it is never read twice, and never
@@ -290,35 +291,28 @@ _LITERALS = {
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
 
-def _exact_number(value: Any) -> orjson.Fragment:
-    if isinstance(value, decimal.Decimal):
-        return orjson.Fragment(str(value))
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
 def json_text(value: Any) -> str:
     """Compact strict JSON for ``value``.
 
     orjson refuses integers beyond 64 bits and strings with a lone surrogate
     (which a backend's ``"\\ud800"`` decodes to): json writes those, escaping
-    exactly as orjson does otherwise. An integer too long for ``int`` (read as a
-    ``Decimal`` by ``load_json``) is written with all its digits.
+    exactly as orjson does otherwise.
     """
     try:
-        return orjson.dumps(value, default=_exact_number).decode()
+        return orjson.dumps(value).decode()
     except TypeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _exact_int(text: str) -> int | decimal.Decimal:
+def _exact_int(text: str) -> int | str:
     try:
         return int(text)
-    except ValueError:  # beyond Python's int-string limit
-        return decimal.Decimal(text)
+    except ValueError:  # beyond Python's int-string limit: its digits, as a string
+        return text
 
 
 def load_json(text: str | bytes) -> Any:
-    """``json.loads``, except that integers too long for ``int`` become exact ``Decimal``s.
+    """``json.loads``, except that integers too long for ``int`` become strings of their digits.
 
     Not orjson, which turns integers beyond 64 bits into floats.
     """
@@ -370,7 +364,10 @@ def canonical_atom(text: str) -> str:
         return literal
     if _INTEGER.fullmatch(text):
         digits = text.lstrip("+-").lstrip("0") or "0"
-        return "-" + digits if text[0] == "-" and digits != "0" else digits
+        signed = "-" + digits if text[0] == "-" and digits != "0" else digits
+        # Too long for any Python client's json.loads: kept exact, as a string.
+        return signed if len(digits) <= INT_DIGITS else '"' + signed + '"'
+
     if _NUMBER.fullmatch(text):
         return number_text(float(text))
     if text.lstrip("+-") in ("NaN", "Infinity", "inf", "nan"):

@@ -112,6 +112,11 @@ class StreamParser:
         """A closing reasoning tag came before any opening one: the template opened it."""
         return self._ctx.orphan_close
 
+    @property
+    def reasoning_seen(self) -> bool:
+        """A reasoning block was opened: no closing tag after this is an orphan."""
+        return self._ctx.reasoning_seen
+
     def feed(self, delta: str) -> list[Event]:
         if self._closed:
             raise RuntimeError("feed() after close()")

@@ -37,7 +37,7 @@ import jsonschema_rs
 import orjson
 
 from toolrelay.events import ToolCall
-from toolrelay.repair import json_text
+from toolrelay.repair import INT_DIGITS, json_text
 from toolrelay.types import NO_PARAMETERS, ToolSpec
 
 # Compiled schemas kept; a gateway sees the same few tool sets over and over.
@@ -257,7 +257,8 @@ def _coerced(value: Any, kind: str) -> Any:
         if found is None:
             return _NOT_COERCIBLE
         if not found.group(1) and not found.group(2):
-            return int(text)
+            # Beyond INT_DIGITS the digits stay a string (docs/formats.md): no int to make.
+            return int(text) if len(text.lstrip("-")) <= INT_DIGITS else _NOT_COERCIBLE
         number = float(text)
         if kind == "integer":
             # Beyond 2**53 a float no longer holds every integer.

@@ -127,6 +127,11 @@ def test_ctrl_c_cancels_the_turn_and_its_command_not_the_session(
 
 def test_ctrl_c_while_the_model_streams(terminal: Any) -> None:
     child, sim = terminal(chunk=2, delay_ms=100)
+    # The first answer teaches whether the model's template opens reasoning (it is
+    # held back until then: toolrelay.undecided); the second streams as it comes.
+    child.sendline("hello")
+    child.expect_exact("You said: hello")
+    child.expect_exact(PROMPT)
     child.sendline("tell me a long story")
     child.expect_exact("You said: tell")
     child.sendintr()
@@ -134,7 +139,7 @@ def test_ctrl_c_while_the_model_streams(terminal: Any) -> None:
     child.expect_exact(PROMPT)
     child.sendeof()
     child.expect(pexpect.EOF)
-    assert len(user_messages(sim)) == 1
+    assert len(user_messages(sim)) == 2
 
 
 def test_a_confirmation_asked_in_the_terminal(terminal: Any, workdir: Path) -> None:

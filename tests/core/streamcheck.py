@@ -16,6 +16,7 @@ from toolrelay import (
     parse_tool_calls,
 )
 from toolrelay.repair import load_json
+from toolrelay.undecided import stream_parser
 
 
 def opens_in_reasoning(text: str, tools: Any = None, fmt: str = "auto") -> bool:
@@ -35,10 +36,11 @@ def stream(
     cuts: list[int],
     tools: Any = None,
     fmt: str = "auto",
-    reasoning_open: bool = False,
+    reasoning_open: bool | None = False,
 ) -> list[Any]:
-    """Feed ``text`` cut at the given positions; return every event."""
-    parser = StreamParser(tools, fmt, reasoning_open=reasoning_open)
+    """Feed ``text`` cut at the given positions; return every event. ``reasoning_open``
+    None: not known, as for a gateway's first streams of a model (toolrelay.undecided)."""
+    parser = stream_parser(tools, fmt, reasoning_open=reasoning_open)
     events: list[Any] = []
     start = 0
     for cut in sorted(set(cuts)):
@@ -50,10 +52,17 @@ def stream(
     return events
 
 
-def check_stream(text: str, cuts: list[int], tools: Any = None, fmt: str = "auto") -> None:
-    """The streamed events agree with the finished parse and obey the event rules."""
+def check_stream(
+    text: str, cuts: list[int], tools: Any = None, fmt: str = "auto", *, told: bool = True
+) -> None:
+    """The streamed events agree with the finished parse and obey the event rules.
+
+    ``told``: the stream parser is told whether the text starts inside reasoning
+    (what the finished parse finds); else it is not, as the gateway's first
+    streams of a model are not, and must find out itself."""
     expected: ParseResult = parse_tool_calls(text, tools, fmt)
-    events = stream(text, cuts, tools, fmt, opens_in_reasoning(text, tools, fmt))
+    opened = opens_in_reasoning(text, tools, fmt) if told else None
+    events = stream(text, cuts, tools, fmt, opened)
     content = "".join(e.text for e in events if isinstance(e, ContentDelta))
     reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
     assert content == expected.content

@@ -29,6 +29,7 @@ from blocks import (
 _SERVER_LINE = re.compile(r"^(?:\S+/)?(?:toolrelay|python3? -m toolrelay)\s+(?:serve|simulate)\b")
 _PORT_FLAG = re.compile(r"--port[ =](\d+)")
 _COMMAND_TIMEOUT = 90
+_LISTEN_TIMEOUT = 90.0
 
 
 def test_every_block_is_run_or_says_why_not() -> None:
@@ -150,7 +151,8 @@ class _Session:
         self.servers.append((command, process))
         flag = _PORT_FLAG.search(command)
         port = int(flag.group(1)) if flag else self.ports[8787]
-        deadline = time.monotonic() + 30
+        # Generous: a loaded machine (CI, or several suites at once) starts servers slowly.
+        deadline = time.monotonic() + _LISTEN_TIMEOUT
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 output = log.read_text(errors="replace")
@@ -160,7 +162,9 @@ class _Session:
                 return
             except OSError:
                 time.sleep(0.05)
-        pytest.fail(f"{block.label}: {command!r} did not listen on port {port} within 30 s")
+        pytest.fail(
+            f"{block.label}: {command!r} did not listen on port {port} within {_LISTEN_TIMEOUT:g} s"
+        )
 
     def close(self) -> None:
         for _, process in reversed(self.servers):

@@ -13,6 +13,7 @@ import time
 import httpx
 import pytest
 
+from tests.gateway.serve_process import serve_process
 from tests.gateway.support import gateway, stack
 from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.simulator import Simulator, SimulatorConfig
@@ -108,39 +109,11 @@ def test_a_model_that_calls_gets_no_hint(caplog: pytest.LogCaptureFixture) -> No
 
 
 def test_serve_logs_json_lines(tmp_path: object) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     with Simulator(SimulatorConfig()) as sim:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "toolrelay",
-                "serve",
-                "--backend",
-                sim.openai_url,
-                "--port",
-                str(port),
-                "--log-format",
-                "json",
-            ],
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
-                    break
-                except httpx.TransportError:
-                    assert time.monotonic() < deadline and process.poll() is None
-                    time.sleep(0.05)
-        finally:
-            process.terminate()
-            _, stderr = process.communicate(timeout=20)
+        args = ("--backend", sim.openai_url, "--log-format", "json")
+        with serve_process(*args) as served:
+            httpx.get(served.url + "/health", timeout=30)
+    stderr = served.log
     records = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
     access = next(r for r in records if r["logger"] == "toolrelay.access")

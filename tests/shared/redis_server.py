@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -17,7 +18,12 @@ from pathlib import Path
 import pytest
 import redis
 
-_START_TIMEOUT = 10.0
+_START_TIMEOUT = 30.0
+_PORT_ATTEMPTS = 3
+
+
+class PortTaken(RuntimeError):
+    """Another process bound the port first."""
 
 
 def redis_server_binary() -> str:
@@ -48,6 +54,8 @@ class RedisServer:
         self.folder = folder
         self.port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
+        # A restart must come back on the same port: the gateways know only that one.
+        self.started_once = False
 
     @property
     def url(self) -> str:
@@ -57,6 +65,17 @@ class RedisServer:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
 
     def start(self) -> None:
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                self._start()
+                return
+            except PortTaken:
+                if self.started_once or attempt == _PORT_ATTEMPTS - 1:
+                    raise
+                # Taken between free_port() and redis-server's bind: another port.
+                self.port = free_port()
+
+    def _start(self) -> None:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
         # Nothing on disk: a restart starts empty, as a Redis without persistence does.
         args += ["--save", "", "--appendonly", "no", "--dir", str(self.folder)]
@@ -67,11 +86,14 @@ class RedisServer:
             while True:
                 try:
                     client.ping()
+                    self.started_once = True
                     return
                 except redis.ConnectionError:
                     if self._process.poll() is not None or time.monotonic() > deadline:
                         log = (self.folder / "redis.log").read_text(errors="replace")[-2000:]
                         self.stop()
+                        if "Address already in use" in log:
+                            raise PortTaken(log) from None
                         raise RuntimeError(f"redis-server did not start:\n{log}") from None
                     time.sleep(0.02)
 
@@ -83,4 +105,20 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait(10)
+            self._process = None
+
+    def pause(self) -> None:
+        """Hang it (SIGSTOP): its connections stay open, nothing answers."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._process is not None
+        self._process.send_signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        """Kill it at once (SIGKILL): no shutdown, connections reset."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait(10)
             self._process = None

@@ -69,14 +69,16 @@ def test_a_fact_is_said_again_once_half_its_ttl_has_passed(redis_server: RedisSe
     async def scenario(client: Redis, shared: SharedFacts, cache: CapabilityCache) -> None:
         cache.set("m", "refuses_tools", True)
         await shared.flush(client)
-        await asyncio.sleep(0.12)
+        await asyncio.sleep(1.2)
         cache.set("m", "refuses_tools", True)
         assert shared.pending == 1
         await shared.flush(client)
         ttl = await client.pttl(fact_key(BACKEND, "m", "refuses_tools"))
-        assert 100 < ttl <= 200  # renewed for the whole TTL (the first write has < 80 ms left)
+        # Renewed for the whole TTL (the first write has < 800 ms left); a second of
+        # margin, so that a loaded machine does not fail it.
+        assert 1000 < ttl <= 2000
 
-    run(redis_server, 0.2, scenario)
+    run(redis_server, 2.0, scenario)
 
 
 def test_a_forgotten_fact_leaves_redis_and_the_other_replicas(redis_server: RedisServer) -> None:

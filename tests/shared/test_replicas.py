@@ -55,7 +55,7 @@ def sent_tools(sim: Simulator, since: int = 0) -> list[bool]:
     return [bool(r.body.get("tools")) for r in requests if r.path.endswith("/chat/completions")]
 
 
-def eventually(check: Any, seconds: float = 10.0) -> None:
+def eventually(check: Any, seconds: float = 30.0) -> None:
     """Wait (bounded) until ``check()`` holds."""
     deadline = time.monotonic() + seconds
     while not check():
@@ -87,7 +87,8 @@ def test_a_refusal_learned_through_one_sends_the_other_straight_to_rescue(
         assert chat(first, WITH_TOOLS).status_code == 200
         # The first replica asked natively, was refused, and rescued.
         assert sent_tools(refusing_sim) == [True, False]
-        assert facts(second)["m"]["refuses_tools"] is True
+        # Written and published by the first replica's writer, beside the answer: soon.
+        eventually(lambda: facts(second).get("m", {}).get("refuses_tools") is True)
         before = len(refusing_sim.requests)
         reply = chat(second, WITH_TOOLS)
         assert reply.status_code == 200
@@ -102,15 +103,16 @@ def test_facts_expire_on_every_replica_with_the_ttl(
     refusing_sim: Simulator, redis_server: RedisServer
 ) -> None:
     with ExitStack() as stack:
-        first, second = replicas(stack, refusing_sim, redis_server, capability_ttl=1.5)
-        learned = time.monotonic()
+        # A TTL of seconds: on a loaded machine the steps before the check take a while.
+        first, second = replicas(stack, refusing_sim, redis_server, capability_ttl=6.0)
         assert chat(first, WITH_TOOLS).status_code == 200
+        learned = time.monotonic()  # the facts were set before this: they expire before +6 s
         eventually(lambda: "m" in facts(second))
         with redis_server.client() as client:
             keys = client.keys("toolrelay:fact:*")
             assert len(keys) == 2  # refuses_tools and native_tools: false
-            assert all(0 < client.pttl(key) <= 1500 for key in keys)
-        eventually(lambda: time.monotonic() - learned > 1.6)
+            assert all(0 < client.pttl(key) <= 6000 for key in keys)
+        eventually(lambda: time.monotonic() - learned > 6.1)
         assert facts(first) == {} and facts(second) == {}
         with redis_server.client() as client:
             assert client.keys("toolrelay:fact:*") == []
@@ -128,8 +130,9 @@ def test_an_override_posted_through_one_is_what_the_other_uses_next(
         assert tools(second)["source"] == "none"
         posted = httpx.post(first.url + "/api/tools", json=[lookup_tool("lookup")], timeout=10)
         assert posted.status_code == 200
-        # At once, with no wait: GET and the next turn on the other replica.
-        assert tools(second) == posted.json()
+        # Published before the post answered; delivered by pub/sub within milliseconds
+        # (waited for, bounded: a loaded machine may take longer to read it).
+        eventually(lambda: tools(second) == posted.json())
         assert (tools(second)["source"], tools(second)["count"]) == ("request", 1)
         assert chat(second, ASK).status_code == 200
         offered = [tool["function"]["name"] for tool in sim.requests[-1].body["tools"]]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
 
+from tests.gateway.serve_process import serve_process
 from tests.shared.redis_server import RedisServer, free_port
+from tests.shared.test_replicas import eventually
 from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.simulator import Simulator, SimulatorConfig
 
@@ -31,29 +32,16 @@ def serve_args(backend: str, redis_url: str, port: int) -> list[str]:
 
 @contextmanager
 def serve(backend: str, redis_url: str) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        serve_args(backend, redis_url, port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(url + "/health", timeout=2)
-                break
-            except httpx.HTTPError:
-                assert proc.poll() is None, proc.communicate()[1].decode()
-                assert time.monotonic() < deadline, "toolrelay serve did not start"
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    """``toolrelay serve`` on a port the system picks: its base URL."""
+    args = ["--backend", backend, "--backend-kind", "openai", "--redis-url", redis_url]
+    with serve_process(*args) as served:
+        yield served.url
+
+
+def refuses_tools(url: str) -> bool:
+    """Whether the replica at ``url`` knows that model m refuses tools."""
+    health = httpx.get(url + "/health", timeout=30).json()
+    return any(b["facts"].get("m", {}).get("refuses_tools") for b in health["backends"])
 
 
 def test_two_serve_processes_share_facts_and_the_override(redis_server: RedisServer) -> None:
@@ -66,6 +54,8 @@ def test_two_serve_processes_share_facts_and_the_override(redis_server: RedisSer
         assert httpx.post(first + "/v1/chat/completions", json=WITH_TOOLS, timeout=20).is_success
         chats = [r for r in sim.requests if r.path.endswith("/chat/completions")]
         assert [bool(r.body.get("tools")) for r in chats] == [True, False]
+        # The lesson reaches the other process through Redis (pub/sub: soon, not at once).
+        eventually(lambda: refuses_tools(second))
         before = len(sim.requests)
         assert httpx.post(second + "/v1/chat/completions", json=WITH_TOOLS, timeout=20).is_success
         chats = [r for r in list(sim.requests)[before:] if r.path.endswith("/chat/completions")]
@@ -73,6 +63,7 @@ def test_two_serve_processes_share_facts_and_the_override(redis_server: RedisSer
 
         posted = httpx.post(first + "/api/tools", json=[LOOKUP], timeout=10)
         assert posted.status_code == 200
+        eventually(lambda: httpx.get(second + "/api/tools", timeout=10).json()["count"] == 1)
         shown = httpx.get(second + "/api/tools", timeout=10).json()
         assert (shown["source"], shown["count"], shown["tools"]) == (
             "request",

@@ -218,9 +218,16 @@ def test_delay_ms_paces_the_deltas(start_simulator, wire):
     # role + 5 content + finish + [DONE]: seven pauses of 40 ms.
     assert len(arrivals) == 8
     assert arrivals[-1] - arrivals[0] >= 0.25
-    non_streaming = time.monotonic()
-    wire.http(sim).post("/v1/chat/completions", json=request | {"stream": False})
-    assert time.monotonic() - non_streaming < 0.25
+
+
+def test_delay_ms_does_not_pace_a_finished_answer(start_simulator, wire):
+    # Paced, these ten deltas would take ten seconds: far from any load's noise.
+    sim = start_simulator({"rules": [{"answer": {"content": "abcdefghij"}}]}, chunk=1,
+                          delay_ms=1000)  # fmt: skip
+    request = {"model": "m", "messages": HELLO, "stream": False}
+    started = time.monotonic()
+    wire.http(sim).post("/v1/chat/completions", json=request)
+    assert time.monotonic() - started < 5
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/api/chat"])

@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     from toolrelay.io.urls import redact_url
     from toolrelay.server import create_app
     from toolrelay.server.auth import is_loopback
-    from toolrelay.server.logs import configure_logging
+    from toolrelay.server.logs import configure_logging, secrets_of
 
     explicit = given(
         args,
@@ -186,7 +186,15 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"toolrelay serve: invalid settings: {exc}", file=sys.stderr)
         return 2
-    configure_logging(args.log_level, args.log_format)
+    if not settings.admin_token and not settings.tools_api_open and not is_loopback(settings.host):
+        print(
+            f"toolrelay serve: listening on {settings.host}, beyond this machine, anyone who "
+            "can reach the port could replace the HTTP tools (POST /api/tools): set "
+            "TOOLRELAY_ADMIN_TOKEN, or TOOLRELAY_TOOLS_API_OPEN=true to allow it",
+            file=sys.stderr,
+        )
+        return 2
+    configure_logging(args.log_level, args.log_format, secrets_of(settings))
     try:
         app = create_app(settings)
     except ToolsError as exc:

@@ -294,7 +294,7 @@ class Settings(BaseSettings):
     )
     connect_timeout: float = Field(default=10.0, description="seconds to connect to the backend")
     total_timeout: float = Field(
-        default=1800.0,
+        default=600.0,
         gt=0,
         description="seconds one backend request may take in all, streamed or not (then 504)",
     )
@@ -368,6 +368,11 @@ class Settings(BaseSettings):
         validation_alias=_seed_env("tool_timeout_secs"),
         description="timeout of one tool HTTP request",
     )
+    tool_follow_redirects: bool = Field(
+        default=False,
+        description="follow an HTTP tool's redirects within its URL's origin (scheme, host, "
+        "port; never elsewhere); off: a redirect is an error result",
+    )
     tool_result_max_chars: int = Field(
         default=2000,
         ge=1,
@@ -401,7 +406,12 @@ class Settings(BaseSettings):
     )
     admin_token: str | None = Field(
         default=None,
-        description="bearer token POST /api/tools and DELETE /api/facts require, when set",
+        description="bearer token GET and POST /api/tools and DELETE /api/facts require, when set",
+    )
+    tools_api_open: bool = Field(
+        default=False,
+        description="allow POST /api/tools without an admin token on a bind beyond loopback "
+        "(else toolrelay serve refuses to start that way)",
     )
     session_max_turns: int = Field(
         default=20, ge=1, description="turns a /ws conversation keeps (oldest dropped first)"

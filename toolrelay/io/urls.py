@@ -9,10 +9,17 @@ error messages, logs).
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 _HIDDEN = "***"
+# Query parameter names that say their value is a credential.
+_CREDENTIAL_NAME = re.compile(
+    r"key|token|secret|passw|pwd|auth|sig|credential|session|jwt|bearer|cookie", re.IGNORECASE
+)
+# A value that is only a tool's {placeholder}: the model's argument, not a secret.
+_PLACEHOLDER_ONLY = re.compile(r"\{[A-Za-z_][A-Za-z0-9_-]*\}")
 
 
 @dataclass(frozen=True)
@@ -86,3 +93,25 @@ def redact_text(text: str, url: str) -> str:
         if secret:
             text = text.replace(secret, _HIDDEN)
     return text
+
+
+def redact_tool_url(url: str) -> str:
+    """An HTTP tool's URL template as it may be shown: the userinfo's password
+    and each query value whose name says it is a credential (``api_key``,
+    ``token``, ``sig``…) hidden; placeholders and everything else as written."""
+    head, mark, query = url.partition("?")
+    scheme, sep, rest = head.partition("://")
+    authority, slash, path = rest.partition("/")
+    user, at, host = authority.rpartition("@")
+    if at and ":" in user:
+        authority = user.split(":", 1)[0] + ":" + _HIDDEN + "@" + host
+    head = scheme + sep + authority + slash + path
+    if not mark:
+        return head
+    query, hash_mark, fragment = query.partition("#")
+    pairs = []
+    for pair in query.split("&"):
+        name, equals, value = pair.partition("=")
+        hidden = equals and _CREDENTIAL_NAME.search(name) and not _PLACEHOLDER_ONLY.fullmatch(value)
+        pairs.append(name + "=" + _HIDDEN if hidden else pair)
+    return head + "?" + "&".join(pairs) + hash_mark + fragment

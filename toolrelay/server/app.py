@@ -227,11 +227,12 @@ def _version() -> str:
 def app_from_environment() -> Starlette:
     """The app of one ``toolrelay serve --workers N`` worker: its settings come
     from the environment ``serve`` prepared (flags included) and the config file."""
-    from toolrelay.server.logs import configure_logging
+    from toolrelay.server.logs import configure_logging, secrets_of
 
     level, _, style = os.environ.get(WORKER_LOGGING, "info:text").partition(":")
-    configure_logging(level, style or "text")
-    return create_app(Settings())
+    settings = Settings()
+    configure_logging(level, style or "text", secrets_of(settings))
+    return create_app(settings)
 
 
 # Where ``serve`` leaves its log level and format for its workers.

@@ -40,7 +40,11 @@ class Gateway:
         self.counters = process_counters()
         self.started = time.time()
         # The tools file is read once, here; a bad one stops the start.
-        definitions = load_tools_file(settings.tools_file) if settings.tools_active else ()
+        definitions = (
+            load_tools_file(settings.tools_file, settings.max_body_bytes)
+            if settings.tools_active
+            else ()
+        )
         # With Redis, replicas share what they learn and the /api/tools override.
         self.shared = (
             SharedState(settings.redis_url, settings.redis_resync) if settings.redis_url else None
@@ -54,7 +58,10 @@ class Gateway:
         self.mcp = _mcp_servers(settings) if configured(settings) else None
         self.tools = ToolRegistry(
             store,
-            HttpToolClient(timeout=settings.tool_timeout_secs),
+            HttpToolClient(
+                timeout=settings.tool_timeout_secs,
+                follow_redirects=settings.tool_follow_redirects,
+            ),
             max_chars=settings.tool_result_max_chars,
             sources=[self.mcp] if self.mcp is not None else [],
         )
@@ -70,7 +77,7 @@ class Gateway:
             "settings": self.settings.public_dict(),
             "model_names": self.settings.model_names.health(),
             "counters": self.counters.snapshot(),
-            "shared_state": self.shared.health() if self.shared else {"store": "memory"},
+            "shared_state": await self.shared.health() if self.shared else {"store": "memory"},
             "mcp_servers": mcp,
             # Which worker answered: with --workers N the counters are all workers'.
             "process": os.getpid(),

@@ -5,16 +5,25 @@ request) is ``toolrelay.access``. With ``--log-format json`` each record is
 one JSON object, and the access log's fields (``method``, ``path``,
 ``model``, ``mode``, ``status``, ``duration_ms``, ``request_id``) are keys
 of their own.
+
+No level prints a credential: every record passes :class:`RedactSecrets`,
+which hides the values of credential headers (what uvicorn and websockets
+write at ``debug`` about a handshake) and the gateway's own secrets
+(its API keys, the admin token, the backends' keys) wherever they appear.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolrelay.io.settings import Settings
 
 access_log = logging.getLogger("toolrelay.access")
 
@@ -23,8 +32,45 @@ access_log = logging.getLogger("toolrelay.access")
 NOTES = "toolrelay.notes"
 
 
-def configure_logging(level: str, fmt: str) -> None:
+_HIDDEN = "***"
+# A credential header and its value, as a log line writes it: "Authorization:
+# Bearer k", "authorization=...", or a repr such as (b'x-api-key', b'k').
+_CREDENTIAL_HEADER = re.compile(
+    r"\b((?:proxy-)?authorization|x-api-key|api-key|x-admin-token|(?:set-)?cookie)"
+    r"(['\"]?\s*[:=,]\s*(?-i:b)?['\"]?)([^\r\n'\"]*)",
+    re.IGNORECASE,
+)
+# Shorter "secrets" would hide ordinary words.
+_MIN_SECRET = 4
+
+
+class RedactSecrets(logging.Filter):
+    """Hides credential header values and the given secrets in every record."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.secrets = sorted({s for s in secrets if len(s) >= _MIN_SECRET}, key=len, reverse=True)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = _CREDENTIAL_HEADER.sub(lambda m: m.group(1) + m.group(2) + _HIDDEN, message)
+        for secret in self.secrets:
+            cleaned = cleaned.replace(secret, _HIDDEN)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+def secrets_of(settings: Settings) -> list[str]:
+    """The credentials the settings hold: never to be logged."""
+    found = [*settings.api_keys, settings.admin_token or "", settings.api_key or ""]
+    found += [backend.api_key or "" for backend in settings.backend_configs()]
+    return [secret for secret in found if secret]
+
+
+def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None:
     handler = logging.StreamHandler()
+    handler.addFilter(RedactSecrets(secrets))
     if fmt == "json":
         handler.setFormatter(
             JsonFormatter(

@@ -5,9 +5,11 @@ of the file's definitions, from the next turn on, in memory only (seed 002,
 section 2), or in Redis for every replica with ``TOOLRELAY_REDIS_URL``.
 Answers: ``200 {ok, count, source, tools}``; ``400`` for an empty body, text
 that is not UTF-8, not a JSON array, or no valid definition; ``401`` without
-the admin token when ``TOOLRELAY_ADMIN_TOKEN`` is set; ``503`` when no model
-server is configured, or when the shared store's Redis does not answer.
-Errors carry ``ok: false`` and an OpenAI error object.
+the admin token when ``TOOLRELAY_ADMIN_TOKEN`` is set (``GET`` too: the
+definitions name the tools' servers); ``503`` when no model server is
+configured, or when the shared store's Redis does not answer. Errors carry
+``ok: false`` and an OpenAI error object. Header values and the URLs'
+credentials are never shown: they are third parties' secrets.
 """
 
 from __future__ import annotations
@@ -40,17 +42,27 @@ class ToolsApi:
     async def get(self, request: Request) -> Response:
         if not self.gateway.backends.configured:
             return _error(APIError(503, NO_BACKEND, type="api_error", code="llm_disabled"))
+        refused = self._unauthorised(request)
+        if refused is not None:
+            return refused
         return self._answer(await self.gateway.tools.store.get())
+
+    def _unauthorised(self, request: Request) -> Response | None:
+        """The 401 for a request without the admin token, when one is set."""
+        refused = admin_refusal(
+            request.headers.get("authorization"),
+            self.gateway.settings.admin_token,
+            f"{request.method} /api/tools",
+        )
+        return None if refused is None else _error(refused, {"www-authenticate": "Bearer"})
 
     async def post(self, request: Request) -> Response:
         gateway = self.gateway
         if not gateway.backends.configured:
             return _error(APIError(503, NO_BACKEND, type="api_error", code="llm_disabled"))
-        refused = admin_refusal(
-            request.headers.get("authorization"), gateway.settings.admin_token, "POST /api/tools"
-        )
+        refused = self._unauthorised(request)
         if refused is not None:
-            return _error(refused, {"www-authenticate": "Bearer"})
+            return refused
         try:
             raw = await _read(request, gateway.settings.max_body_bytes)
             definitions = decode_definitions(raw)
@@ -78,7 +90,8 @@ class ToolsApi:
     def _answer(self, active: ActiveTools) -> Response:
         """The HTTP tools in force (in the file format), then the MCP servers' tools
         (``source: "mcp"``, with their ``server`` and their ``mcp_name``)."""
-        tools = [definition.to_dict() for definition in active.definitions]
+        # Header values and URL credentials are third parties' secrets: never shown.
+        tools = [definition.shown_dict() for definition in active.definitions]
         tools += [tool.to_dict() for tool in self.gateway.tools.sourced(active.definitions)]
         body = {"ok": True, "count": len(tools), "source": active.source, "tools": tools}
         return _json(200, body)
@@ -139,8 +152,13 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": ["tools"],
             "summary": "The HTTP tool definitions in force and where they came from, then "
             "the MCP servers' tools (source: mcp)",
+            "security": [{"adminToken": []}],
             "responses": {
-                "200": _tools_answer("source: file (LLM_TOOLS_FILE), request (POST) or none"),
+                "200": _tools_answer(
+                    "source: file (LLM_TOOLS_FILE), request (POST) or none; header values "
+                    "and the URLs' credentials shown as ***"
+                ),
+                "401": _tools_error("TOOLRELAY_ADMIN_TOKEN is set and the bearer token is not it"),
                 "503": _tools_error("No model server is configured: the LLM is disabled"),
             },
         },
@@ -239,7 +257,7 @@ OPENAPI_SECURITY: dict[str, Any] = {
     "adminToken": {
         "type": "http",
         "scheme": "bearer",
-        "description": "TOOLRELAY_ADMIN_TOKEN, required by POST /api/tools when it is set",
+        "description": "TOOLRELAY_ADMIN_TOKEN, required by GET and POST /api/tools when it is set",
     }
 }
 

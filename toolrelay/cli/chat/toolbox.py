@@ -40,7 +40,7 @@ def build_toolbox(options: ToolOptions) -> tuple[Toolbox, HttpToolClient | None]
     """The toolbox and the HTTP client its HTTP tools share (None without any)."""
     tools: list[Tool] = []
     if options.builtins:
-        tools += file_tools(options.workspace, options.approver)
+        tools += file_tools(options.workspace, options.approver, options.http_timeout)
         tools.append(
             RunCommand(options.workspace, options.approver, timeout=options.command_timeout)
         )

@@ -3,12 +3,18 @@ and failures the model can read."""
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 from toolrelay.cli.chat.approval import Declined
 from toolrelay.cli.chat.workspace import OutsideWorkspace, Workspace
 from toolrelay.io.tools import ToolOutput
+
+# Seconds a built-in's work (reading, listing, searching, writing) may take.
+DEFAULT_TIMEOUT = 15.0
+_Result = TypeVar("_Result")
 
 
 class ToolFailure(Exception):
@@ -22,8 +28,20 @@ class BuiltinTool(ABC):
     description = ""
     parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.workspace = workspace
+        self.timeout = timeout
+
+    async def in_thread(self, work: Callable[..., _Result], *args: Any) -> _Result:
+        """``work(*args)`` in a worker thread, given up on after the tool timeout.
+
+        A thread cannot be stopped: one that overran finishes on its own (the
+        tools bound what they read, so it does), but the turn goes on now.
+        """
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(work, *args), self.timeout)
+        except asyncio.TimeoutError:
+            raise ToolFailure(f"{self.name} did not finish within {self.timeout:g} s") from None
 
     def declaration(self) -> dict[str, Any]:
         return {

@@ -9,6 +9,7 @@ not caught (the agent runs as its user, on that user's files).
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +33,10 @@ class Workspace:
         and ``..`` resolved; OutsideWorkspace when it leaves the root."""
         if "\x00" in path:
             raise OutsideWorkspace("a path cannot hold a NUL character")
-        resolved = (self.root / Path(path).expanduser()).resolve(strict=False)
+        try:
+            resolved = (self.root / Path(path).expanduser()).resolve(strict=False)
+        except RuntimeError:  # Python before 3.13 says "Symlink loop" so
+            raise OSError(errno.ELOOP, "a symlink loop", path) from None
         if self.confined and not resolved.is_relative_to(self.root):
             raise OutsideWorkspace(
                 f"{path} is outside the working directory {self.root} (symlinks and .. resolved)"

@@ -206,14 +206,15 @@ class Backend:
 
     async def reasoning_open(
         self, model: str, body: dict[str, Any], configured: bool | None = None
-    ) -> bool:
+    ) -> bool | None:
         """Whether ``model``'s output for this request starts inside reasoning.
 
         ``configured`` (the model's ``reasoning_open`` setting) wins; then the
         chat template, where the server shows it (llama.cpp's ``/props``,
         Ollama's ``/api/show``), rendered with the request's
         ``chat_template_kwargs``; then what was learned from an orphan closing
-        tag in an earlier answer, unless the request turns thinking off.
+        tag in an earlier answer, unless the request turns thinking off; None
+        when none of these says.
         """
         if configured is not None:
             return configured
@@ -236,7 +237,8 @@ class Backend:
                 return opened
         if kwargs.get("enable_thinking") is False or kwargs.get("thinking") is False:
             return False
-        return self.knows(model, "opens_reasoning")
+        # None until learned: the stream holds back what may be reasoning (toolrelay.undecided).
+        return self.facts.get(model, "opens_reasoning")
 
     async def _chat_template(self, model: str) -> ChatTemplate | None:
         """The model's chat template, fetched once per ``capability_ttl``."""

@@ -39,7 +39,7 @@ class Limits:
     """What one backend request may take; each is a setting (docs/gateway.md)."""
 
     timeout: float = 600.0  # seconds of silence
-    total_timeout: float = 1800.0  # seconds in all
+    total_timeout: float = 600.0  # seconds in all
     connect_timeout: float = 10.0
     max_response_bytes: int = 64 * 1024 * 1024
     max_line_bytes: int = 8 * 1024 * 1024

@@ -44,6 +44,7 @@ from toolrelay.rescue import (
 )
 from toolrelay.stuck import append_note
 from toolrelay.types import ToolSpec
+from toolrelay.undecided import UndecidedStreamParser
 
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter"})
 
@@ -305,7 +306,10 @@ class ChunkReader:
     )
 
     def __init__(
-        self, parser: StreamParser | None, native: NativeStream | None, limit: int | None
+        self,
+        parser: StreamParser | UndecidedStreamParser | None,
+        native: NativeStream | None,
+        limit: int | None,
     ) -> None:
         self.parser = parser
         self.native = native

@@ -14,7 +14,6 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from toolrelay import StreamParser
 from toolrelay.echo import EchoCleaner
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
@@ -47,6 +46,7 @@ from toolrelay.io.round.request import (
     reply_events,
 )
 from toolrelay.names import ToolSet
+from toolrelay.undecided import stream_parser
 
 log = logging.getLogger("toolrelay.rounds")
 
@@ -144,7 +144,7 @@ async def _relay_single_stream(
     tools = parse_tools(req)
     opened = req.has_tools and await backend.reasoning_open(req.model, req.body, req.reasoning_open)
     state = ChunkReader(
-        StreamParser(tools=tools, format=parse_format(req, mode), reasoning_open=opened)
+        stream_parser(tools, parse_format(req, mode), reasoning_open=opened)
         if req.has_tools
         else None,
         NativeStream(ToolSet(tools)) if req.has_tools and mode == "native" else None,
@@ -216,7 +216,9 @@ def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:
     return [*cleaner.feed(item for item in items if not isinstance(item, Opened | Finish))]
 
 
-def _learn_reasoning(backend: Backend, req: RoundRequest, state: ChunkReader, opened: bool) -> None:
+def _learn_reasoning(
+    backend: Backend, req: RoundRequest, state: ChunkReader, opened: bool | None
+) -> None:
     """An orphan closing tag teaches that the template opens the model's reasoning; an
     answer that was reasoning from end to end under that lesson unlearns it."""
     if state.parser is None or req.reasoning_open is not None:
@@ -224,6 +226,10 @@ def _learn_reasoning(backend: Backend, req: RoundRequest, state: ChunkReader, op
     answered = state.saw_text or state.calls or state.rejected
     if not opened and state.parser.orphan_close:
         backend.learn(req.model, "opens_reasoning")
+    elif opened is None and answered:
+        # Not known before, and an answer came without an orphan closing tag:
+        # the model's next streams need not be held back (UndecidedStreamParser).
+        backend.learn(req.model, "opens_reasoning", False)
     elif (
         opened
         and not answered

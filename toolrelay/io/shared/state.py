@@ -33,6 +33,8 @@ log = logging.getLogger("toolrelay.shared")
 
 # A Redis command that takes longer than this has failed.
 _COMMAND_TIMEOUT = 5.0
+# /health's ping: a Redis that does not answer within this is not connected.
+HEALTH_TIMEOUT = 2.0
 # Pause between attempts while Redis is away.
 _RETRY_DELAY = 0.5
 _FACTS_CHANNEL = facts.CHANNEL.encode()
@@ -107,13 +109,24 @@ class SharedState:
         ]
         log.info("shared state: facts and the /api/tools override in Redis at %s", self.shown_url)
 
-    def health(self) -> dict[str, Any]:
+    async def health(self) -> dict[str, Any]:
+        """What ``/health`` shows; ``connected`` only when Redis answers a ping now,
+        within :data:`HEALTH_TIMEOUT` (a hung Redis keeps its connections open)."""
         return {
             "store": "redis",
             "url": self.shown_url,
-            "connected": self.connected,
+            "connected": self.connected and await self._answers(),
             "unsent_facts": self.facts.pending,
         }
+
+    async def _answers(self) -> bool:
+        if self._client is None:
+            return False
+        try:
+            await asyncio.wait_for(self._client.ping(), HEALTH_TIMEOUT)
+        except (RedisError, OSError, asyncio.TimeoutError):
+            return False
+        return True
 
     async def aclose(self) -> None:
         for task in self._tasks:

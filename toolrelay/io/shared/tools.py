@@ -6,6 +6,16 @@ it receives when it is newer than what it has, so two posts through two
 replicas at once end the same everywhere. Turns and ``GET /api/tools`` read
 the local copy. No override in Redis means the tools file's definitions, as
 after a restart of a single process.
+
+A post the client is told failed (503) must never take effect later: a Redis
+that is hung (stopped, its connections open) would otherwise run the queued
+script when it resumes and publish definitions nobody accepted. So the script
+carries a deadline on Redis's own clock (read with ``TIME`` just before) and
+does nothing once it has passed; the deadline is well inside the time the
+replica waits for the answer. What is left is a Redis that runs the script in
+time and then stops before its answer is written: there, the answer's own
+timeout reports a failure for a write that was made (no test can stop Redis
+between the two; the window is the one event-loop turn that writes replies).
 """
 
 from __future__ import annotations
@@ -27,8 +37,17 @@ KEY = "toolrelay:tools"
 VERSION_KEY = "toolrelay:tools:version"
 CHANNEL = "toolrelay:tools"
 
-# Number, store and publish in one step, so that the versions follow the writes.
+# How long after Redis's TIME the write may still be made, in milliseconds: well
+# inside the replica's own wait for the answer (state._COMMAND_TIMEOUT, 5 s).
+WRITE_WINDOW_MS = 2000
+
+# Number, store and publish in one step, so that the versions follow the writes;
+# nothing at all once the deadline (ARGV[3], Redis's clock in ms) has passed.
 _REPLACE = """
+local now = redis.call('TIME')
+if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > tonumber(ARGV[3]) then
+  return 0
+end
 local version = redis.call('INCR', KEYS[2])
 local value = version .. '\\n' .. ARGV[1]
 redis.call('SET', KEYS[1], value)
@@ -58,12 +77,21 @@ class RedisToolStore:
         if self._client is None:
             raise ToolsUnavailable("the shared store is not connected yet")
         try:
-            version = await self._client.eval(_REPLACE, 2, KEY, VERSION_KEY, payload, CHANNEL)
+            seconds, microseconds = await self._client.time()
+            deadline = seconds * 1000 + microseconds // 1000 + WRITE_WINDOW_MS
+            version = await self._client.eval(
+                _REPLACE, 2, KEY, VERSION_KEY, payload, CHANNEL, deadline
+            )
         except (RedisError, OSError) as exc:
             raise ToolsUnavailable(
                 f"Redis at {self._shown_url} does not answer ({exc}); the definitions "
                 "were not replaced on any replica"
             ) from None
+        if not version:
+            raise ToolsUnavailable(
+                f"Redis at {self._shown_url} answered too late; the definitions were not "
+                "replaced on any replica"
+            )
         self._install(int(version), definitions)
         return self._active
 

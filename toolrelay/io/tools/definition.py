@@ -8,17 +8,24 @@ A tool is the JSON description of an HTTP request (seed 002, section 3)::
 Definitions are checked once, when they are loaded (the tools file at
 startup, ``POST /api/tools``), and every error names the entry, the tool and
 the field, so that a bad file is a clear startup error rather than a failure
-in the middle of a conversation.
+in the middle of a conversation. A definition is declared to the model inside
+every later request body, so it must fit the limits a request body has
+(:func:`definition_problem`, for tool definitions from any source): accepted
+whole or refused whole, nothing it holds can make a later request fail.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
+from toolrelay.io.urls import redact_tool_url
+from toolrelay.repair import MAX_DEPTH
 from toolrelay.types import NO_PARAMETERS
 
 DEFAULT_METHOD = "POST"
@@ -34,6 +41,13 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 # Characters no header value may hold (RFC 9110 field values); a value
 # carrying them could end the header and start another.
 FORBIDDEN_IN_HEADER = re.compile(r"[\r\n\x00]")
+# A definition's fields sit this many containers deep in a request body that
+# declares it ({"tools": [{"function": {"parameters": ...}}]}); a body may
+# nest MAX_DEPTH deep in all, so a field may nest the rest.
+DECLARED_AT = 4
+# What a header value is shown as.
+SECRET_SHOWN = "***"
+MAX_FIELD_DEPTH = MAX_DEPTH - DECLARED_AT
 
 
 class ToolDefinitionError(ValueError):
@@ -93,6 +107,15 @@ class ToolDefinition:
             out["headers"] = dict(self.headers)
         return out
 
+    def shown_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` as it may be shown (``GET /api/tools``): every header
+        value and the URL's credentials hidden; they are third parties' secrets."""
+        out = self.to_dict()
+        out["url"] = redact_tool_url(self.url)
+        if self.headers:
+            out["headers"] = {name: SECRET_SHOWN for name, _ in self.headers}
+        return out
+
 
 def is_token(text: str) -> bool:
     return _TOKEN.fullmatch(text) is not None
@@ -137,6 +160,9 @@ def _definition(index: int, entry: Any) -> ToolDefinition:
     unknown = [key for key in entry if key not in FIELDS]
     if unknown:
         raise fail(unknown[0], f"unknown field; a tool has {', '.join(FIELDS)}")
+    problem = definition_problem(entry)
+    if problem is not None:
+        raise fail(*problem)
     if raw_name is None:
         raise fail("name", "is required")
     if name is None or not _NAME.fullmatch(name):
@@ -164,6 +190,45 @@ def _definition(index: int, entry: Any) -> ToolDefinition:
         method=method.upper(),
         headers=_headers(entry.get("headers"), declared, fail),
     )
+
+
+def definition_problem(fields: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first field of a tool definition (from any source: a tools file,
+    ``POST /api/tools``, an MCP server) that a request body could not carry,
+    and why; None when every field fits.
+
+    Each field must nest at most :data:`MAX_FIELD_DEPTH` containers deep (a
+    request declaring the tool may nest ``MAX_DEPTH`` in all) and be JSON the
+    gateway can write again: text without lone surrogates, integers within 64
+    bits, string keys (orjson, which writes every request, refuses the rest).
+    """
+    for name, value in fields.items():
+        if _too_deep(value):
+            return name, (
+                f"nests deeper than {MAX_FIELD_DEPTH} levels, the most that fits in a request "
+                f"(toolrelay's limit is {MAX_DEPTH} for a whole body)"
+            )
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError as exc:
+            return name, f"cannot be written as JSON ({exc})"
+    return None
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests more than MAX_FIELD_DEPTH containers deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if depth == MAX_FIELD_DEPTH:
+                return True
+            stack.extend((child, depth + 1) for child in _children(item))
+    return False
+
+
+def _children(item: Any) -> Iterator[Any]:
+    return iter(item.values()) if isinstance(item, dict) else iter(item)
 
 
 def check_parameters(value: Any) -> dict[str, Any]:
@@ -194,7 +259,7 @@ def _check_url(url: str, fail: Fail) -> None:
     # Placeholders are checked as if their values were plain words.
     parts = urlsplit(PLACEHOLDER.sub("x", url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise fail("url", f"{url!r} is not an absolute http:// or https:// URL")
+        raise fail("url", f"{redact_tool_url(url)!r} is not an absolute http:// or https:// URL")
     if FORBIDDEN_IN_HEADER.search(url) or " " in url:
         raise fail("url", "must not contain spaces or line breaks")
 

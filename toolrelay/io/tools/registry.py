@@ -96,12 +96,18 @@ def decode_definitions(raw: bytes) -> tuple[ToolDefinition, ...]:
         raise ToolsError(str(exc)) from None
 
 
-def load_tools_file(path: str) -> tuple[ToolDefinition, ...]:
-    """The definitions of the tools file; a :class:`ToolsError` naming the file otherwise."""
+def load_tools_file(path: str, max_bytes: int | None = None) -> tuple[ToolDefinition, ...]:
+    """The definitions of the tools file; a :class:`ToolsError` naming the file otherwise.
+
+    ``max_bytes`` is the gateway's request-body limit: the file is held to the
+    limits a ``POST /api/tools`` body is held to."""
     try:
-        raw = Path(path).read_bytes()
+        with Path(path).open("rb") as file:
+            raw = file.read() if max_bytes is None else file.read(max_bytes + 1)
     except OSError as exc:
         raise ToolsError(f"tools file {path}: {exc.strerror or exc}") from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise ToolsError(f"tools file {path}: larger than {max_bytes} bytes (max_body_bytes)")
     try:
         return decode_definitions(raw)
     except ToolsError as exc:
