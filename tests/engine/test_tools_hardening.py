@@ -20,7 +20,12 @@ from tests.gateway.support import gateway
 from tests.tools.service import Service
 from toolrelay.io.settings import Settings
 from toolrelay.io.tools import HttpTool, HttpToolClient, ToolOutput, parse_definitions
-from toolrelay.io.tools.definition import MAX_FIELD_DEPTH, definition_problem
+from toolrelay.io.tools.definition import (
+    MAX_FIELD_DEPTH,
+    ToolDefinitionError,
+    check_parameters,
+    definition_problem,
+)
 from toolrelay.io.tools.registry import ToolsError
 from toolrelay.server import create_app
 from toolrelay.server.background import BackgroundServer
@@ -321,3 +326,15 @@ def test_a_failed_tool_request_never_shows_the_url_s_credentials(url: str) -> No
     output = asyncio.run(main())
     assert output.is_error and output.text.startswith("Error: tool request failed")
     assert SECRET not in output.text
+
+
+def test_an_mcp_schema_meets_the_same_limits() -> None:
+    """An MCP server's inputSchema is checked as a definition's parameters, depth included:
+    a schema no request could carry is refused before it is installed."""
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(300):
+        deep = {"type": "object", "properties": {"x": deep}}
+    with pytest.raises(ToolDefinitionError) as refused:
+        check_parameters(deep)
+    assert refused.value.field == "parameters"
+    assert check_parameters({"type": "object", "properties": {"x": {"type": "string"}}})

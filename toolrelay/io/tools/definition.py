@@ -233,7 +233,11 @@ def _children(item: Any) -> Iterator[Any]:
 
 def check_parameters(value: Any) -> dict[str, Any]:
     """An arguments' schema from elsewhere (an MCP server's ``inputSchema``), checked as a
-    definition's ``parameters`` is; a :class:`ToolDefinitionError` whose ``reason`` says why."""
+    definition's ``parameters`` is, limits included; a :class:`ToolDefinitionError` whose
+    ``reason`` says why."""
+    problem = definition_problem({"parameters": value})
+    if problem is not None:
+        raise ToolDefinitionError(0, None, *problem)
     return _parameters(value, lambda field, reason: ToolDefinitionError(0, None, field, reason))
 
 
