@@ -57,9 +57,12 @@ def test_an_answer_cut_at_the_budget_says_so(
 
 def test_the_spinner_shows_time_and_tokens_while_the_answer_is_held(workdir: Path) -> None:
     with Simulator(SimulatorConfig.load(LONG, chunk=4, delay_ms=40)) as sim:
+        # Played as llama.cpp, whose /props shows the template: the reasoning flag is known
+        # from the first request, so no text is held while it is not (toolrelay.undecided).
+        argv = ["chat", "--backend", sim.openai_url, "--backend-kind", "llamacpp", "-m", "talk"]
         child = pexpect.spawn(
             sys.executable,
-            ["-m", "toolrelay", "chat", "--backend", sim.openai_url, "-m", "talk"],
+            ["-m", "toolrelay", *argv],
             cwd=workdir,
             env={**os.environ, "TERM": "xterm"},
             encoding="utf-8",
