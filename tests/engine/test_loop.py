@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,12 +30,6 @@ from toolrelay.stuck import StuckConfig
 
 PARIS = ask("What's the weather in Paris?")
 NO_STUCK = StuckConfig(mode="off")
-
-
-@pytest.fixture(scope="module")
-def service() -> Iterator[Service]:
-    with Service() as running:
-        yield running
 
 
 def simulator(scenario: Any = None, **switches: Any) -> Simulator:

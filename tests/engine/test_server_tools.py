@@ -44,12 +44,6 @@ QUESTION = [{"role": "user", "content": "Weather and time in Oslo?"}]
 
 
 @pytest.fixture(scope="module")
-def service() -> Iterator[Service]:
-    with Service() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def stack(
     service: Service, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Simulator, GatewayServer]]:

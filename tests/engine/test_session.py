@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +26,6 @@ from toolrelay.simulator import Simulator, SimulatorConfig
 
 DOCS = Path(__file__).parents[2] / "docs" / "agent.md"
 PARIS = "What's the weather in Paris?"
-
-
-@pytest.fixture(scope="module")
-def service() -> Iterator[Service]:
-    with Service() as running:
-        yield running
 
 
 def tools_file(tmp_path: Path, *definitions: dict[str, Any]) -> str:

@@ -26,18 +26,6 @@ from toolrelay.simulator import Simulator, SimulatorConfig
 EXAMPLE = Path(__file__).parents[2] / "tools.example.json"
 
 
-@pytest.fixture(scope="module")
-def service() -> Iterator[Service]:
-    with Service() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Simulator]:
-    with Simulator(SimulatorConfig.load(None)) as running:
-        yield running
-
-
 def post(url: str, content: bytes | str, token: str | None = None, **headers: str):
     if token is not None:
         headers["authorization"] = token

@@ -8,7 +8,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +32,6 @@ from toolrelay.simulator import Simulator, SimulatorConfig
 
 SECRET = "sk-third-party-5f2c9e"
 ASK = [{"role": "user", "content": "hello"}]
-
-
-@pytest.fixture(scope="module")
-def service() -> Iterator[Service]:
-    with Service() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def sim() -> Iterator[Simulator]:
-    with Simulator(SimulatorConfig.load(None)) as running:
-        yield running
 
 
 def nested_schema(depth: int) -> dict[str, Any]:
