@@ -37,6 +37,14 @@ from toolrelay.io.round.complete import (
     round_mode,
     watch_silence,
 )
+from toolrelay.io.round.constraints import (
+    Constraint,
+    judge_stream,
+    learn_refused,
+    refused,
+    round_constraint,
+    without,
+)
 from toolrelay.io.round.request import (
     Finish,
     Opened,
@@ -87,14 +95,16 @@ async def _stream_handling_refusals(
     gets it on the rescue path."""
     mode = await round_mode(backend, req)
 
-    async def attempt(mode: RoundMode) -> tuple[RoundMode, ChunkStream, _FirstRead]:
-        return mode, *await _open(backend, req, mode, patience)
+    async def attempt(
+        mode: RoundMode,
+    ) -> tuple[RoundMode, ChunkStream, _FirstRead, Constraint | None]:
+        return mode, *await _open(backend, req, mode, counters, patience)
 
     try:
-        mode, chunks, first = await attempt(mode)
+        mode, chunks, first, constraint = await attempt(mode)
     except BackendError as exc:
-        mode, chunks, first = await rescued(backend, req, mode, counters, exc, attempt)
-    relay = _relay_single_stream(backend, req, counters, mode, chunks, first)
+        mode, chunks, first, constraint = await rescued(backend, req, mode, counters, exc, attempt)
+    relay = _relay_single_stream(backend, req, counters, mode, chunks, first, constraint)
     try:
         # Inside: a caller that stops right after Opened closes the backend's stream.
         async with chunks, contextlib.aclosing(relay):
@@ -108,17 +118,35 @@ _FirstRead = asyncio.Future[list[dict[str, Any]]]
 
 
 async def _open(
-    backend: Backend, req: RoundRequest, mode: RoundMode, patience: float | None
-) -> tuple[ChunkStream, _FirstRead]:
-    """The backend's stream and its first read, awaited up to ``patience``
-    seconds: an error event first thing in a 200 stream (LM Studio's template
-    errors) is a refusal to start, like an error status."""
-    chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    counters: Counters,
+    patience: float | None,
+) -> tuple[ChunkStream, _FirstRead, Constraint | None]:
+    """The backend's stream (constrained where the round and the backend allow,
+    opened again unconstrained when the backend refuses the constraint), its
+    first read, awaited up to ``patience`` seconds: an error event first thing
+    in a 200 stream (LM Studio's template errors) is a refusal to start, like
+    an error status; and the constraint it carries."""
+    constraint = await round_constraint(backend, req, mode, whole=False)
+    body = await backend_body(backend, req, mode, constraint=constraint)
+    try:
+        chunks = await backend.open_stream(body, auth=req.auth)
+    except BackendError as exc:
+        if constraint is None or not refused(exc):
+            raise
+        chunks = await backend.open_stream(without(body, constraint), auth=req.auth)
+        learn_refused(backend, req, constraint, exc)
+        counters.inc("constraints", "refused")
+        constraint = None
+    if constraint is not None:
+        counters.inc("constraints", constraint.kind)
     first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
     await asyncio.wait({first}, timeout=patience)
     if first.done() and isinstance(first.exception(), BackendError):
         first.result()  # raises it
-    return chunks, first
+    return chunks, first, constraint
 
 
 async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[dict[str, Any]]]:
@@ -137,6 +165,7 @@ async def _relay_single_stream(
     mode: RoundMode,
     chunks: ChunkStream,
     first: _FirstRead,
+    constraint: Constraint | None,
 ) -> AsyncGenerator[list[StreamItem], None]:
     yield [Opened(mode)]
     if req.has_tools:
@@ -173,6 +202,8 @@ async def _relay_single_stream(
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
     _learn_reasoning(backend, req, state, opened)
+    if constraint is not None and state.finish != "length":
+        judge_stream(backend, req, constraint, calls=state.calls, rejected=state.rejected)
     swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
     if req.has_tools and swallowed and req.plan.mode != "none":
         # The stream came back empty although tools were sent: the backend's
