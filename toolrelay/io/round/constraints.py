@@ -190,21 +190,19 @@ def learn_refused(
 
 def judge(backend: Backend, req: RoundRequest, constraint: Constraint, reply: Reply) -> None:
     """Learn from a constrained answer: one outside its constraint shows the
-    backend ignored it (an answer cut by the token limit shows nothing)."""
+    backend ignored it (an answer cut by the token limit shows nothing). Only
+    a whole-call answer that is one valid call shows it honoured: prose with a
+    valid call may come as well without a lazy constraint."""
     if reply.finish_reason == "length":
         return
     if constraint.whole:
         within = len(reply.calls) == 1 and not reply.rejected and _valid(constraint, reply)
-    elif reply.rejected:
-        within = False
-    elif reply.calls:
-        within = _valid(constraint, reply)
     else:
-        return  # prose only: nothing to tell
+        within = not reply.rejected and _valid(constraint, reply)
     fact = FACT_OF[constraint.kind]
-    if within:
+    if within and constraint.whole:
         backend.learn(req.model, fact, True)
-    else:
+    elif not within:
         backend.learn(
             req.model,
             fact,
@@ -214,16 +212,13 @@ def judge(backend: Backend, req: RoundRequest, constraint: Constraint, reply: Re
 
 
 def judge_stream(
-    backend: Backend, req: RoundRequest, constraint: Constraint, *, calls: int, rejected: int
+    backend: Backend, req: RoundRequest, constraint: Constraint, *, rejected: int
 ) -> None:
     """:func:`judge` for a streamed (lazy) constraint: a call the parser had to
     reject (an unknown name, arguments not an object) shows it was ignored."""
-    fact = FACT_OF[constraint.kind]
     if rejected:
         reason = f"a stream constrained by {constraint.kind} held a call outside it"
-        backend.learn(req.model, fact, False, reason=reason)
-    elif calls:
-        backend.learn(req.model, fact, True)
+        backend.learn(req.model, FACT_OF[constraint.kind], False, reason=reason)
 
 
 def _valid(constraint: Constraint, reply: Reply) -> bool:

@@ -203,7 +203,7 @@ async def _relay_single_stream(
         counters.inc("text_calls")
     _learn_reasoning(backend, req, state, opened)
     if constraint is not None and state.finish != "length":
-        judge_stream(backend, req, constraint, calls=state.calls, rejected=state.rejected)
+        judge_stream(backend, req, constraint, rejected=state.rejected)
     swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
     if req.has_tools and swallowed and req.plan.mode != "none":
         # The stream came back empty although tools were sent: the backend's
