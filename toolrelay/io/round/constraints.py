@@ -95,7 +95,9 @@ async def _chosen(
 ) -> Constraint | None:
     kind = await backend.kind()
     tools = _constrained_tools(req)
-    if req.correcting or req.plan.mode == "required":
+    if req.correcting:
+        whole = True
+    elif req.plan.mode == "required":
         whole = whole or mode == "rescue" or kind in IGNORES_TOOL_CHOICE
     if whole:
         if mode == "native" and kind not in _SCHEMA_BESIDE_TOOLS and req.constrain == "auto":
