@@ -133,6 +133,9 @@ def _print(out: Console, report: Any, saved: str | None) -> None:
     for seen in report.observations:
         probes.add_row(seen.probe.name, f"{seen.seconds:.2f}", _outcome(seen))
     out.print(probes)
+    if report.constraints:
+        listed = ", ".join(map(str, report.constraints))
+        out.print(Text(f"constrained decoding: {listed}"), highlight=False)
     out.print(Text("Settings toolrelay will use (config file):", style="bold"))
     out.print(Text(snippet(report.config()).rstrip()), highlight=False)
     if saved:
