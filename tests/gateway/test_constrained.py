@@ -16,8 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.gateway.support import TIME_TOOL, GatewayServer, gateway
+from toolrelay.io.settings import Settings
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 WEATHER: dict[str, Any] = {
@@ -323,3 +325,11 @@ def test_a_schema_no_engine_takes_goes_unconstrained(caplog: pytest.LogCaptureFi
     assert answer["calls"] == [] and "required" in answer["warning"]
     assert not any("response_format" in body for body in sent)
     assert any("cannot be constrained" in r.getMessage() for r in caplog.records)
+
+
+def test_constrain_off_in_a_yaml_config_is_off() -> None:
+    """YAML 1.1 reads a bare `off` as false: the setting still means off."""
+    loaded = yaml.safe_load("constrain: off\nmodels:\n  m:\n    constrain: off\n")
+    settings = Settings(backend="http://127.0.0.1:1/v1", **loaded)
+    assert settings.round_options("m")["constrain"] == "off"
+    assert settings.round_options("other")["constrain"] == "off"

@@ -48,6 +48,14 @@ ValidateMode = Literal["repair", "warn", "off"]
 # Constrained decoding: auto (what the backend kind takes and has not refused),
 # off, or one constraint kind only (toolrelay.constrain.ConstraintKind).
 ConstrainMode = Literal["auto", "off", "json_schema", "grammar", "structural_tag"]
+
+
+def _yaml_off(value: Any) -> Any:
+    # YAML 1.1 (PyYAML) reads a bare `off` as false.
+    return "off" if value is False else value
+
+
+ConstrainSetting = Annotated[ConstrainMode, BeforeValidator(_yaml_off)]
 # What the Messages and Responses fronts do with a tool only the vendor's own
 # servers run (web search, code interpreter, hosted MCP, ...): leave it out of
 # what the model sees, with a warning, or refuse the request.
@@ -151,7 +159,7 @@ class ModelOverride(BaseModel):
     stuck_polling_exempt: bool | None = None
     finish_reason_named: Literal["stop", "tool_calls"] | None = None
     validation: ValidateMode | None = None
-    constrain: ConstrainMode | None = None
+    constrain: ConstrainSetting | None = None
     # False: rounds with tools are asked without streaming (the client still gets
     # a stream), for a server whose streamed tool parsing loses or cuts calls.
     stream_tools: bool | None = None
@@ -269,7 +277,7 @@ class Settings(BaseSettings):
         default="repair",
         description="tool calls that do not fit their schema: repair (re-ask once), warn, off",
     )
-    constrain: ConstrainMode = Field(
+    constrain: ConstrainSetting = Field(
         default="auto",
         description="constrained decoding of tool calls: auto (what the backend takes), "
         "off, or only json_schema, grammar or structural_tag",
