@@ -180,7 +180,8 @@ def call_grammar(
         return None
     names = " | ".join(_gbnf_literal(json.dumps(t.name, ensure_ascii=False)) for t in tools)
     rules = [
-        "root ::= block" + (" (ws block)*" if many else "") + " ws",
+        # Nothing after the last closing marker: the answer ends there.
+        "root ::= block" + (" (ws block)*" if many else ""),
         (
             f"block ::= {_gbnf_literal(opener)} ws "
             '"{" ws "\\"name\\"" ws ":" ws name ws "," ws "\\"arguments\\"" ws ":" ws object ws '

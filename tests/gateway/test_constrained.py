@@ -234,6 +234,8 @@ def test_a_structural_tag_holds_the_call_after_the_marker(kind: str, stream: boo
 
 @pytest.mark.parametrize("parallel", [True, False])
 def test_llama_cpp_gets_a_lazy_grammar_triggered_by_the_marker(parallel: bool) -> None:
+    """One call block, then the answer ends, either way: a weak model under a
+    grammar that admits more repeats its block until the token budget ends."""
     with _stack("llamacpp", tool_mode="rescue") as (sim, gw):
         _ask(gw, "weather?", stream=False, parallel_tool_calls=parallel)
         sent = _completions(sim)
@@ -241,7 +243,7 @@ def test_llama_cpp_gets_a_lazy_grammar_triggered_by_the_marker(parallel: bool) -
     assert body["grammar_lazy"] is True
     assert body["grammar_triggers"] == [{"type": 1, "value": "[TOOL_CALL]"}]
     assert 'name ::= "\\"get_weather\\"" | "\\"get_time\\""' in body["grammar"]
-    assert ("(ws block)*" in body["grammar"]) is parallel
+    assert body["grammar"].startswith("root ::= block\n")
     assert "response_format" not in body
 
 

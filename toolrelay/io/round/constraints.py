@@ -155,7 +155,10 @@ def _lazy(
             return None
         fields = {"response_format": tag}
     else:
-        grammar = call_grammar(tools, TOOL_CALL_OPEN, TOOL_CALL_CLOSE, many=req.parallel_tool_calls)
+        # One call block, then the end of the answer, whatever parallel_tool_calls
+        # says: under a grammar that admits more, a weak model (SmolLM2-135M on
+        # llama-server) wrote the same block again until its token budget ran out.
+        grammar = call_grammar(tools, TOOL_CALL_OPEN, TOOL_CALL_CLOSE, many=False)
         if grammar is None:
             return None
         fields = {
@@ -194,13 +197,17 @@ def judge(backend: Backend, req: RoundRequest, constraint: Constraint, reply: Re
     """Learn from a constrained answer: one outside its constraint shows the
     backend ignored it (an answer cut by the token limit shows nothing). Only
     a whole-call answer that is one valid call shows it honoured: prose with a
-    valid call may come as well without a lazy constraint."""
+    valid call may come as well without a lazy constraint. Streamed answers
+    are not judged (their calls are released as they come)."""
     if reply.finish_reason == "length":
         return
     if constraint.whole:
         within = len(reply.calls) == 1 and not reply.rejected and _valid(constraint, reply)
     else:
-        within = not reply.rejected and _valid(constraint, reply)
+        # A lazy constraint holds the names, not the values: a call rejected for a
+        # value copied from the prompt's example does not show it ignored.
+        names = {tool.name for tool in constraint.tools}
+        within = all(call.name in names for call in reply.rejected) and _valid(constraint, reply)
     fact = FACT_OF[constraint.kind]
     if within and constraint.whole:
         backend.learn(req.model, fact, True)
@@ -211,16 +218,6 @@ def judge(backend: Backend, req: RoundRequest, constraint: Constraint, reply: Re
             False,
             reason=f"an answer constrained by {constraint.kind} held a call outside it",
         )
-
-
-def judge_stream(
-    backend: Backend, req: RoundRequest, constraint: Constraint, *, rejected: int
-) -> None:
-    """:func:`judge` for a streamed (lazy) constraint: a call the parser had to
-    reject (an unknown name, arguments not an object) shows it was ignored."""
-    if rejected:
-        reason = f"a stream constrained by {constraint.kind} held a call outside it"
-        backend.learn(req.model, FACT_OF[constraint.kind], False, reason=reason)
 
 
 def _valid(constraint: Constraint, reply: Reply) -> bool:

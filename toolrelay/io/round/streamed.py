@@ -38,8 +38,6 @@ from toolrelay.io.round.complete import (
     watch_silence,
 )
 from toolrelay.io.round.constraints import (
-    Constraint,
-    judge_stream,
     learn_refused,
     refused,
     round_constraint,
@@ -95,16 +93,14 @@ async def _stream_handling_refusals(
     gets it on the rescue path."""
     mode = await round_mode(backend, req)
 
-    async def attempt(
-        mode: RoundMode,
-    ) -> tuple[RoundMode, ChunkStream, _FirstRead, Constraint | None]:
+    async def attempt(mode: RoundMode) -> tuple[RoundMode, ChunkStream, _FirstRead]:
         return mode, *await _open(backend, req, mode, counters, patience)
 
     try:
-        mode, chunks, first, constraint = await attempt(mode)
+        mode, chunks, first = await attempt(mode)
     except BackendError as exc:
-        mode, chunks, first, constraint = await rescued(backend, req, mode, counters, exc, attempt)
-    relay = _relay_single_stream(backend, req, counters, mode, chunks, first, constraint)
+        mode, chunks, first = await rescued(backend, req, mode, counters, exc, attempt)
+    relay = _relay_single_stream(backend, req, counters, mode, chunks, first)
     try:
         # Inside: a caller that stops right after Opened closes the backend's stream.
         async with chunks, contextlib.aclosing(relay):
@@ -123,12 +119,12 @@ async def _open(
     mode: RoundMode,
     counters: Counters,
     patience: float | None,
-) -> tuple[ChunkStream, _FirstRead, Constraint | None]:
+) -> tuple[ChunkStream, _FirstRead]:
     """The backend's stream (constrained where the round and the backend allow,
     opened again unconstrained when the backend refuses the constraint), its
     first read, awaited up to ``patience`` seconds: an error event first thing
     in a 200 stream (LM Studio's template errors) is a refusal to start, like
-    an error status; and the constraint it carries."""
+    an error status."""
     constraint = await round_constraint(backend, req, mode, whole=False)
     body = await backend_body(backend, req, mode, constraint=constraint)
     try:
@@ -146,7 +142,7 @@ async def _open(
     await asyncio.wait({first}, timeout=patience)
     if first.done() and isinstance(first.exception(), BackendError):
         first.result()  # raises it
-    return chunks, first, constraint
+    return chunks, first
 
 
 async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[dict[str, Any]]]:
@@ -165,7 +161,6 @@ async def _relay_single_stream(
     mode: RoundMode,
     chunks: ChunkStream,
     first: _FirstRead,
-    constraint: Constraint | None,
 ) -> AsyncGenerator[list[StreamItem], None]:
     yield [Opened(mode)]
     if req.has_tools:
@@ -202,8 +197,6 @@ async def _relay_single_stream(
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
     _learn_reasoning(backend, req, state, opened)
-    if constraint is not None and state.finish != "length":
-        judge_stream(backend, req, constraint, rejected=state.rejected)
     swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
     if req.has_tools and swallowed and req.plan.mode != "none":
         # The stream came back empty although tools were sent: the backend's
