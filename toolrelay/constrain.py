@@ -9,6 +9,8 @@ Three shapes, for what model servers accept:
 - :func:`call_structural_tag`: vLLM's and SGLang's structural tag: prose runs
   free, and what follows the call marker is held to the named tool's schema
   and the closing marker.
+- :func:`text_without`: a GBNF grammar of any text without the call marker,
+  for ``tool_choice: "none"``.
 - :func:`call_grammar`: a GBNF grammar for llama.cpp's lazy grammars
   (``grammar_lazy`` with the marker as trigger): after the marker, a call to an
   allowed name whose arguments are a JSON object, then the closing marker.
@@ -191,6 +193,33 @@ def call_grammar(
         *_JSON_RULES,
     ]
     return "\n".join(rules) + "\n"
+
+
+def text_without(marker: str) -> str | None:
+    """A GBNF grammar (llama.cpp) of every text that does not hold ``marker``:
+    one rule per state of the automaton that looks for it (how much of the
+    marker the text ends with), each character moving to the next state and no
+    move reaching the whole marker. None for an empty marker."""
+    if not marker:
+        return None
+    chars = sorted(set(marker))
+    others = "[^" + "".join(f"\\x{ord(c):02X}" if ord(c) < 256 else c for c in chars) + "]"
+    rules = ["root ::= s0"]
+    for state in range(len(marker)):
+        moves = [f"{others} s{_after(marker, 0, '')}"]
+        for char in chars:
+            after = _after(marker, state, char)
+            if after < len(marker):
+                moves.append(f"{_gbnf_literal(char)} s{after}")
+        rules.append(f"s{state} ::= ( " + " | ".join(moves) + " )?")
+    return "\n".join(rules) + "\n"
+
+
+def _after(marker: str, state: int, char: str) -> int:
+    """How much of ``marker`` a text ends with that ended with ``state`` characters
+    of it and then ``char``: the longest prefix of the marker it ends with."""
+    text = marker[:state] + char
+    return next(k for k in range(min(len(text), len(marker)), -1, -1) if text.endswith(marker[:k]))
 
 
 # JSON values, as RFC 8259 has them (llama.cpp's own grammars spell them alike).

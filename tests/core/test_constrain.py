@@ -21,6 +21,7 @@ from toolrelay.constrain import (
     call_schema,
     call_structural_tag,
     engine_schema,
+    text_without,
 )
 from toolrelay.rescue import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from toolrelay.types import ToolSpec
@@ -204,7 +205,7 @@ _json_objects = st.dictionaries(
         st.none()
         | st.booleans()
         | st.integers()
-        | st.floats(allow_nan=False)
+        | st.floats(allow_nan=False, allow_infinity=False)
         | st.text(max_size=6),
         lambda inner: (
             st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
@@ -249,3 +250,19 @@ def test_the_grammar_admits_no_other_name_and_nothing_but_calls(
     # Arguments that are not an object, and a missing closing marker, are out too.
     assert not accepts(_MANY, _block("get_weather", [arguments]))
     assert not accepts(_MANY, block[: -len(TOOL_CALL_CLOSE)])
+
+
+_WITHOUT = parser(text_without(TOOL_CALL_OPEN) or "")
+# Text near the marker: its own characters, most of all.
+_near_marker = st.text(
+    alphabet=st.sampled_from([*TOOL_CALL_OPEN, "x", " ", "\n", "é"]), max_size=30
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_near_marker, _near_marker)
+def test_the_grammar_for_none_admits_exactly_the_texts_without_the_marker(
+    before: str, after: str
+) -> None:
+    for text in (before, before + TOOL_CALL_OPEN + after, before + TOOL_CALL_OPEN[:-1] + after):
+        assert accepts(_WITHOUT, text) == (TOOL_CALL_OPEN not in text)

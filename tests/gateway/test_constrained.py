@@ -279,11 +279,20 @@ def test_the_correction_re_ask_is_constrained_to_the_tool_corrected(stream: bool
     assert schema["properties"]["name"] == {"const": "get_weather"}
 
 
-def test_tool_choice_none_is_never_constrained() -> None:
-    with _stack("llamacpp", tool_mode="rescue") as (sim, gw):
-        _ask(gw, "weather?", stream=False, tool_choice="none")
+@pytest.mark.parametrize("kind", ["llamacpp", "vllm"])
+def test_tool_choice_none_on_the_rescue_path(kind: str) -> None:
+    """llama.cpp gets a grammar of text without the call marker; servers with no
+    grammar get nothing."""
+    with _stack(kind, tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "weather?", stream=False, tool_choice="none")
         sent = _completions(sim)
-    assert not {"response_format", "grammar"} & set(sent[0])
+    assert answer["calls"] == [] and answer["content"] == "I think it is sunny."
+    assert "response_format" not in sent[0]
+    if kind == "llamacpp":
+        assert sent[0]["grammar"].startswith("root ::= s0\n")
+        assert "grammar_lazy" not in sent[0]
+    else:
+        assert "grammar" not in sent[0]
 
 
 def test_constrain_off_per_request_and_a_kind_per_model(tmp_path: Any) -> None:

@@ -27,6 +27,7 @@ from toolrelay.constrain import (
     call_grammar,
     call_schema,
     call_structural_tag,
+    text_without,
 )
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
@@ -82,9 +83,12 @@ async def round_constraint(
     ``whole`` asks for a whole-call constraint (a re-ask); a ``required`` choice
     on the rescue path, or on a server that ignores ``tool_choice``, gets one on
     its first attempt too."""
-    if req.constrain == "off" or not req.has_tools or req.plan.mode == "none":
+    if req.constrain == "off" or not req.has_tools:
         return None
-    constraint = await _chosen(backend, req, mode, whole=whole)
+    if req.plan.mode == "none":
+        constraint = await _no_marker(backend, req, mode)
+    else:
+        constraint = await _chosen(backend, req, mode, whole=whole)
     if constraint is not None and any(key in req.body for key in constraint.fields):
         return None  # the client's own response_format (or grammar) wins
     return constraint
@@ -109,6 +113,17 @@ async def _chosen(
         if _usable(backend, req, kind, constraint_kind):
             return _lazy(req, constraint_kind, tools)
     return None
+
+
+async def _no_marker(backend: Backend, req: RoundRequest, mode: RoundMode) -> Constraint | None:
+    """``tool_choice: "none"`` on the rescue path: a grammar (llama.cpp) of text
+    without the call marker. Native rounds leave "none" to the server."""
+    if mode != "rescue" or not _usable(backend, req, await backend.kind(), "grammar"):
+        return None
+    grammar = text_without(TOOL_CALL_OPEN)
+    if grammar is None:
+        return None
+    return Constraint("grammar", {"grammar": grammar}, False, req.plan.declared)
 
 
 def _constrained_tools(req: RoundRequest) -> tuple[ToolSpec, ...]:
