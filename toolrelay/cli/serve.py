@@ -54,6 +54,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "default), pass them on with a warning (warn), or leave them alone (off)",
     )
     parser.add_argument(
+        "--constrain",
+        choices=("auto", "off", "json_schema", "grammar", "structural_tag"),
+        help="constrained decoding of tool calls where the server offers it: auto (the "
+        "default), off, or one kind only (docs/constrained.md)",
+    )
+    parser.add_argument(
         "--builtin-tools",
         choices=("drop", "error"),
         help="tools only OpenAI's or Anthropic's servers run (web_search, ...): leave them "
@@ -163,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
         "model",
         "model_alias",
         "validation",
+        "constrain",
         "builtin_tools",
         "host",
         "port",
