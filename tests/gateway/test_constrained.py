@@ -18,6 +18,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.gateway.serve_process import serve_process
 from tests.gateway.support import TIME_TOOL, GatewayServer, gateway
 from toolrelay.io.settings import Settings
 from toolrelay.simulator import Simulator, SimulatorConfig
@@ -344,3 +345,11 @@ def test_constrain_off_in_a_yaml_config_is_off() -> None:
     settings = Settings(backend="http://127.0.0.1:1/v1", **loaded)
     assert settings.round_options("m")["constrain"] == "off"
     assert settings.round_options("other")["constrain"] == "off"
+
+
+def test_serve_takes_constrain_as_a_flag() -> None:
+    with Simulator(SimulatorConfig()) as sim:
+        args = ("--backend", sim.openai_url, "--constrain", "structural_tag")
+        with serve_process(*args) as served:
+            health = httpx.get(served.url + "/health", timeout=30).json()
+    assert health["settings"]["constrain"] == "structural_tag"
