@@ -1,0 +1,104 @@
+"""The finished parse's fast path: one clean Hermes call, read without the state machine.
+
+Most finished outputs that hold a call are one ``<tool_call>{"name": …,
+"arguments": {…}}</tool_call>`` with strict JSON inside, perhaps after a line
+of prose. The stream parser reads such a call with the C decoder already
+(``strict_json``) but then replays its tokens through the region's state
+machine, a fixed cost of tens of microseconds that dominates short calls.
+
+``parse_one_call`` answers that common case directly, or returns None and the
+caller takes the stream parser. It answers only when every step the stream
+parser would take is known, so the result is the same to the character (the
+property tests in ``tests/core/test_finished_fast.py`` hold the two side by
+side on generated near-misses):
+
+- the first marker in the text is ``<tool_call>`` and the format that claims it
+  is Hermes JSON (so the prose before it is content, as written);
+- between the markers, only JSON whitespace and one object ``strict_json``
+  accepts, whose keys are exactly ``name`` (a string the tool set resolves) and
+  ``arguments`` (an object), in that order;
+- after ``</tool_call>`` only JSON whitespace, which is content too.
+
+Anything else (reasoning, single quotes, a second call, text after the call, a
+name the tools do not declare, the output read as starting inside reasoning)
+goes the slow way, where the repairs and the rejections are.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from toolrelay.events import ParseResult, ToolCall
+from toolrelay.formats import hermes, opener_table
+from toolrelay.names import ToolSet
+from toolrelay.strictjson import strict_json
+
+_OPEN = "<tool_call>"
+_CLOSE = "</tool_call>"
+_BLANKS = re.compile(r"[ \t\r\n]*")  # what the region skips (``skip_whitespace``)
+_ONLY_BLANKS = re.compile(r"[ \t\r\n]*\Z")
+# Blanks after the marker beyond which the marker search no longer lets a sniff
+# claim it (``markers._MAX_BLANKS``): far under it here, so no edge is shared.
+_MAX_LEAD = 64
+_APART = frozenset({"arguments"})
+
+
+@lru_cache(maxsize=64)
+def _hermes_claims(format_name: str) -> bool:
+    """Whether ``<tool_call>`` followed by ``{`` opens Hermes JSON under this format:
+    its first claimant, whose sniff takes a JSON bracket (later ones never see it)."""
+    claimants = opener_table(format_name).openers.get(_OPEN, ())
+    return bool(claimants) and claimants[0] is hermes.FORMAT.openers[0]
+
+
+def parse_one_call(text: str, tools: Iterable[Any] | None, format_name: str) -> ParseResult | None:
+    """The parse of ``text`` when it is one clean Hermes call, or None (take the slow path).
+
+    Only for output not read as starting inside reasoning: the caller checks that.
+    """
+    start = text.find(_OPEN)
+    if start < 0 or not _hermes_claims(format_name):
+        return None
+    # The first marker of any active format (reasoning tags and their orphan closers
+    # included) must be this one: the prose before it then goes out as content.
+    table = opener_table(format_name)
+    found = table.pattern.search(text)
+    if found is None or found.start() != start or found.group() != _OPEN:
+        return None
+    body = start + len(_OPEN)
+    value_at = _BLANKS.match(text, body).end()  # type: ignore[union-attr]
+    if value_at - body > _MAX_LEAD or not text.startswith("{", value_at):
+        return None
+    end = text.find(_CLOSE, value_at)
+    if end < 0:
+        return None
+    suffix = end + len(_CLOSE)
+    if _ONLY_BLANKS.match(text, suffix) is None:
+        return None
+    # A string holding the end marker runs past ``end``: refused by the check below.
+    decoded = strict_json(text, value_at, apart=_APART)
+    if decoded is None or _BLANKS.match(text, decoded.end).end() != end:  # type: ignore[union-attr]
+        return None
+    value = decoded.value
+    if type(value) is not dict or len(value) != 2:
+        return None
+    (name_key, raw_name), (arguments_key, arguments) = value.items()
+    if name_key != "name" or arguments_key != "arguments":
+        return None
+    if type(raw_name) is not str or type(arguments) is not dict:
+        return None
+    name = ToolSet(tools).resolve(raw_name)
+    if name is None:
+        return None
+    written = decoded.objects.get(id(arguments))
+    arguments_json = (orjson.dumps(arguments) if written is None else written).decode()
+    # The id the stream parser's context gives its first call (``Context.new_id``).
+    call_id = f"call_{secrets.token_hex(8)}0"
+    content = text[:start] + text[suffix:]
+    return ParseResult([ToolCall(call_id, name, arguments, arguments_json)], content)
