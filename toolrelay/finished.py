@@ -13,15 +13,18 @@ property tests in ``tests/core/test_finished_fast.py`` hold the two side by
 side on generated near-misses):
 
 - the first marker in the text is ``<tool_call>`` and the format that claims it
-  is Hermes JSON (so the prose before it is content, as written);
+  is Hermes JSON (so the prose before it is content, as written); or, first,
+  reasoning with no marker in it: a ``<think>…</think>`` block after nothing but
+  blanks, or (the template opened the reasoning, or the ``</think>`` is an
+  orphan) the text up to the first ``</think>``;
 - between the markers, only JSON whitespace and one object ``strict_json``
   accepts, whose keys are exactly ``name`` (a string the tool set resolves) and
   ``arguments`` (an object), in that order;
 - after ``</tool_call>`` only JSON whitespace, which is content too.
 
-Anything else (reasoning, single quotes, a second call, text after the call, a
-name the tools do not declare, the output read as starting inside reasoning)
-goes the slow way, where the repairs and the rejections are.
+Anything else (other reasoning tags, markup in the reasoning, single quotes, a
+second call, text after the call, a name the tools do not declare) goes the
+slow way, where the repairs and the rejections are.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from toolrelay.strictjson import strict_json
 
 _OPEN = "<tool_call>"
 _CLOSE = "</tool_call>"
+_THINK_OPEN = "<think>"
+_THINK_CLOSE = "</think>"
 _BLANKS = re.compile(r"[ \t\r\n]*")  # what the region skips (``skip_whitespace``)
 _ONLY_BLANKS = re.compile(r"[ \t\r\n]*\Z")
 # Blanks after the marker beyond which the marker search no longer lets a sniff
@@ -57,19 +62,44 @@ def _hermes_claims(format_name: str) -> bool:
     return bool(claimants) and claimants[0] is hermes.FORMAT.openers[0]
 
 
-def parse_one_call(text: str, tools: Iterable[Any] | None, format_name: str) -> ParseResult | None:
-    """The parse of ``text`` when it is one clean Hermes call, or None (take the slow path).
-
-    Only for output not read as starting inside reasoning: the caller checks that.
-    """
-    start = text.find(_OPEN)
-    if start < 0 or not _hermes_claims(format_name):
+def parse_one_call(
+    text: str, tools: Iterable[Any] | None, format_name: str, reasoning_open: bool | None
+) -> tuple[ParseResult, bool] | None:
+    """``parse_output`` of ``text`` when it is one clean Hermes call, perhaps after a
+    plain ``<think>`` block, or None (take the slow path)."""
+    if _OPEN not in text or not _hermes_claims(format_name):
         return None
-    # The first marker of any active format (reasoning tags and their orphan closers
-    # included) must be this one: the prose before it then goes out as content.
     table = opener_table(format_name)
+    # Markers are taken in order, each the first of any active format (reasoning tags
+    # and their orphan closers included) from where the last one ended: what lies
+    # between them holds no marker and is reasoning or content as written.
     found = table.pattern.search(text)
-    if found is None or found.start() != start or found.group() != _OPEN:
+    if found is None:
+        return None
+    reasoning: str | None = None
+    opened = bool(reasoning_open)
+    lead = ""  # content before a think block
+    prose_at = 0  # where the content before the call begins
+    if found.group() == _THINK_CLOSE and reasoning_open is not False:
+        # The output starts inside reasoning (said so, or found so by this orphan).
+        reasoning, opened = text[: found.start()], True
+    elif found.group() == _THINK_OPEN and not reasoning_open:
+        lead = text[: found.start()]
+        closing = table.pattern.search(text, found.end())
+        if _ONLY_BLANKS.fullmatch(lead) is None or closing is None:
+            return None
+        if closing.group() != _THINK_CLOSE:
+            return None
+        reasoning, found = text[found.end() : closing.start()], closing
+    elif reasoning_open:
+        return None
+    if reasoning is not None:
+        prose_at = found.end()
+        found = table.pattern.search(text, prose_at)
+        if found is None:
+            return None
+    start = found.start()
+    if found.group() != _OPEN:
         return None
     body = start + len(_OPEN)
     value_at = _BLANKS.match(text, body).end()  # type: ignore[union-attr]
@@ -100,5 +130,6 @@ def parse_one_call(text: str, tools: Iterable[Any] | None, format_name: str) -> 
     arguments_json = (orjson.dumps(arguments) if written is None else written).decode()
     # The id the stream parser's context gives its first call (``Context.new_id``).
     call_id = f"call_{secrets.token_hex(8)}0"
-    content = text[:start] + text[suffix:]
-    return ParseResult([ToolCall(call_id, name, arguments, arguments_json)], content)
+    head = lead + text[prose_at:start]
+    call = ToolCall(call_id, name, arguments, arguments_json)
+    return ParseResult([call], head + text[suffix:], reasoning or None), opened

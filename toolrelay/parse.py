@@ -57,11 +57,10 @@ def parse_output(
 ) -> tuple[ParseResult, bool]:
     """``parse_tool_calls``, and whether the text was read as starting inside reasoning
     (told so, or found so by its orphan closing tag): what a caller learns a model by."""
-    if not reasoning_open:
-        # One clean call: the same result without the replay (``toolrelay.finished``).
-        quick = parse_one_call(text, tools, format)
-        if quick is not None:
-            return quick, False
+    # One clean call: the same result without the replay (``toolrelay.finished``).
+    quick = parse_one_call(text, tools, format, reasoning_open)
+    if quick is not None:
+        return quick
     return replay_output(text, tools, format, reasoning_open=reasoning_open)
 
 

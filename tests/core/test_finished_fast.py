@@ -62,9 +62,12 @@ json_values = st.recursive(
     max_leaves=8,
 )
 arguments = st.dictionaries(strings, json_values, max_size=4)
-CLEAN_PREFIXES = ["", "\n", "Sure.\n\n", "I'll write it: "]
-PREFIXES = ["<think>plan</think>\n", "</think>", "{", "[1] ", "```json\n", "Use <b>bold</b> "]
-PREFIXES += ["\u00a0", "functools", "x</think>"]
+CLEAN_PREFIXES = ["", "\n", "Sure.\n\n", "I'll write it: ", "<think>plan</think>\n"]
+CLEAN_PREFIXES += ["\n<think>\nplan it\n</think>\n\n", "plan\n</think>\n\n", "</think>"]
+PREFIXES = ["{", "[1] ", "```json\n", "Use <b>bold</b> ", "\u00a0", "functools"]
+PREFIXES += ["x<think>plan</think>", "<think>a{b}</think>", "<think>a<think>b</think>"]
+PREFIXES += ["a</think>b</think>", "<think>plan", "<thinking>plan</thinking>", "x</thinking>"]
+PREFIXES += ["<think></think>", "<think>a</think><think>b</think>", "\u00a0<think>a</think>"]
 CLEAN_SUFFIXES = ["", "\n", " \n\t"]
 SUFFIXES = [" done", "<tool_call>", "</tool_call>", "\u00a0", "\x0b", "\n<tool_call>{}"]
 CLEAN_BLANKS = ["", "\n", " \t", "\r\n"]
@@ -162,7 +165,7 @@ def test_fast_path_equals_the_replay(
     args=arguments,
     name=st.sampled_from(["write_file", "get_weather", "functions.get_weather"]),
     style=st.sampled_from(["ascii", "compact", "indent"]),
-    prefix=st.sampled_from(CLEAN_PREFIXES),
+    prefix=st.sampled_from(CLEAN_PREFIXES[:4]),
     suffix=st.sampled_from(CLEAN_SUFFIXES),
 )
 def test_clean_calls_take_the_fast_path(
@@ -172,18 +175,19 @@ def test_clean_calls_take_the_fast_path(
     dict cannot carry as written), and its arguments are what ``json.loads`` reads."""
     body = _write({"name": name, "arguments": args}, style)
     text = f"{prefix}<tool_call>\n{body}\n</tool_call>{suffix}"
-    quick = parse_one_call(text, TOOLS, "auto")
+    quick = parse_one_call(text, TOOLS, "auto", None)
     _assert_same(text, TOOLS, "auto", None)
     if quick is None:
         # Only values strict_json refuses (lone surrogates, non-finite or huge numbers)
         # and the end marker inside a string may turn the fast path away.
         assert not _plain(args), text
         return
-    (call,) = quick.calls
+    result, opened = quick
+    (call,) = result.calls
     assert call.name == name.removeprefix("functions.")
     assert call.arguments == json.loads(body)["arguments"]
     assert json.loads(call.arguments_json) == call.arguments
-    assert quick.content == prefix + suffix
+    assert (result.content, result.reasoning, opened) == (prefix + suffix, None, False)
 
 
 def _plain(value: Any) -> bool:
@@ -223,7 +227,29 @@ def test_near_misses(text: str) -> None:
 
 def test_single_quotes_in_strings_survive() -> None:
     text = '<tool_call>{"name": "write_file", "arguments": {"text": "it\'s"}}</tool_call>'
-    quick = parse_one_call(text, TOOLS, "auto")
+    quick = parse_one_call(text, TOOLS, "auto", None)
     assert quick is not None
-    assert quick.calls[0].arguments == {"text": "it's"}
-    assert quick.calls[0].arguments_json == '{"text":"it\'s"}'
+    assert quick[0].calls[0].arguments == {"text": "it's"}
+    assert quick[0].calls[0].arguments_json == '{"text":"it\'s"}'
+
+
+@pytest.mark.parametrize(
+    ("prefix", "reasoning_open", "reasoning", "content", "opened"),
+    [
+        ("<think>\nplan\n</think>\n\n", None, "\nplan\n", "\n\n", False),
+        ("\n<think>plan</think>", False, "plan", "\n", False),
+        ("plan\n</think>\n\n", True, "plan\n", "\n\n", True),
+        ("plan\n</think>\n\n", None, "plan\n", "\n\n", True),  # the orphan says it
+        ("</think>Sure. ", None, None, "Sure. ", True),
+    ],
+)
+def test_reasoning_then_a_call_takes_the_fast_path(
+    prefix: str, reasoning_open: bool | None, reasoning: str | None, content: str, opened: bool
+) -> None:
+    text = prefix + '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    quick = parse_one_call(text, TOOLS, "auto", reasoning_open)
+    assert quick is not None
+    result, was_opened = quick
+    assert (result.reasoning, result.content, was_opened) == (reasoning, content, opened)
+    assert result.calls[0].arguments == {"city": "Oslo"}
+    _assert_same(text, TOOLS, "auto", reasoning_open)
