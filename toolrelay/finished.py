@@ -1,7 +1,8 @@
-"""The finished parse's fast path: one clean Hermes call, read without the state machine.
+"""The finished parse's fast path: one clean call, read without the state machine.
 
 Most finished outputs that hold a call are one ``<tool_call>{"name": …,
-"arguments": {…}}</tool_call>`` with strict JSON inside, perhaps after a line
+"arguments": {…}}</tool_call>`` (or, asked by the rescue prompt, one
+``[TOOL_CALL]{…}[/TOOL_CALL]``) with strict JSON inside, perhaps after a line
 of prose. The stream parser reads such a call with the C decoder already
 (``strict_json``) but then replays its tokens through the region's state
 machine, a fixed cost of tens of microseconds that dominates short calls.
@@ -12,15 +13,15 @@ parser would take is known, so the result is the same to the character (the
 property tests in ``tests/core/test_finished_fast.py`` hold the two side by
 side on generated near-misses):
 
-- the first marker in the text is ``<tool_call>`` and the format that claims it
-  is Hermes JSON (so the prose before it is content, as written); or, first,
+- the first marker in the text is ``<tool_call>`` claimed by Hermes JSON, or
+  ``[TOOL_CALL]`` (so the prose before it is content, as written); or, first,
   reasoning with no marker in it: a ``<think>…</think>`` block after nothing but
   blanks, or (the template opened the reasoning, or the ``</think>`` is an
   orphan) the text up to the first ``</think>``;
 - between the markers, only JSON whitespace and one object ``strict_json``
   accepts, whose keys are exactly ``name`` (a string the tool set resolves) and
   ``arguments`` (an object), in that order;
-- after ``</tool_call>`` only JSON whitespace, which is content too.
+- after the closing marker only JSON whitespace, which is content too.
 
 Anything else (other reasoning tags, markup in the reasoning, single quotes, a
 second call, text after the call, a name the tools do not declare) goes the
@@ -38,12 +39,18 @@ from typing import Any
 import orjson
 
 from toolrelay.events import ParseResult, ToolCall
-from toolrelay.formats import hermes, opener_table
+from toolrelay.formats import bracket, hermes, opener_table
+from toolrelay.formats.base import Opener
 from toolrelay.names import ToolSet
 from toolrelay.strictjson import strict_json
 
-_OPEN = "<tool_call>"
-_CLOSE = "</tool_call>"
+# The blocks read here, by opening marker: the closing marker, and the opener that
+# must claim the marker (Hermes JSON; the rescue prompt's [TOOL_CALL] block), both
+# a JSON calls region ended by that marker.
+_BLOCKS: dict[str, tuple[str, Opener]] = {
+    "<tool_call>": ("</tool_call>", hermes.FORMAT.openers[0]),
+    bracket.MARKER: ("[/TOOL_CALL]", bracket.FORMAT.openers[0]),
+}
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 _BLANKS = re.compile(r"[ \t\r\n]*")  # what the region skips (``skip_whitespace``)
@@ -55,19 +62,26 @@ _APART = frozenset({"arguments"})
 
 
 @lru_cache(maxsize=64)
-def _hermes_claims(format_name: str) -> bool:
-    """Whether ``<tool_call>`` followed by ``{`` opens Hermes JSON under this format:
-    its first claimant, whose sniff takes a JSON bracket (later ones never see it)."""
-    claimants = opener_table(format_name).openers.get(_OPEN, ())
-    return bool(claimants) and claimants[0] is hermes.FORMAT.openers[0]
+def _claimed(format_name: str) -> tuple[str, ...]:
+    """The blocks whose marker, followed by ``{``, opens the block's own region under
+    this format: its first claimant (one with a sniff takes a JSON bracket)."""
+    openers = opener_table(format_name).openers
+    return tuple(
+        marker
+        for marker, (_close, opener) in _BLOCKS.items()
+        if openers.get(marker, (None,))[0] is opener
+    )
 
 
 def parse_one_call(
     text: str, tools: Iterable[Any] | None, format_name: str, reasoning_open: bool | None
 ) -> tuple[ParseResult, bool] | None:
-    """``parse_output`` of ``text`` when it is one clean Hermes call, perhaps after a
+    """``parse_output`` of ``text`` when it is one clean call block, perhaps after a
     plain ``<think>`` block, or None (take the slow path)."""
-    if _OPEN not in text or not _hermes_claims(format_name):
+    if "<tool_call>" not in text and bracket.MARKER not in text:
+        return None
+    blocks = _claimed(format_name)
+    if not blocks:
         return None
     table = opener_table(format_name)
     # Markers are taken in order, each the first of any active format (reasoning tags
@@ -98,17 +112,18 @@ def parse_one_call(
         found = table.pattern.search(text, prose_at)
         if found is None:
             return None
-    start = found.start()
-    if found.group() != _OPEN:
+    start, marker = found.start(), found.group()
+    if marker not in blocks:
         return None
-    body = start + len(_OPEN)
+    close = _BLOCKS[marker][0]
+    body = start + len(marker)
     value_at = _BLANKS.match(text, body).end()  # type: ignore[union-attr]
     if value_at - body > _MAX_LEAD or not text.startswith("{", value_at):
         return None
-    end = text.find(_CLOSE, value_at)
+    end = text.find(close, value_at)
     if end < 0:
         return None
-    suffix = end + len(_CLOSE)
+    suffix = end + len(close)
     if _ONLY_BLANKS.match(text, suffix) is None:
         return None
     # A string holding the end marker runs past ``end``: refused by the check below.

@@ -39,6 +39,8 @@ AWKWARD = [
     '"double"',
     "</tool_call>",
     "<tool_call>",
+    "[/TOOL_CALL]",
+    "[TOOL_CALL]",
     "</parameter>",
     "<think>",
     "</think>",
@@ -73,7 +75,8 @@ SUFFIXES = [" done", "<tool_call>", "</tool_call>", "\u00a0", "\x0b", "\n<tool_c
 CLEAN_BLANKS = ["", "\n", " \t", "\r\n"]
 BLANKS = [" " * 70, "\u00a0", "\x0b"]
 DAMAGES = ["cut", "unterminated", "second", "swap", "python", "reordered", "extra", "renamed"]
-DAMAGES += ["prefix", "suffix", "lead", "trail", "two blocks"]
+DAMAGES += ["prefix", "suffix", "lead", "trail", "two blocks", "mismatched"]
+BLOCKS = [("<tool_call>", "</tool_call>"), ("[TOOL_CALL]", "[/TOOL_CALL]")]
 
 
 def _write(value: dict[str, Any], style: str) -> str:
@@ -114,9 +117,12 @@ def call_texts(draw: st.DrawFn) -> str:
         body = body.replace('"', "'", draw(st.integers(1, 3)))
     lead = draw(st.sampled_from(BLANKS if "lead" in damages else CLEAN_BLANKS))
     trail = draw(st.sampled_from(BLANKS if "trail" in damages else CLEAN_BLANKS))
-    text = f"<tool_call>{lead}{body}{trail}</tool_call>"
+    opening, closing = draw(st.sampled_from(BLOCKS))
+    if "mismatched" in damages:
+        closing = draw(st.sampled_from([c for _, c in BLOCKS if c != closing]))
+    text = f"{opening}{lead}{body}{trail}{closing}"
     if "two blocks" in damages:
-        text += f"\n<tool_call>{body}</tool_call>"
+        text += f"\n{opening}{body}{closing}"
     prefix = draw(st.sampled_from(PREFIXES if "prefix" in damages else CLEAN_PREFIXES))
     suffix = draw(st.sampled_from(SUFFIXES if "suffix" in damages else CLEAN_SUFFIXES))
     return prefix + text + suffix
@@ -151,7 +157,7 @@ def _assert_same(text: str, tools: Any, format: str, reasoning_open: bool | None
 @given(
     text=call_texts(),
     tools=st.sampled_from(TOOL_SETS),
-    format=st.sampled_from(["auto", "auto", "auto", "hermes", "qwen3_coder", "mistral"]),
+    format=st.sampled_from(["auto", "auto", "auto", "hermes", "bracket", "qwen3_coder"]),
     reasoning_open=st.sampled_from([None, None, None, False, True]),
 )
 def test_fast_path_equals_the_replay(
@@ -165,16 +171,17 @@ def test_fast_path_equals_the_replay(
     args=arguments,
     name=st.sampled_from(["write_file", "get_weather", "functions.get_weather"]),
     style=st.sampled_from(["ascii", "compact", "indent"]),
+    block=st.sampled_from(BLOCKS),
     prefix=st.sampled_from(CLEAN_PREFIXES[:4]),
     suffix=st.sampled_from(CLEAN_SUFFIXES),
 )
 def test_clean_calls_take_the_fast_path(
-    args: dict[str, Any], name: str, style: str, prefix: str, suffix: str
+    args: dict[str, Any], name: str, style: str, block: tuple[str, str], prefix: str, suffix: str
 ) -> None:
     """A clean call is read by the fast path (or refused by ``strict_json`` for a value a
     dict cannot carry as written), and its arguments are what ``json.loads`` reads."""
     body = _write({"name": name, "arguments": args}, style)
-    text = f"{prefix}<tool_call>\n{body}\n</tool_call>{suffix}"
+    text = f"{prefix}{block[0]}\n{body}\n{block[1]}{suffix}"
     quick = parse_one_call(text, TOOLS, "auto", None)
     _assert_same(text, TOOLS, "auto", None)
     if quick is None:
@@ -197,7 +204,10 @@ def _plain(value: Any) -> bool:
     if isinstance(value, list):
         return all(_plain(v) for v in value)
     if isinstance(value, str):
-        return "</tool_call>" not in value and not any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+        closers = ("</tool_call>", "[/TOOL_CALL]")
+        return not any(c in value for c in closers) and not any(
+            0xD800 <= ord(c) <= 0xDFFF for c in value
+        )
     if isinstance(value, float):
         return value - value == 0.0
     if isinstance(value, int) and not isinstance(value, bool):
@@ -217,6 +227,9 @@ def _plain(value: Any) -> bool:
         '<think>x</think><tool_call>{"name": "write_file", "arguments": {}}</tool_call>',
         'x</think><tool_call>{"name": "write_file", "arguments": {}}</tool_call>',
         '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>',
+        '[TOOL_CALL]{"name": "write_file", "arguments": {"a": "[/TOOL_CALL]"}}[/TOOL_CALL]',
+        '[TOOL_CALL]{"name": "write_file", "arguments": {}}</tool_call>',
+        '```json\n{"a": 1}\n```\n[TOOL_CALL]{"name": "write_file", "arguments": {}}[/TOOL_CALL]',
     ],
 )
 def test_near_misses(text: str) -> None:
