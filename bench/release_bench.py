@@ -9,13 +9,15 @@ subprocesses on free 127.0.0.1 ports:
 * the previous release: the last tag (``--release REF``, default the newest
   tag), exported with ``git archive`` and installed into its own venv under
   ``/tmp`` (made on first use, kept for the next run), or ``--release-python``;
-* the floor (``bench/floor_proxy.py``): the same server stack relaying bytes.
+* the floor (``bench/floor_proxy.py``): the same server stack relaying bytes;
+* with ``--granian``, this commit's app on granian (Rust, ASGI) instead of
+  uvicorn, one worker, for the choice of server stack (``pip install granian``).
 
 Each cell (non-streamed and streamed, without and with tools, concurrency 1
 and 16) is run in rounds, the three targets in turn within each round, so that
 a busy neighbour on the shared machine weighs on all three alike. Per target:
-the CPU time of its process per request (user + system, from /proc; the
-median over the rounds), the latency p50, and its memory at the end. Ratios
+the CPU time of its processes per request (user + system, from /proc, children
+included; the median over the rounds), the latency p50, and its memory at the end. Ratios
 first: they are what a loaded machine still measures well.
 
     .venv/bin/python bench/release_bench.py [--rounds 5] [--write]
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -109,11 +112,26 @@ def last_tag() -> str:
     ).stdout.strip()
 
 
+def family(pid: int) -> list[int]:
+    """A process and its children (granian serves from a worker process it spawns)."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def family_cpu(pid: int) -> float:
+    return sum(cpu_seconds(member) for member in family(pid))
+
+
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    total = 0.0
+    for member in family(pid):
+        for line in Path(f"/proc/{member}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024
+    return total
 
 
 def stream_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> Any:
@@ -150,9 +168,9 @@ async def run_cells(targets: dict[str, tuple[str, int]], rounds: int) -> dict[st
                 # A different first target each round: none always runs on a cold cache.
                 for name in names[turn % len(names) :] + names[: turn % len(names)]:
                     pid = targets[name][1]
-                    before = cpu_seconds(pid)
+                    before = family_cpu(pid)
                     times = await latencies(requests[name], total, concurrency)
-                    cpu[name].append((cpu_seconds(pid) - before) / total * 1e6)
+                    cpu[name].append((family_cpu(pid) - before) / total * 1e6)
                     p50[name].append(percentile(times, 0.5) * 1000)
             results[label] = {
                 name: {"cpu": statistics.median(cpu[name]), "p50": statistics.median(p50[name])}
@@ -194,6 +212,23 @@ def report(results: dict[str, Any], release: str, rounds: int) -> str:
         f"Memory at the end (RSS): this commit {rss['this']:.0f} MiB, the release "
         f"{rss['release']:.0f} MiB, the floor {rss['floor']:.0f} MiB.",
     ]
+    if "granian" in rss:
+        lines += [
+            "",
+            "The server stack: this commit's app on granian (one worker, uvloop) against "
+            "uvicorn (httptools, uvloop), same run.",
+            "",
+            "| cell | CPU: granian / uvicorn | p50: granian / uvicorn | granian CPU |",
+            "|---|---:|---:|---:|",
+        ]
+        for label, *_ in CELLS:
+            row = results[label]
+            granian, this = row["granian"], row["this"]
+            lines.append(
+                f"| {label} | {granian['cpu'] / this['cpu']:.2f}× | "
+                f"{granian['p50'] / this['p50']:.2f}× | {granian['cpu']:.0f} µs |"
+            )
+        lines += ["", f"Memory: granian {rss['granian']:.0f} MiB."]
     return "\n".join(lines) + "\n"
 
 
@@ -202,12 +237,13 @@ def main() -> None:
     parser.add_argument("--release", help="the git ref of the previous release (default: last tag)")
     parser.add_argument("--release-python", type=Path, help="a Python with that release installed")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--granian", action="store_true", help="add this commit on granian")
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = parser.parse_args()
     release = args.release or last_tag()
     before = args.release_python or release_python(release)
     sim_port = free_port()
-    ports = {"this": free_port(), "release": free_port(), "floor": free_port()}
+    ports = {name: free_port() for name in ("this", "release", "floor", "granian")}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as scenario:
         json.dump(SCENARIO, scenario)
     direct = f"http://127.0.0.1:{sim_port}/v1"
@@ -222,6 +258,17 @@ def main() -> None:
         "release": [str(before), *serve, str(ports["release"])],
         "floor": [*floor, "--port", str(ports["floor"])],
     }
+    envs: dict[str, dict[str, str]] = {}
+    if args.granian:
+        granian = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory"]
+        granian += ["--loop", "uvloop", "--host", "127.0.0.1", "--port", str(ports["granian"])]
+        commands["granian"] = [*granian, "toolrelay.server.app:app_from_environment"]
+        # The app reads its settings from the environment, as a --workers worker does.
+        envs["granian"] = {
+            "TOOLRELAY_BACKEND": direct,
+            "TOOLRELAY_BACKEND_KIND": "openai",
+            "TOOLRELAYSERVE_LOGGING": "warning:text",
+        }
     try:
         with ExitStack() as stack:
             stack.enter_context(process(simulate, direct + "/models"))
@@ -229,7 +276,9 @@ def main() -> None:
             for name, command in commands.items():
                 base = f"http://127.0.0.1:{ports[name]}/v1"
                 cwd = tempfile.gettempdir() if name == "release" else None
-                proc = stack.enter_context(process(command, base + "/models", cwd=cwd))
+                proc = stack.enter_context(
+                    process(command, base + "/models", cwd=cwd, env=envs.get(name))
+                )
                 targets[name] = (base, proc.pid)
             results = asyncio.run(run_cells(targets, args.rounds))
     finally:
