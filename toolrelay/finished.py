@@ -21,7 +21,8 @@ side on generated near-misses):
 - between the markers, only JSON whitespace and one object ``strict_json``
   accepts, whose keys are exactly ``name`` (a string the tool set resolves) and
   ``arguments`` (an object), in that order;
-- after the closing marker only JSON whitespace, which is content too.
+- after the closing marker only JSON whitespace, which is content too; or no
+  closing marker, the text ending after the object (and blanks).
 
 Anything else (other reasoning tags, markup in the reasoning, single quotes, a
 second call, text after the call, a name the tools do not declare) goes the
@@ -122,10 +123,13 @@ def parse_one_call(
         return None
     end = text.find(close, value_at)
     if end < 0:
-        return None
-    suffix = end + len(close)
-    if _ONLY_BLANKS.match(text, suffix) is None:
-        return None
+        # The closing marker left out (a server that stops on it): the region ends with
+        # the text, and takes the blanks after the value with it.
+        end, tail = len(text), ""
+    else:
+        tail = text[end + len(close) :]
+        if _ONLY_BLANKS.fullmatch(tail) is None:
+            return None
     # A string holding the end marker runs past ``end``: refused by the check below.
     decoded = strict_json(text, value_at, apart=_APART)
     if decoded is None or _BLANKS.match(text, decoded.end).end() != end:  # type: ignore[union-attr]
@@ -147,4 +151,4 @@ def parse_one_call(
     call_id = f"call_{secrets.token_hex(8)}0"
     head = lead + text[prose_at:start]
     call = ToolCall(call_id, name, arguments, arguments_json)
-    return ParseResult([call], head + text[suffix:], reasoning or None), opened
+    return ParseResult([call], head + tail, reasoning or None), opened

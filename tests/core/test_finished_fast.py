@@ -75,7 +75,7 @@ SUFFIXES = [" done", "<tool_call>", "</tool_call>", "\u00a0", "\x0b", "\n<tool_c
 CLEAN_BLANKS = ["", "\n", " \t", "\r\n"]
 BLANKS = [" " * 70, "\u00a0", "\x0b"]
 DAMAGES = ["cut", "unterminated", "second", "swap", "python", "reordered", "extra", "renamed"]
-DAMAGES += ["prefix", "suffix", "lead", "trail", "two blocks", "mismatched"]
+DAMAGES += ["prefix", "suffix", "lead", "trail", "two blocks", "mismatched", "unclosed"]
 BLOCKS = [("<tool_call>", "</tool_call>"), ("[TOOL_CALL]", "[/TOOL_CALL]")]
 
 
@@ -120,6 +120,8 @@ def call_texts(draw: st.DrawFn) -> str:
     opening, closing = draw(st.sampled_from(BLOCKS))
     if "mismatched" in damages:
         closing = draw(st.sampled_from([c for _, c in BLOCKS if c != closing]))
+    if "unclosed" in damages:  # a server that stops on the closing marker
+        closing = ""
     text = f"{opening}{lead}{body}{trail}{closing}"
     if "two blocks" in damages:
         text += f"\n{opening}{body}{closing}"
@@ -266,3 +268,12 @@ def test_reasoning_then_a_call_takes_the_fast_path(
     assert (result.reasoning, result.content, was_opened) == (reasoning, content, opened)
     assert result.calls[0].arguments == {"city": "Oslo"}
     _assert_same(text, TOOLS, "auto", reasoning_open)
+
+
+@pytest.mark.parametrize("block", ["<tool_call>", "[TOOL_CALL]"])
+def test_a_call_whose_closing_marker_was_left_out_takes_the_fast_path(block: str) -> None:
+    text = f'Sure.\n{block}\n{{"name": "get_weather", "arguments": {{"city": "Oslo"}}}}\n \n'
+    quick = parse_one_call(text, TOOLS, "auto", None)
+    assert quick is not None
+    assert (quick[0].content, quick[0].calls[0].arguments) == ("Sure.\n", {"city": "Oslo"})
+    _assert_same(text, TOOLS, "auto", None)
