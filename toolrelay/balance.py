@@ -8,8 +8,8 @@ gateway keeps one per backend and asks :func:`pick`.
 * Least outstanding requests, weighted: the member with the fewest requests
   in flight per unit of weight; among equals, the one given the fewest per
   unit of weight so far, so that sequential traffic splits by weight too
-  (``served / weight`` of any two members differs by at most the largest
-  ``1 / weight``).
+  (``served / weight`` of members ``a`` and ``b`` differs by at most
+  ``1 / weight`` of ``b``).
 * Sticky (opt-in): a request with an affinity key goes to the member that
   wins a weighted rendezvous hash of the key, among those in service: the
   same conversation lands on the same server (its prompt cache), and when
@@ -81,7 +81,7 @@ def pick(
 
     def load(i: int) -> tuple[float, float, int]:
         member = members[i]
-        return ((member.outstanding + 1) / weights[i], (member.served + 1) / weights[i], i)
+        return (member.outstanding / weights[i], (member.served + 1) / weights[i], i)
 
     return min(candidates, key=load)
 

@@ -58,7 +58,7 @@ ROOT_TEXT = (
 
 def create_app(settings: Settings) -> Starlette:
     gateway = Gateway(settings)
-    metrics = Metrics(gateway.counters, settings)
+    metrics = Metrics(gateway.counters, settings, gateway.backends)
     tools_api = ToolsApi(gateway)
     mcp = McpEndpoint(gateway.tools, settings.host)
     facts_api = FactsApi(gateway)

@@ -56,6 +56,10 @@ class Backends:
             pool = self._pools[model] = Pool(model, members, self.fleet, self._settings)
         return pool
 
+    def pools(self) -> list[Pool]:
+        """The pools of the models asked for so far."""
+        return list(self._pools.values())
+
     def for_model(self, model: str) -> Backend:
         """One backend for a request to ``model``, balanced (no failover: the
         gateway's fronts go through the pool for that)."""

@@ -1,0 +1,132 @@
+"""The balancing policy (toolrelay.balance): weights, load, stickiness, health."""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import pairwise
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolrelay.balance import Backoff, Member, affinity_of_messages, failed, pick, succeeded
+
+weights = st.lists(st.floats(min_value=0.1, max_value=10.0), min_size=1, max_size=6)
+
+
+def _members(ws: list[float]) -> list[Member]:
+    return [Member(f"b{i}", w) for i, w in enumerate(ws)]
+
+
+@given(weights, st.integers(min_value=1, max_value=300))
+def test_sequential_traffic_splits_by_weight_within_one_request(ws: list[float], n: int) -> None:
+    members = _members(ws)
+    for _ in range(n):
+        chosen = members[pick(members, 0.0)]
+        chosen.served += 1
+    # The invariant pick keeps: served/weight of any two differ by at most 1/weight
+    # of the second; so each share is within a request or so of weight's share.
+    for a in members:
+        for b in members:
+            assert a.served / a.weight - b.served / b.weight <= 1 / b.weight + 1e-9
+    total = sum(ws)
+    for member in members:
+        assert abs(member.served - n * member.weight / total) <= len(ws) * max(ws) / min(ws) + 1
+
+
+@given(weights, st.data())
+def test_picks_the_least_loaded_per_weight(ws: list[float], data: st.DataObject) -> None:
+    members = _members(ws)
+    for member in members:
+        member.outstanding = data.draw(st.integers(min_value=0, max_value=20))
+    chosen = members[pick(members, 0.0)]
+    best = min(m.outstanding / m.weight for m in members)
+    assert chosen.outstanding / chosen.weight == best
+
+
+@given(
+    weights,
+    st.data(),
+    st.one_of(st.none(), st.text(max_size=20)),
+    st.floats(min_value=0.0, max_value=1000.0),
+)
+def test_never_picks_a_member_that_is_out_while_one_is_in(
+    ws: list[float], data: st.DataObject, affinity: str | None, now: float
+) -> None:
+    members = _members(ws)
+    for member in members:
+        member.out_until = data.draw(st.sampled_from([0.0, now - 1, now + 5, now + 100]))
+        member.outstanding = data.draw(st.integers(min_value=0, max_value=5))
+    chosen = members[pick(members, now, affinity)]
+    if any(not m.is_out(now) for m in members):
+        assert not chosen.is_out(now)
+    else:  # all out: the one back first
+        assert chosen.out_until == min(m.out_until for m in members)
+
+
+@given(weights, st.lists(st.floats(min_value=0.1, max_value=1.0), min_size=6, max_size=6))
+def test_quality_factors_scale_the_weights(ws: list[float], factors: list[float]) -> None:
+    members = _members(ws)
+    scaled = _members([w * f for w, f in zip(ws, factors, strict=False)])
+    for _ in range(50):
+        i = pick(members, 0.0, factors=factors[: len(ws)])
+        assert i == pick(scaled, 0.0)
+        members[i].served += 1
+        scaled[i].served += 1
+
+
+@given(st.text(min_size=1, max_size=30), weights)
+def test_an_affinity_key_stays_on_its_member_until_it_is_out(key: str, ws: list[float]) -> None:
+    members = _members(ws)
+    first = pick(members, 0.0, key)
+    # Load does not move a sticky conversation.
+    for member in members:
+        member.outstanding += 3
+    members[first].outstanding += 50
+    assert pick(members, 0.0, key) == first
+    if len(members) > 1:
+        members[first].out_until = 10.0
+        moved = pick(members, 0.0, key)
+        assert moved != first
+        # Only the conversations of the member that is out move.
+        members[first].out_until = 0.0
+        assert pick(members, 0.0, key) == first
+
+
+def test_affinity_keys_spread_by_weight() -> None:
+    members = _members([1.0, 2.0, 1.0])
+    shares = Counter(pick(members, 0.0, f"conversation {i}") for i in range(4000))
+    assert abs(shares[1] / 4000 - 0.5) < 0.04
+    assert abs(shares[0] / 4000 - 0.25) < 0.04
+
+
+def test_the_affinity_of_a_conversation_is_its_first_messages() -> None:
+    head = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    assert affinity_of_messages(head) == affinity_of_messages(
+        [*head, {"role": "assistant", "content": "hello"}]
+    )
+    assert affinity_of_messages(head) != affinity_of_messages(head[:1])
+
+
+@given(
+    st.integers(min_value=1, max_value=4),
+    st.floats(min_value=0.5, max_value=5),
+    st.integers(min_value=1, max_value=12),
+)
+def test_failures_take_a_member_out_for_a_doubling_bounded_backoff(
+    threshold: int, first: float, n: int
+) -> None:
+    backoff = Backoff(threshold, first, 30.0)
+    member = Member("b")
+    periods = []
+    for i in range(n):
+        went_out = failed(member, 0.0, backoff)
+        assert went_out == (i + 1 == threshold)
+        assert member.is_out(0.0) == (i + 1 >= threshold)
+        if member.is_out(0.0):
+            periods.append(member.out_until)
+    assert periods == sorted(periods)
+    assert all(first <= p <= max(30.0, first) for p in periods)
+    assert all(b in (a, 2 * a, 30.0) for a, b in pairwise(periods))
+    assert succeeded(member)
+    assert not member.is_out(0.0) and member.failures == 0
+    assert not succeeded(member)
