@@ -1,15 +1,14 @@
 """Which of a model's backends takes the next request: the balancing policy, no I/O.
 
 Every backend of a pool is a :class:`Member`: its configured weight, the
-requests it has in flight, how many it was given, whether it is out (and
-until when), and the factor quality routing multiplies its weight by. The
+requests it has in flight, its round-robin credit, whether it is out (and
+until when). Quality routing's factors multiply the weights. The
 gateway keeps one per backend and asks :func:`pick`.
 
 * Least outstanding requests, weighted: the member with the fewest requests
-  in flight per unit of weight; among equals, the one given the fewest per
-  unit of weight so far, so that sequential traffic splits by weight too
-  (``served / weight`` of members ``a`` and ``b`` differs by at most
-  ``1 / weight`` of ``b``).
+  in flight per unit of weight; among equals, the one smooth weighted round
+  robin owes the most (nginx's), so that sequential traffic splits by weight
+  too, within a request or so, and follows a change of weight at once.
 * Sticky (opt-in): a request with an affinity key goes to the member that
   wins a weighted rendezvous hash of the key, among those in service: the
   same conversation lands on the same server (its prompt cache), and when
@@ -55,7 +54,9 @@ class Member:
     name: str
     weight: float = 1.0
     outstanding: int = 0
-    served: int = 0
+    # Smooth weighted round robin's credit: every pick adds each member's weight
+    # and takes the total from the one chosen, which is the one owed the most.
+    credit: float = 0.0
     # Failures in a row (a success resets it), and until when the member is out.
     failures: int = 0
     out_until: float = 0.0
@@ -71,19 +72,27 @@ def pick(
     factors: Sequence[float] | None = None,
 ) -> int:
     """The index of the member that takes the next request (``members`` not
-    empty); ``factors`` multiply the weights (quality routing's, in (0, 1])."""
+    empty); ``factors`` multiply the weights (quality routing's, in (0, 1]).
+    Records the choice in the members' credits."""
     weights = [m.weight * (factors[i] if factors else 1.0) for i, m in enumerate(members)]
     candidates = [i for i, m in enumerate(members) if not m.is_out(now)]
     if not candidates:
         return min(range(len(members)), key=lambda i: members[i].out_until)
     if affinity is not None:
         return max(candidates, key=lambda i: _rendezvous(affinity, members[i].name, weights[i]))
+    total = sum(weights[i] for i in candidates)
+    for i in candidates:
+        members[i].credit += weights[i]
 
     def load(i: int) -> tuple[float, float, int]:
-        member = members[i]
-        return (member.outstanding / weights[i], (member.served + 1) / weights[i], i)
+        return (members[i].outstanding / weights[i], -members[i].credit, i)
 
-    return min(candidates, key=load)
+    chosen = min(candidates, key=load)
+    members[chosen].credit -= total
+    for i in candidates:
+        # Bounded: a member passed over while busy is owed a little, not a burst.
+        members[i].credit = max(-total, min(total, members[i].credit))
+    return chosen
 
 
 def _rendezvous(key: str, name: str, weight: float) -> float:

@@ -18,19 +18,26 @@ def _members(ws: list[float]) -> list[Member]:
 
 
 @given(weights, st.integers(min_value=1, max_value=300))
-def test_sequential_traffic_splits_by_weight_within_one_request(ws: list[float], n: int) -> None:
+def test_sequential_traffic_splits_by_weight_within_a_request_or_so(
+    ws: list[float], n: int
+) -> None:
     members = _members(ws)
-    for _ in range(n):
-        chosen = members[pick(members, 0.0)]
-        chosen.served += 1
-    # The invariant pick keeps: served/weight of any two differ by at most 1/weight
-    # of the second; so each share is within a request or so of weight's share.
-    for a in members:
-        for b in members:
-            assert a.served / a.weight - b.served / b.weight <= 1 / b.weight + 1e-9
+    served = Counter(pick(members, 0.0) for _ in range(n))
     total = sum(ws)
-    for member in members:
-        assert abs(member.served - n * member.weight / total) <= len(ws) * max(ws) / min(ws) + 1
+    for i, weight in enumerate(ws):
+        assert abs(served[i] - n * weight / total) < len(ws)
+
+
+@given(weights, st.lists(st.floats(min_value=0.1, max_value=1.0), min_size=6, max_size=6))
+def test_a_change_of_weight_takes_effect_at_once(ws: list[float], factors: list[float]) -> None:
+    members = _members(ws)
+    for _ in range(200):  # a long history under the old weights
+        pick(members, 0.0)
+    factors = factors[: len(ws)]
+    served = Counter(pick(members, 0.0, factors=factors) for _ in range(100))
+    scaled = [w * f for w, f in zip(ws, factors, strict=True)]
+    for i, weight in enumerate(scaled):
+        assert abs(served[i] - 100 * weight / sum(scaled)) < 2 * len(ws)
 
 
 @given(weights, st.data())
@@ -61,17 +68,6 @@ def test_never_picks_a_member_that_is_out_while_one_is_in(
         assert not chosen.is_out(now)
     else:  # all out: the one back first
         assert chosen.out_until == min(m.out_until for m in members)
-
-
-@given(weights, st.lists(st.floats(min_value=0.1, max_value=1.0), min_size=6, max_size=6))
-def test_quality_factors_scale_the_weights(ws: list[float], factors: list[float]) -> None:
-    members = _members(ws)
-    scaled = _members([w * f for w, f in zip(ws, factors, strict=False)])
-    for _ in range(50):
-        i = pick(members, 0.0, factors=factors[: len(ws)])
-        assert i == pick(scaled, 0.0)
-        members[i].served += 1
-        scaled[i].served += 1
 
 
 @given(st.text(min_size=1, max_size=30), weights)

@@ -88,8 +88,6 @@ def test_a_killed_replica_loses_no_request_that_had_not_started_streaming() -> N
             # What was in flight on it when it died was retried (not started) or
             # broke in the client's stream (started): one or the other, at least once.
             counters = httpx.get(gw.url + "/health", timeout=10).json()["counters"]
-            handled = sum(counters["failovers"].values()) + sum(
-                counters["broken_streams"].values()
-            )
+            handled = sum(counters["failovers"].values()) + sum(counters["broken_streams"].values())
             assert handled >= 1
             assert len(failed) <= counters["broken_streams"].get("reset", 0)

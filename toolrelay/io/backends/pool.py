@@ -151,7 +151,6 @@ class Lease:
         self._fleet = fleet
         self._member = fleet.members[backend.name]
         self._member.outstanding += 1
-        self._member.served += 1
         fleet.requests[backend.name] += 1
         self._open = True
 
