@@ -346,6 +346,11 @@ class Settings(BaseSettings):
         ge=0,
         description="responses kept in memory for /v1/responses' previous_response_id (0: none)",
     )
+    responses_ttl: float = Field(
+        default=86400.0,
+        gt=0,
+        description="seconds a stored response is kept in Redis (with TOOLRELAY_REDIS_URL)",
+    )
     redis_url: str | None = Field(
         default=None,
         description="share learned facts and the /api/tools override between replicas "

@@ -35,7 +35,7 @@ from toolrelay.server.mcp import PATH as MCP_PATH
 from toolrelay.server.mcp import McpEndpoint
 from toolrelay.server.metrics import Metrics
 from toolrelay.server.responses import ResponsesFront, stored_routes
-from toolrelay.server.responses.store import ResponseStore
+from toolrelay.server.responses.store import ResponseStore, Store
 from toolrelay.server.session import websocket_endpoint
 from toolrelay.server.tools_api import ToolsApi, document
 from toolrelay.server.turn import TurnRoute
@@ -129,8 +129,13 @@ def create_app(settings: Settings) -> Starlette:
 
     chat = TurnRoute(gateway, ChatFront(settings))
     messages = TurnRoute(gateway, MessagesFront(settings))
-    store = ResponseStore(settings.responses_store)
-    responses = TurnRoute(gateway, ResponsesFront(settings, store))
+    store: Store = (
+        gateway.shared.response_store(settings.responses_store, settings.responses_ttl)
+        if gateway.shared is not None
+        else ResponseStore(settings.responses_store)
+    )
+    responses_front = ResponsesFront(settings, store)
+    responses = TurnRoute(gateway, responses_front, responses_front.prepare)
     retrieve, delete = stored_routes(store)
     app = Starlette(
         routes=[

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -137,9 +137,16 @@ def stream_turn(
 class TurnRoute(Generic[TurnT]):
     """The ASGI app of one front's endpoint."""
 
-    def __init__(self, gateway: Gateway, front: Front[TurnT]) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        front: Front[TurnT],
+        prepare: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+    ) -> None:
         self.gateway = gateway
         self.front = front
+        # What the front needs fetched before its (pure) reading of a body.
+        self.prepare = prepare
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -165,7 +172,10 @@ class TurnRoute(Generic[TurnT]):
         """Answer the request; the outcome for the request counter."""
         gateway = self.gateway
         try:
-            turn = self.front.read(decode(raw), scope["headers"])
+            body = decode(raw)
+            if self.prepare is not None:
+                await self.prepare(body)
+            turn = self.front.read(body, scope["headers"])
             note(scope, model=turn.round.model)
             turn.round.affinity = affinity(gateway.settings, turn.round, scope["headers"])
             extra: dict[str, Any] = {}

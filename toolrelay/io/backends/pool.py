@@ -61,6 +61,10 @@ class Fleet:
         self._recent = {name: deque[bool](maxlen=_ERROR_WINDOW) for name in self.members}
         # Called with the backend when its health changed here (the Redis share).
         self.listeners: list[Callable[[Backend, Member], None]] = []
+        # Backends the active check took out: only its success brings them back
+        # early (a passive back-off runs its course: a server whose model list
+        # answers may still fail every completion).
+        self._checked_out: set[str] = set()
         self._checks: asyncio.Task[None] | None = None
 
     def failed(self, backend: Backend, why: str) -> None:
@@ -70,7 +74,7 @@ class Fleet:
         now = time.time()
         if balance.failed(member, now, self.backoff):
             log.warning(
-                "backend %s at %s is out for %.0f s: %s",
+                "backend %s at %s is out for %.1f s: %s",
                 backend.name,
                 backend.shown_url,
                 member.out_until - now,
@@ -81,9 +85,37 @@ class Fleet:
     def succeeded(self, backend: Backend) -> None:
         member = self.members[backend.name]
         self._recent[backend.name].append(True)
+        self._checked_out.discard(backend.name)
         if balance.succeeded(member):
             log.info("backend %s at %s answers: back in service", backend.name, backend.shown_url)
             self._changed(backend, member)
+
+    def apply_shared(self, url: str, out_for: float, failures: int) -> None:
+        """Another gateway replica's word on the backend at ``url``: out for
+        ``out_for`` seconds (0: it answers again)."""
+        now = time.time()
+        for backend in self.backends:
+            if backend.base_url != url:
+                continue
+            member = self.members[backend.name]
+            if out_for <= 0:
+                if member.is_out(now):
+                    log.info(
+                        "backend %s at %s answers again (another gateway replica's word)",
+                        backend.name,
+                        backend.shown_url,
+                    )
+                balance.succeeded(member)
+                continue
+            if not member.is_out(now):
+                log.warning(
+                    "backend %s at %s is out for %.1f s (another gateway replica's word)",
+                    backend.name,
+                    backend.shown_url,
+                    out_for,
+                )
+            member.out_until = max(member.out_until, now + out_for)
+            member.failures = max(member.failures, failures)
 
     def _changed(self, backend: Backend, member: Member) -> None:
         for listener in self.listeners:
@@ -127,12 +159,13 @@ class Fleet:
                 _CHECK_TIMEOUT,
             )
         except BackendError as exc:
+            self._checked_out.add(backend.name)
             self.failed(backend, f"health check: {exc.message}")
         except asyncio.TimeoutError:
+            self._checked_out.add(backend.name)
             self.failed(backend, f"health check: no answer within {_CHECK_TIMEOUT} s")
         else:
-            member = self.members[backend.name]
-            if member.failures or member.out_until:
+            if backend.name in self._checked_out:
                 self.succeeded(backend)
 
     async def aclose(self) -> None:
