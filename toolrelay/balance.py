@@ -5,10 +5,12 @@ requests it has in flight, its round-robin credit, whether it is out (and
 until when). Quality routing's factors multiply the weights. The
 gateway keeps one per backend and asks :func:`pick`.
 
-* Least outstanding requests, weighted: the member with the fewest requests
-  in flight per unit of weight; among equals, the one smooth weighted round
-  robin owes the most (nginx's), so that sequential traffic splits by weight
-  too, within a request or so, and follows a change of weight at once.
+* Least outstanding requests, weighted: each member's weight divided by its
+  requests in flight plus one (as Envoy's least-request balancer does), the
+  requests shared out by those weights with smooth weighted round robin
+  (nginx's): sequential traffic splits by weight within a request or so, a
+  busy member gets fewer new requests, and a change of weight takes effect at
+  once.
 * Sticky (opt-in): a request with an affinity key goes to the member that
   wins a weighted rendezvous hash of the key, among those in service: the
   same conversation lands on the same server (its prompt cache), and when
@@ -80,14 +82,13 @@ def pick(
         return min(range(len(members)), key=lambda i: members[i].out_until)
     if affinity is not None:
         return max(candidates, key=lambda i: _rendezvous(affinity, members[i].name, weights[i]))
-    total = sum(weights[i] for i in candidates)
+    # The weights as the load leaves them: a member with requests in flight gets
+    # its share of the new ones divided by their count plus one.
+    loaded = {i: weights[i] / (members[i].outstanding + 1) for i in candidates}
+    total = sum(loaded.values())
     for i in candidates:
-        members[i].credit += weights[i]
-
-    def load(i: int) -> tuple[float, float, int]:
-        return (members[i].outstanding / weights[i], -members[i].credit, i)
-
-    chosen = min(candidates, key=load)
+        members[i].credit += loaded[i]
+    chosen = max(candidates, key=lambda i: (members[i].credit, -i))
     members[chosen].credit -= total
     for i in candidates:
         # Bounded: a member passed over while busy is owed a little, not a burst.

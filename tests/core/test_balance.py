@@ -41,13 +41,20 @@ def test_a_change_of_weight_takes_effect_at_once(ws: list[float], factors: list[
 
 
 @given(weights, st.data())
-def test_picks_the_least_loaded_per_weight(ws: list[float], data: st.DataObject) -> None:
+def test_requests_in_flight_divide_a_members_share(ws: list[float], data: st.DataObject) -> None:
     members = _members(ws)
     for member in members:
         member.outstanding = data.draw(st.integers(min_value=0, max_value=20))
-    chosen = members[pick(members, 0.0)]
-    best = min(m.outstanding / m.weight for m in members)
-    assert chosen.outstanding / chosen.weight == best
+    served = Counter(pick(members, 0.0) for _ in range(200))
+    loaded = [m.weight / (m.outstanding + 1) for m in members]
+    for i, share in enumerate(loaded):
+        assert abs(served[i] - 200 * share / sum(loaded)) < len(ws)
+
+
+def test_an_idle_member_is_preferred_to_a_busy_one_of_the_same_weight() -> None:
+    members = _members([1.0, 1.0])
+    members[0].outstanding = 3
+    assert Counter(pick(members, 0.0) for _ in range(100)) == {1: 80, 0: 20}
 
 
 @given(
