@@ -162,3 +162,9 @@ def test_a_header_sticks_a_session_to_one_replica() -> None:
                 extra_headers={"x-toolrelay-session": "session-7"},
             )  # fmt: skip
         assert sorted(_completions(s) for s in sims) == [0, 0, 6]
+
+
+def test_the_model_list_names_a_model_the_replicas_share_once() -> None:
+    with replicas({}, {}, {}) as (_, gw):
+        listed = [m.id for m in gw.client().models.list()]
+        assert listed.count("toolrelay-sim") == 1

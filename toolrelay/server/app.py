@@ -68,15 +68,25 @@ def create_app(settings: Settings) -> Starlette:
         data: list[object] = []
         errors: list[BackendError] = []
         auth = request.headers.get("authorization")
-        for backend in gateway.backends:
-            try:
-                listing = await backend.list_models(auth=auth)
-            except BackendError as exc:
-                errors.append(exc)
+        # All at once: a replica that hangs delays the list by its timeout, not more.
+        listings = await asyncio.gather(
+            *(b.list_models(auth=auth) for b in gateway.backends), return_exceptions=True
+        )
+        seen: set[object] = set()
+        for listing in listings:
+            if isinstance(listing, BackendError):
+                errors.append(listing)
                 continue
+            if isinstance(listing, BaseException):
+                raise listing
             settings.model_names.learn_served(listing)
             entries = listing.get("data")
-            data.extend(entries if isinstance(entries, list) else [])
+            for entry in entries if isinstance(entries, list) else []:
+                # Replicas list the same models: each once.
+                key = entry.get("id") if isinstance(entry, dict) else None
+                if key is None or key not in seen:
+                    data.append(entry)
+                    seen.add(key)
         if errors and not data:
             error = upstream(errors[0])
             return JSONResponse(error.to_dict(), status_code=error.status)
