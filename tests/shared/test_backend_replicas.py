@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 
+from tests.gateway.replica_processes import simulate_processes
 from tests.gateway.support import GatewayServer
 from tests.shared.redis_server import RedisServer
 from tests.weather import ASK_WEATHER
@@ -142,3 +143,27 @@ def _found(gw: GatewayServer, response_id: str) -> bool:
     answer = httpx.get(f"{gw.url}/v1/responses/{response_id}", timeout=10)
     assert answer.status_code in (200, 404)
     return answer.status_code == 200
+
+
+def test_a_killed_model_server_is_out_on_every_gateway_within_the_documented_time(
+    redis_server: RedisServer,
+) -> None:
+    # docs/backends.md: without traffic, within health_interval + 2 s on the
+    # gateway that checks, and on the others at once through Redis (this second
+    # gateway runs no checks and gets no request: Redis is all it has).
+    interval = 0.5
+    with simulate_processes((), ()) as (victim, survivor), ExitStack() as stack:
+        config: dict[str, Any] = {
+            "backend": victim.url, "backend_replicas": [survivor.url], "backend_kind": "openai",
+            "redis_url": redis_server.url,
+        }  # fmt: skip
+        checking = stack.enter_context(GatewayServer(Settings(**config, health_interval=interval)))
+        other = stack.enter_context(GatewayServer(Settings(**config, health_interval=0)))
+        assert _state(checking, "default") == _state(other, "default") == "in"
+        victim.kill()
+        killed = time.monotonic()
+        _eventually(lambda: _state(checking, "default") == "out", seconds=interval + 2.0 + 1.0)
+        _eventually(lambda: _state(other, "default") == "out", seconds=1.0)
+        assert time.monotonic() - killed < interval + 2.0 + 1.0
+        reply = other.client().chat.completions.create(model="toolrelay-sim", messages=ASK_WEATHER)
+        assert reply.choices[0].message.content
