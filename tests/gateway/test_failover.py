@@ -168,3 +168,33 @@ def test_the_model_list_names_a_model_the_replicas_share_once() -> None:
     with replicas({}, {}, {}) as (_, gw):
         listed = [m.id for m in gw.client().models.list()]
         assert listed.count("toolrelay-sim") == 1
+
+
+def test_each_backend_of_a_model_brings_its_own_format_unless_the_model_names_one(
+    tmp_path: Any,
+) -> None:
+    from toolrelay.io.backends import Backends
+    from toolrelay.io.round import build_round
+
+    config = tmp_path / "backends.yaml"
+    config.write_text(
+        "backends:\n"
+        "  - {name: a, url: 'http://127.0.0.1:9/v1', format: qwen3_coder, models: [m, own]}\n"
+        "  - {name: b, url: 'http://127.0.0.1:9/v1', format: hermes, profile: vendor, "
+        "models: [m, own]}\n"
+        "models:\n"
+        "  own: {format: glm45}\n"
+    )
+    settings = Settings(config=str(config))
+    backends = Backends(settings)
+    pool = backends.pool_for("m")
+    a, b = pool.backends
+    req = build_round(settings, {"model": "m", "messages": ASK_WEATHER})
+    assert (pool.round_for(req, a).format, pool.round_for(req, a).profile) == ("qwen3_coder", None)
+    assert (pool.round_for(req, b).format, pool.round_for(req, b).profile) == ("hermes", "vendor")
+    # A profile the request chose stays; a format the model's entry names stays.
+    chosen = build_round(settings, {"model": "m", "messages": ASK_WEATHER}, profile="graded")
+    assert pool.round_for(chosen, b).profile == "graded"
+    own = backends.pool_for("own")
+    req = build_round(settings, {"model": "own", "messages": ASK_WEATHER})
+    assert {own.round_for(req, backend).format for backend in own.backends} == {"glm45"}

@@ -219,9 +219,13 @@ class Pool:
         # None: quality routing is off (nothing is recorded).
         self._quality = QualityWindow() if settings.quality_routing else None
         self._factors = [1.0] * len(backends)
+        # Per backend: the options it sets otherwise than the first, (first's, its own).
+        self._own_options: dict[str, dict[str, tuple[Any, Any]]] = {}
 
     def choose(self, affinity: str | None = None, exclude: Backend | None = None) -> Backend | None:
         """The backend for the next request; None when ``exclude`` was the only one."""
+        if len(self.backends) == 1:
+            return None if exclude is not None else self.backends[0]
         if exclude is None:
             candidates, members, factors = self.backends, self._members, self._factors
         else:
@@ -241,13 +245,16 @@ class Pool:
         took the pool's first backend's (a model's own setting wins over both)."""
         if backend is self.backends[0]:
             return req
-        first = self._settings.round_options(req.model, self.backends[0].config)
-        mine = self._settings.round_options(req.model, backend.config)
-        changes = {
-            key: mine[key]
-            for key in ("format", "profile")
-            if getattr(req, key) == first[key] and mine[key] != first[key]
-        }
+        own = self._own_options.get(backend.name)
+        if own is None:
+            first = self._settings.round_options(self.model, self.backends[0].config)
+            mine = self._settings.round_options(self.model, backend.config)
+            own = self._own_options[backend.name] = {
+                key: (first[key], mine[key])
+                for key in ("format", "profile")
+                if mine[key] != first[key]
+            }
+        changes = {key: mine for key, (first, mine) in own.items() if getattr(req, key) == first}
         return replace(req, **changes) if changes else req
 
     def record_quality(self, backend: Backend, bad: bool) -> None:
