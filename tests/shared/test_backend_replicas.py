@@ -15,9 +15,11 @@ import pytest
 
 from tests.gateway.replica_processes import simulate_processes
 from tests.gateway.support import GatewayServer
+from tests.gateway.test_quality_routing import INVALID_CALLS
 from tests.shared.redis_server import RedisServer
-from tests.weather import ASK_WEATHER
+from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.io.settings import Settings
+from toolrelay.routing_quality import MIN_ROUNDS
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 
@@ -167,3 +169,34 @@ def test_a_killed_model_server_is_out_on_every_gateway_within_the_documented_tim
         assert time.monotonic() - killed < interval + 2.0 + 1.0
         reply = other.client().chat.completions.create(model="toolrelay-sim", messages=ASK_WEATHER)
         assert reply.choices[0].message.content
+
+
+def test_a_quality_verdict_holds_on_every_gateway(redis_server: RedisServer) -> None:
+    with (
+        Simulator() as good,
+        Simulator() as other,
+        Simulator(SimulatorConfig.load(INVALID_CALLS)) as invalid,
+        two_gateways(redis_server, [good, other, invalid], quality_routing=True) as (
+            first,
+            second,
+        ),
+    ):
+        for _ in range(3 * MIN_ROUNDS + 3):
+            first.client().chat.completions.create(
+                model="toolrelay-sim", messages=ASK_WEATHER, tools=[WEATHER_TOOL]
+            )
+        factor = 'toolrelay_backend_quality_factor{backend="default-3",model="toolrelay-sim"} 0.1'
+
+        def cut_on_second() -> bool:
+            # The pool of a model exists once a request asked for it.
+            second.client().chat.completions.create(model="toolrelay-sim", messages=ASK_WEATHER)
+            return factor in httpx.get(second.url + "/metrics", timeout=10).text
+
+        _eventually(cut_on_second)
+        before = _completions(invalid)
+        for _ in range(20):
+            second.client().chat.completions.create(
+                model="toolrelay-sim", messages=ASK_WEATHER, tools=[WEATHER_TOOL]
+            )
+        # Its own window has nothing to judge by yet: the first gateway's verdict holds.
+        assert _completions(invalid) - before <= 2 * 2  # a request and its correction, twice

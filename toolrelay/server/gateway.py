@@ -54,6 +54,7 @@ class Gateway:
             for backend in self.backends:
                 self.shared.facts.share(backend.base_url, backend.facts)
             self.shared.backend_health.share(self.backends.fleet)
+            self.shared.quality.share(self.backends.fleet)
             store = self.shared.tool_store(definitions)
         # Loaded only when servers are configured: the MCP SDK is slow to import.
         self.mcp = _mcp_servers(settings) if configured(settings) else None

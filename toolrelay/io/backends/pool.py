@@ -65,6 +65,10 @@ class Fleet:
         # early (a passive back-off runs its course: a server whose model list
         # answers may still fail every completion).
         self._checked_out: set[str] = set()
+        # Quality routing's verdicts: told to (model, backend, factor) listeners
+        # when one changes here; another replica's, by (model, base URL): (factor, until).
+        self.verdict_listeners: list[Callable[[str, Backend, float], None]] = []
+        self.shared_factors: dict[tuple[str, str], tuple[float, float]] = {}
         self._checks: asyncio.Task[None] | None = None
 
     def failed(self, backend: Backend, why: str) -> None:
@@ -116,6 +120,21 @@ class Fleet:
                 )
             member.out_until = max(member.out_until, now + out_for)
             member.failures = max(member.failures, failures)
+
+    def apply_shared_verdict(self, model: str, url: str, factor: float, seconds: float) -> None:
+        """Another gateway replica's quality verdict on the backend at ``url`` for
+        ``model``: its weight's factor, for ``seconds`` (1: lifted)."""
+        if factor >= 1.0:
+            self.shared_factors.pop((model, url), None)
+        else:
+            self.shared_factors[(model, url)] = (factor, time.time() + seconds)
+        log.info(
+            "quality routing, model %s: backend at %s: weight x%.2f (another gateway replica's "
+            "verdict)",
+            model,
+            url,
+            factor,
+        )
 
     def _changed(self, backend: Backend, member: Member) -> None:
         for listener in self.listeners:
@@ -226,16 +245,27 @@ class Pool:
         """The backend for the next request; None when ``exclude`` was the only one."""
         if len(self.backends) == 1:
             return None if exclude is not None else self.backends[0]
+        all_factors = self._with_shared() if self._fleet.shared_factors else self._factors
         if exclude is None:
-            candidates, members, factors = self.backends, self._members, self._factors
+            candidates, members, factors = self.backends, self._members, all_factors
         else:
             kept = [i for i, b in enumerate(self.backends) if b is not exclude]
-            if not kept:
-                return None
             candidates = [self.backends[i] for i in kept]
             members = [self._members[i] for i in kept]
-            factors = [self._factors[i] for i in kept]
+            factors = [all_factors[i] for i in kept]
         return candidates[balance.pick(members, time.time(), affinity, factors)]
+
+    def _with_shared(self) -> list[float]:
+        """The factors with the other replicas' verdicts in force (the lower wins)."""
+        if self._quality is None:
+            return self._factors
+        now = time.time()
+        shared = self._fleet.shared_factors
+        out = []
+        for backend, own in zip(self.backends, self._factors, strict=True):
+            theirs, until = shared.get((self.model, backend.base_url), (1.0, 0.0))
+            out.append(min(own, theirs) if until > now else own)
+        return out
 
     def lease(self, backend: Backend) -> Lease:
         return Lease(self._fleet, backend)
@@ -273,10 +303,13 @@ class Pool:
                     verdict.reason(),
                 )
                 self._factors[i] = verdict.factor
+                for listener in self._fleet.verdict_listeners:
+                    listener(self.model, other, verdict.factor)
 
     @property
     def judges_quality(self) -> bool:
         return self._quality is not None and len(self.backends) > 1
 
     def factors(self) -> dict[str, float]:
-        return {b.name: f for b, f in zip(self.backends, self._factors, strict=True)}
+        """Each backend's factor in force (this replica's verdict or another's)."""
+        return {b.name: f for b, f in zip(self.backends, self._with_shared(), strict=True)}

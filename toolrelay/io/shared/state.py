@@ -23,9 +23,10 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
-from toolrelay.io.shared import facts, health, tools
+from toolrelay.io.shared import facts, health, quality, tools
 from toolrelay.io.shared.facts import SharedFacts
 from toolrelay.io.shared.health import SharedHealth
+from toolrelay.io.shared.quality import SharedQuality
 from toolrelay.io.shared.responses import RedisResponseStore
 from toolrelay.io.shared.tools import RedisToolStore
 from toolrelay.io.tools.definition import ToolDefinition
@@ -42,6 +43,7 @@ _RETRY_DELAY = 0.5
 _FACTS_CHANNEL = facts.CHANNEL.encode()
 _TOOLS_CHANNEL = tools.CHANNEL.encode()
 _HEALTH_CHANNEL = health.CHANNEL.encode()
+_QUALITY_CHANNEL = quality.CHANNEL.encode()
 
 
 class SharedStateError(RuntimeError):
@@ -84,6 +86,7 @@ class SharedState:
         self.replica = uuid.uuid4().hex
         self.facts = SharedFacts(self.replica)
         self.backend_health = SharedHealth(self.replica)
+        self.quality = SharedQuality(self.replica)
         self._url = url
         self._tools: RedisToolStore | None = None
         self._responses: RedisResponseStore | None = None
@@ -120,6 +123,7 @@ class SharedState:
             asyncio.create_task(
                 self._write(client, self.backend_health), name="toolrelay-health-writer"
             ),
+            asyncio.create_task(self._write(client, self.quality), name="toolrelay-quality-writer"),
         ]
         log.info(
             "shared state: facts, backends' health, stored responses and the /api/tools "
@@ -135,7 +139,7 @@ class SharedState:
             "url": self.shown_url,
             "connected": self.connected and await self._answers(),
             "unsent_facts": self.facts.pending,
-            "unsent_health": self.backend_health.pending,
+            "unsent_health": self.backend_health.pending + self.quality.pending,
         }
 
     async def _answers(self) -> bool:
@@ -166,6 +170,7 @@ class SharedState:
     async def _resync(self, client: Redis) -> None:
         await self.facts.resync(client)
         await self.backend_health.resync(client)
+        await self.quality.resync(client)
         if self._tools is not None:
             await self._tools.resync(client)
 
@@ -173,7 +178,9 @@ class SharedState:
         while True:
             pubsub = client.pubsub()
             try:
-                await pubsub.subscribe(facts.CHANNEL, tools.CHANNEL, health.CHANNEL)
+                await pubsub.subscribe(
+                    facts.CHANNEL, tools.CHANNEL, health.CHANNEL, quality.CHANNEL
+                )
                 # Whatever was published while this replica was not listening.
                 await self._resync(client)
                 self._reachable(True)
@@ -198,10 +205,14 @@ class SharedState:
             self.facts.receive(data)
         elif channel == _HEALTH_CHANNEL:
             self.backend_health.receive(data)
+        elif channel == _QUALITY_CHANNEL:
+            self.quality.receive(data)
         elif channel == _TOOLS_CHANNEL and self._tools is not None:
             self._tools.receive(data)
 
-    async def _write(self, client: Redis, writes: SharedFacts | SharedHealth) -> None:
+    async def _write(
+        self, client: Redis, writes: SharedFacts | SharedHealth | SharedQuality
+    ) -> None:
         while True:
             await writes.queued()
             try:
@@ -219,6 +230,7 @@ class SharedState:
             log.info("Redis at %s answers again: shared state read again", self.shown_url)
             self.facts.requeue()
             self.backend_health.requeue()
+            self.quality.requeue()
         elif not up and self.connected:
             log.warning(
                 "Redis at %s does not answer (%s): this replica goes on with what it knows; "
