@@ -35,6 +35,9 @@ log = logging.getLogger("toolrelay.backends")
 
 # Outcomes remembered per backend for its error rate.
 _ERROR_WINDOW = 100
+# Seconds after which a verdict that still cuts a weight is told again (the
+# Redis copies last an hour: toolrelay.io.shared.quality).
+RETELL_SECONDS = 600.0
 # An active check that takes longer than this has failed.
 _CHECK_TIMEOUT = 2.0
 
@@ -238,6 +241,8 @@ class Pool:
         # None: quality routing is off (nothing is recorded).
         self._quality = QualityWindow() if settings.quality_routing else None
         self._factors = [1.0] * len(backends)
+        # When each backend's verdict was last told to the listeners (time.monotonic()).
+        self._told: dict[str, float] = {}
         # Per backend: the options it sets otherwise than the first, (first's, its own).
         self._own_options: dict[str, dict[str, tuple[Any, Any]]] = {}
 
@@ -293,9 +298,11 @@ class Pool:
             return
         self._quality.record(backend.name, bad)
         verdicts = self._quality.verdicts(b.name for b in self.backends)
+        now = time.monotonic()
         for i, other in enumerate(self.backends):
             verdict = verdicts[other.name]
-            if verdict.factor != self._factors[i]:
+            changed = verdict.factor != self._factors[i]
+            if changed:
                 log.warning(
                     "quality routing, model %s: backend %s: %s",
                     self.model,
@@ -303,6 +310,10 @@ class Pool:
                     verdict.reason(),
                 )
                 self._factors[i] = verdict.factor
+            # A cut that holds is told again now and then: the others' copies expire.
+            due = verdict.factor < 1.0 and now - self._told.get(other.name, now) > RETELL_SECONDS
+            if changed or due:
+                self._told[other.name] = now
                 for listener in self._fleet.verdict_listeners:
                     listener(self.model, other, verdict.factor)
 
