@@ -171,7 +171,13 @@ class Fleet:
 
     async def _check_loop(self, interval: float, backends: list[Backend]) -> None:
         while True:
-            await asyncio.gather(*(self._check(b) for b in backends))
+            outcomes = await asyncio.gather(
+                *(self._check(b) for b in backends), return_exceptions=True
+            )
+            for outcome in outcomes:
+                if isinstance(outcome, Exception):
+                    # A bug of ours must not end the checks for good.
+                    log.error("backend health check failed", exc_info=outcome)
             await asyncio.sleep(interval)
 
     async def _check(self, backend: Backend) -> None:
