@@ -11,7 +11,6 @@ URL, as the learned facts are.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
@@ -22,6 +21,7 @@ from redis.asyncio import Redis
 from toolrelay.balance import Member
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.pool import Fleet
+from toolrelay.io.shared.outbox import Outbox, live_keys
 
 log = logging.getLogger("toolrelay.shared")
 
@@ -33,13 +33,13 @@ def health_key(url: str) -> str:
     return PREFIX + url
 
 
-class SharedHealth:
+class SharedHealth(Outbox[str, tuple[float, int]]):
+    """Pending: base URL -> (out until, on ``time.time()``; failures)."""
+
     def __init__(self, replica: str) -> None:
+        super().__init__()
         self.replica = replica
         self._fleet: Fleet | None = None
-        # base URL -> (out until, on time.time(); failures): the last word to write.
-        self._pending: dict[str, tuple[float, int]] = {}
-        self._queued = asyncio.Event()
 
     def share(self, fleet: Fleet) -> None:
         self._fleet = fleet
@@ -49,20 +49,7 @@ class SharedHealth:
         out = member.is_out(time.time())
         if member.failures and not out:
             return  # failures below the threshold: this replica's own business
-        self._pending[backend.base_url] = (member.out_until if out else 0.0, member.failures)
-        self._queued.set()
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    async def queued(self) -> None:
-        await self._queued.wait()
-        self._queued.clear()
-
-    def requeue(self) -> None:
-        if self._pending:
-            self._queued.set()
+        self._put(backend.base_url, (member.out_until if out else 0.0, member.failures))
 
     async def flush(self, client: Redis) -> None:
         """Write and publish the pending changes; raises, keeping them, when Redis fails."""
@@ -80,9 +67,7 @@ class SharedHealth:
                 pipe.delete(health_key(url))
             pipe.publish(CHANNEL, orjson.dumps({**message, "failures": failures}))
         await pipe.execute()
-        for url, write in writes.items():
-            if self._pending.get(url) == write:
-                del self._pending[url]
+        self._taken(writes)
 
     def receive(self, data: bytes) -> None:
         """Apply another replica's word on a backend."""
@@ -98,19 +83,9 @@ class SharedHealth:
 
     async def resync(self, client: Redis) -> None:
         """Install every backend Redis holds as out, with the time it has left."""
-        keys = [key async for key in client.scan_iter(match=PREFIX + "*", count=1000)]
-        if not keys:
-            return
-        pipe = client.pipeline(transaction=False)
-        for key in keys:
-            pipe.get(key)
-            pipe.pttl(key)
-        results = await pipe.execute()
-        for index, key in enumerate(keys):
-            value, ttl_ms = results[2 * index], results[2 * index + 1]
-            url = (key.decode() if isinstance(key, bytes) else str(key))[len(PREFIX) :]
-            if value is None or ttl_ms <= 0 or url in self._pending:
-                continue  # gone, or this replica's own word is newer
+        for url, value, ttl_ms in await live_keys(client, PREFIX):
+            if url in self._pending:
+                continue  # this replica's own word is newer
             try:
                 failures = int(value)
             except ValueError:

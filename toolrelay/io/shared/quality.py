@@ -10,7 +10,6 @@ ever). Each replica keeps judging from its own window.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
@@ -20,6 +19,7 @@ from redis.asyncio import Redis
 
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.pool import Fleet
+from toolrelay.io.shared.outbox import Outbox, live_keys
 
 log = logging.getLogger("toolrelay.shared")
 
@@ -34,32 +34,20 @@ def quality_key(model: str, url: str) -> str:
     return PREFIX + orjson.dumps([model, url]).decode()
 
 
-class SharedQuality:
+class SharedQuality(Outbox[tuple[str, str], float]):
+    """Pending: (model, base URL) -> the factor on the backend's weight."""
+
     def __init__(self, replica: str) -> None:
+        super().__init__()
         self.replica = replica
         self._fleet: Fleet | None = None
-        self._pending: dict[tuple[str, str], float] = {}
-        self._queued = asyncio.Event()
 
     def share(self, fleet: Fleet) -> None:
         self._fleet = fleet
         fleet.verdict_listeners.append(self._queue)
 
     def _queue(self, model: str, backend: Backend, factor: float) -> None:
-        self._pending[(model, backend.base_url)] = factor
-        self._queued.set()
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    async def queued(self) -> None:
-        await self._queued.wait()
-        self._queued.clear()
-
-    def requeue(self) -> None:
-        if self._pending:
-            self._queued.set()
+        self._put((model, backend.base_url), factor)
 
     async def flush(self, client: Redis) -> None:
         """Write and publish the pending verdicts; raises, keeping them, when Redis fails."""
@@ -76,9 +64,7 @@ class SharedQuality:
             message = {"replica": self.replica, "model": model, "backend": url, "factor": factor}
             pipe.publish(CHANNEL, orjson.dumps({**message, "ttl_ms": ttl_ms}))
         await pipe.execute()
-        for key, factor in writes.items():
-            if self._pending.get(key) == factor:
-                del self._pending[key]
+        self._taken(writes)
 
     def receive(self, data: bytes) -> None:
         """Apply another replica's verdict."""
@@ -95,21 +81,13 @@ class SharedQuality:
 
     async def resync(self, client: Redis) -> None:
         """Install every verdict Redis holds, with the time it has left."""
-        keys = [key async for key in client.scan_iter(match=PREFIX + "*", count=1000)]
-        if not keys or self._fleet is None:
+        if self._fleet is None:
             return
-        pipe = client.pipeline(transaction=False)
-        for key in keys:
-            pipe.get(key)
-            pipe.pttl(key)
-        results = await pipe.execute()
-        for index, key in enumerate(keys):
-            value, ttl_ms = results[2 * index], results[2 * index + 1]
-            name = key.decode() if isinstance(key, bytes) else str(key)
+        for name, value, ttl_ms in await live_keys(client, PREFIX):
             try:
-                model, url = orjson.loads(name[len(PREFIX) :])
+                model, url = orjson.loads(name)
                 factor = float(value)
             except (orjson.JSONDecodeError, ValueError, TypeError):
                 continue
-            if ttl_ms > 0 and (model, url) not in self._pending:
+            if (model, url) not in self._pending:
                 self._fleet.shared_factors[(model, url)] = (factor, time.time() + ttl_ms / 1000)
