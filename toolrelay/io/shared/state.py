@@ -23,6 +23,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.io.shared import facts, health, quality, tools
 from toolrelay.io.shared.facts import SharedFacts
 from toolrelay.io.shared.health import SharedHealth
@@ -46,8 +47,10 @@ _HEALTH_CHANNEL = health.CHANNEL.encode()
 _QUALITY_CHANNEL = quality.CHANNEL.encode()
 
 
-class SharedStateError(RuntimeError):
+class SharedStateError(ToolrelayError, RuntimeError):
     """Redis cannot be used at startup."""
+
+    status = 503
 
 
 def open_client(url: str) -> Redis:
