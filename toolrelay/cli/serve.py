@@ -31,7 +31,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Full reference: docs/gateway.md (settings, config file, endpoints, errors)."
     )
     parser.add_argument(
-        "--backend", help="the model server's base URL, e.g. http://127.0.0.1:8000/v1"
+        "--backend",
+        action="append",
+        help="the model server's base URL, e.g. http://127.0.0.1:8000/v1; repeat it for "
+        "several servers of the same models, balanced (docs/backends.md)",
     )
     parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
     parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
@@ -178,6 +181,11 @@ def run(args: argparse.Namespace) -> int:
         "mcp_optional",
         "mcp_tool_names",
     )
+    if "backend" in explicit:
+        first, *replicas = explicit["backend"]
+        explicit["backend"] = first
+        if replicas:
+            explicit["backend_replicas"] = replicas
     try:
         settings = Settings(**explicit)
     except ValidationError as exc:

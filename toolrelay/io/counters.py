@@ -18,6 +18,11 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "fallbacks": ("automatic fallbacks, by reason", "reason"),
     "required_unmet": ("required or named tool_choice still unmet after the re-ask", ""),
     "backend_errors": ("backend failures, by HTTP status returned to the client", "status"),
+    "failovers": (
+        "requests tried again on another backend of their model before anything reached "
+        "the client, by the first backend's failure (status, or reset/timeout)",
+        "reason",
+    ),
     "broken_streams": (
         "backend streams that ended without [DONE], by how (reset, no_done, timeout, "
         "invalid_utf8, line_too_long, too_large, error_event)",

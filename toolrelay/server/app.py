@@ -35,7 +35,7 @@ from toolrelay.server.mcp import PATH as MCP_PATH
 from toolrelay.server.mcp import McpEndpoint
 from toolrelay.server.metrics import Metrics
 from toolrelay.server.responses import ResponsesFront, stored_routes
-from toolrelay.server.responses.store import ResponseStore
+from toolrelay.server.responses.store import ResponseStore, Store
 from toolrelay.server.session import websocket_endpoint
 from toolrelay.server.tools_api import ToolsApi, document
 from toolrelay.server.turn import TurnRoute
@@ -58,7 +58,7 @@ ROOT_TEXT = (
 
 def create_app(settings: Settings) -> Starlette:
     gateway = Gateway(settings)
-    metrics = Metrics(gateway.counters, settings)
+    metrics = Metrics(gateway.counters, settings, gateway.backends)
     tools_api = ToolsApi(gateway)
     mcp = McpEndpoint(gateway.tools, settings.host)
     facts_api = FactsApi(gateway)
@@ -68,15 +68,25 @@ def create_app(settings: Settings) -> Starlette:
         data: list[object] = []
         errors: list[BackendError] = []
         auth = request.headers.get("authorization")
-        for backend in gateway.backends:
-            try:
-                listing = await backend.list_models(auth=auth)
-            except BackendError as exc:
-                errors.append(exc)
+        # All at once: a replica that hangs delays the list by its timeout, not more.
+        listings = await asyncio.gather(
+            *(b.list_models(auth=auth) for b in gateway.backends), return_exceptions=True
+        )
+        seen: set[object] = set()
+        for listing in listings:
+            if isinstance(listing, BackendError):
+                errors.append(listing)
                 continue
+            if isinstance(listing, BaseException):
+                raise listing
             settings.model_names.learn_served(listing)
             entries = listing.get("data")
-            data.extend(entries if isinstance(entries, list) else [])
+            for entry in entries if isinstance(entries, list) else []:
+                # Replicas list the same models: each once.
+                key = entry.get("id") if isinstance(entry, dict) else None
+                if key is None or key not in seen:
+                    data.append(entry)
+                    seen.add(key)
         if errors and not data:
             error = upstream(errors[0])
             return JSONResponse(error.to_dict(), status_code=error.status)
@@ -129,8 +139,13 @@ def create_app(settings: Settings) -> Starlette:
 
     chat = TurnRoute(gateway, ChatFront(settings))
     messages = TurnRoute(gateway, MessagesFront(settings))
-    store = ResponseStore(settings.responses_store)
-    responses = TurnRoute(gateway, ResponsesFront(settings, store))
+    store: Store = (
+        gateway.shared.response_store(settings.responses_store, settings.responses_ttl)
+        if gateway.shared is not None
+        else ResponseStore(settings.responses_store)
+    )
+    responses_front = ResponsesFront(settings, store)
+    responses = TurnRoute(gateway, responses_front, responses_front.prepare)
     retrieve, delete = stored_routes(store)
     app = Starlette(
         routes=[
