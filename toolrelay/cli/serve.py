@@ -75,6 +75,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", help="a YAML or JSON config file")
     parser.add_argument(
+        "--inspector",
+        action="store_true",
+        default=None,
+        help="serve the request inspector at /ui: recent requests, each attempt's raw answer "
+        "and what was parsed, tool-call quality per model (TOOLRELAY_INSPECTOR; docs/inspector.md)",
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        default=None,
+        help="export OpenTelemetry traces over OTLP/HTTP (the toolrelay[otel] extra; also on "
+        "when OTEL_EXPORTER_OTLP_ENDPOINT is set)",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=("debug", "info", "warning", "error"),
@@ -169,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
         "workers",
         "redis_url",
         "config",
+        "inspector",
+        "otel",
         "tools_file",
         "tools_enabled",
         "tool_max_iterations",

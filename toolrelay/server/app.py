@@ -30,7 +30,8 @@ from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
 from toolrelay.server.errors import APIError, api_error, upstream
 from toolrelay.server.facts_api import FactsApi
 from toolrelay.server.gateway import Gateway
-from toolrelay.server.logs import AccessLog, note
+from toolrelay.server.inspector import Inspector, InspectorApi
+from toolrelay.server.logs import AccessLog, Redactor, note, secrets_of
 from toolrelay.server.mcp import PATH as MCP_PATH
 from toolrelay.server.mcp import McpEndpoint
 from toolrelay.server.metrics import Metrics
@@ -124,13 +125,26 @@ def create_app(settings: Settings) -> Starlette:
         check = asyncio.create_task(gateway.check_backends())
         yield
         check.cancel()
+        if inspector is not None:
+            inspector.close()
         await mcp.aclose()
         await gateway.aclose()
 
-    chat = TurnRoute(gateway, ChatFront(settings))
-    messages = TurnRoute(gateway, MessagesFront(settings))
+    inspector = (
+        Inspector(
+            settings.inspector_requests,
+            settings.inspector_entry_bytes,
+            Redactor(secrets_of(settings)),
+        )
+        if settings.inspector
+        else None
+    )
+    watched = inspector.wrap if inspector is not None else _unwatched
+    chat = watched(TurnRoute(gateway, ChatFront(settings)))
+    messages = watched(TurnRoute(gateway, MessagesFront(settings)))
     store = ResponseStore(settings.responses_store)
-    responses = TurnRoute(gateway, ResponsesFront(settings, store))
+    responses = watched(TurnRoute(gateway, ResponsesFront(settings, store)))
+    inspector_routes = InspectorApi(gateway, inspector).routes() if inspector is not None else []
     retrieve, delete = stored_routes(store)
     app = Starlette(
         routes=[
@@ -154,6 +168,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/docs", docs, methods=["GET"]),
             Mount("/docs/assets", StaticFiles(directory=SWAGGER_ASSETS)),
+            *inspector_routes,
         ],
         exception_handlers={HTTPException: http_error, Exception: http_error},
         lifespan=lifespan,
@@ -165,6 +180,10 @@ def create_app(settings: Settings) -> Starlette:
     app.add_middleware(RequestIdMiddleware)
     app.add_middleware(AccessLog)
     app.add_middleware(StartupFailure, reasons=startup_failure)
+    return app
+
+
+def _unwatched(app: ASGIApp) -> ASGIApp:
     return app
 
 

@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 
 from toolrelay.io.counters import COUNTERS, Counters
 from toolrelay.io.settings import Settings
+from toolrelay.server.quality_metrics import QualityCollector
 
 
 class _CountersCollector(Collector):
@@ -49,6 +50,7 @@ class Metrics:
         # A registry of our own: several apps in one process (tests) stay apart.
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_CountersCollector(counters, settings))
+        self.registry.register(QualityCollector(counters.quality))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -16,8 +16,9 @@ from typing import TypeVar
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError, Refusal
 from toolrelay.io.counters import Counters
+from toolrelay.io.recording import next_attempt_because, recording
 from toolrelay.io.round.body import backend_body, read_answer
-from toolrelay.io.round.request import Reply, RoundRequest, has_tool_history
+from toolrelay.io.round.request import Reply, RoundRequest, has_tool_history, reply_events
 
 log = logging.getLogger("toolrelay.rounds")
 
@@ -46,6 +47,8 @@ async def complete_handling_required(
     once more, more strictly (the calls are not checked yet)."""
     mode = await round_mode(backend, req)
     reply = await _complete_handling_refusals(backend, req, mode, counters)
+    if req.plan.mode == "required" and reply.calls:
+        counters.quality.add(backend.name, req.model, "required", "first_attempt")
     if req.plan.mode == "required" and not reply.calls:
         # The backend ignored the requirement: ask once more, as plainly as we
         # can, and with guided decoding where the backend has it.
@@ -55,10 +58,13 @@ async def complete_handling_required(
             "more strictly",
             req.model,
         )
+        next_attempt_because("required tool_choice re-ask")
         again = await _reask(backend, req, counters)
         if again.calls:
+            counters.quality.add(backend.name, req.model, "required", "after_reask")
             return again
         counters.inc("required_unmet")
+        counters.quality.add(backend.name, req.model, "required", "unmet")
         log.warning("model %s: %s", req.model, REQUIRED_UNMET)
         best = again if again.content else reply
         return replace(best, warning=REQUIRED_UNMET)
@@ -90,8 +96,20 @@ async def _complete_single_attempt(
 ) -> Reply:
     """One request to the backend and its answer read."""
     body = await backend_body(backend, req, mode, strict=strict, constrained=constrained)
-    answer = await backend.complete(body, auth=req.auth)
-    reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+    record = recording()
+    if record is None:
+        answer = await backend.complete(body, auth=req.auth)
+        reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+    else:
+        entry = record.attempt(backend.name, mode, body, stream=False)
+        try:
+            answer = await backend.complete(body, auth=req.auth)
+        except BackendError as exc:
+            record.failed(entry, exc.message)
+            raise
+        record.answered(entry, answer)
+        reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+        record.parsed(entry, reply_events(reply), reply.raw)
     if req.has_tools:
         counters.inc("rounds", mode)
         watch_silence(backend, req, mode, bool(reply.calls))
@@ -136,6 +154,7 @@ async def rescued(
         raise exc
     if refusal == "refused":
         _learn_refusal(backend, req, counters, exc)
+        next_attempt_because("rescue path after a refusal")
         return await attempt("rescue")
     log.info(
         "backend %s, model %s answered a request with tools with %s (%s): retrying once "
@@ -145,6 +164,7 @@ async def rescued(
         exc.upstream_status,
         exc.message,
     )
+    next_attempt_because("retried without tools after an error")
     try:
         result = await attempt("rescue")
     except BackendError:
@@ -197,3 +217,4 @@ def _learn_refusal(
     backend.learn(req.model, "refuses_tools", reason=refusal)
     backend.learn(req.model, "native_tools", False)
     counters.inc("fallbacks", "refuses_tools")
+    counters.quality.add(backend.name, req.model, "refusals")

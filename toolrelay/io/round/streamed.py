@@ -15,11 +15,13 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from toolrelay.echo import EchoCleaner
+from toolrelay.events import Event
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.http import ChunkStream
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.io.counters import Counters
+from toolrelay.io.recording import next_attempt_because, recording
 from toolrelay.io.round.body import (
     ChunkReader,
     backend_body,
@@ -113,7 +115,17 @@ async def _open(
     """The backend's stream and its first read, awaited up to ``patience``
     seconds: an error event first thing in a 200 stream (LM Studio's template
     errors) is a refusal to start, like an error status."""
-    chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
+    body = await backend_body(backend, req, mode)
+    record = recording()
+    if record is None:
+        chunks = await backend.open_stream(body, auth=req.auth)
+    else:
+        entry = record.attempt(backend.name, mode, body, stream=True)
+        try:
+            chunks = await backend.open_stream(body, auth=req.auth)
+        except BackendError as exc:
+            record.failed(entry, exc.message)
+            raise
     first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
     await asyncio.wait({first}, timeout=patience)
     if first.done() and isinstance(first.exception(), BackendError):
@@ -152,26 +164,39 @@ async def _relay_single_stream(
     )
     # Copies of the examples exist only where the prompt showed them.
     cleaner = EchoCleaner(injected_texts(req, mode), tools if mode == "rescue" else None)
+    record = recording()
+    entry = record.attempts[-1] if record is not None else None  # made by _open
     try:
         async for batch in _batches(chunks, first):
             out: list[StreamItem] = []
             for chunk in batch:
                 state.take(chunk, out)
+                if record is not None and entry is not None:
+                    record.chunk(entry, chunk)
             if out and cleaner:
                 out = _cleaned(cleaner, out)
             if out:
+                if record is not None and entry is not None:
+                    record.parsed(entry, _events(out))
                 yield out
     except BackendError as exc:
         # The stream started and then broke: counted by how it ended.
         counters.inc("broken_streams", exc.reason or "error")
+        if record is not None and entry is not None:
+            record.failed(entry, exc.message)
         raise
     last: list[StreamItem] = []
     state.close(last)
     if cleaner:
         last = [*_cleaned(cleaner, last), *cleaner.close()]
+    if record is not None and entry is not None:
+        record.parsed(entry, _events(last), "".join(state.raw))
+        record.streamed(entry)
     if state.text_calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
+    if req.has_tools:
+        _count_quality(counters, backend, req, mode, state, cleaner)
     _learn_reasoning(backend, req, state, opened)
     swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
     if req.has_tools and swallowed and req.plan.mode != "none":
@@ -179,7 +204,9 @@ async def _relay_single_stream(
         # streamed tool parsing lost the call. Ask once without streaming. (A
         # round the token limit cut short, in its reasoning, lost nothing.)
         counters.inc("fallbacks", "swallowed_stream")
+        counters.quality.add(backend.name, req.model, "reasks", "swallowed_stream")
         log.info("model %s: a streamed round came back empty; asking without streaming", req.model)
+        next_attempt_because("a streamed round came back empty: asked without streaming")
         reply = await complete_handling_required(backend, req, counters)
         if reply.calls:
             # Direct evidence only: the same request, streamed without its call.
@@ -205,11 +232,37 @@ async def _relay_single_stream(
     yield last
 
 
+def _count_quality(
+    counters: Counters,
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    state: ChunkReader,
+    cleaner: EchoCleaner,
+) -> None:
+    """A streamed round's calls by source, and the markup taken out of its content."""
+    add = counters.quality.add
+    text = state.text_calls - cleaner.removed_calls
+    if mode == "native":
+        add(backend.name, req.model, "calls", "native", state.calls - state.text_calls)
+        add(backend.name, req.model, "calls", "text", text)
+        if state.text_calls or state.rejected:
+            add(backend.name, req.model, "markup_removed", "tool_calls")
+    else:
+        add(backend.name, req.model, "calls", "rescue", text)
+    if cleaner.removed_calls:
+        add(backend.name, req.model, "markup_removed", "echoes")
+
+
 def _finish_of(reply: Reply, usage: dict[str, Any] | None) -> Finish:
     """The end of a stream that relays a finished reply."""
     return Finish(
         reply.finish_reason, usage, reply.warning, reply.stop_sequence, reply.raw, reply.mode
     )
+
+
+def _events(items: list[StreamItem]) -> list[Event]:
+    return [item for item in items if not isinstance(item, Opened | Finish)]
 
 
 def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:
