@@ -65,8 +65,19 @@ class Budget:
             self.cut += 1
             return {"toolrelay_truncated": f"{len(text)} bytes, over the inspector's size cap"}
         self.left -= len(text)
-        cleaned = self.redact(text)
-        return value if cleaned == text else orjson.loads(cleaned)
+        # Checked on the whole text at once; cleaned string by string, so that
+        # what is kept stays the same structure.
+        return value if self.redact(text) == text else _redacted(value, self.redact)
+
+
+def _redacted(value: Any, redact: Redact) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(str(k)): _redacted(v, redact) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(item, redact) for item in value]
+    return value
 
 
 @dataclass
@@ -126,7 +137,8 @@ class RequestRecord:
         self.why = "first"
         self.attempts: list[Attempt] = []
         self.client_sent: Any = None
-        self.client_got: list[bytes] = []
+        # The response's pieces as sent (text; a note where one was over the cap).
+        self.client_got: list[Any] = []
         self.status: int | None = None
         self.duration_ms: float | None = None
         self.notes: dict[str, Any] = {}
@@ -232,6 +244,9 @@ class RequestRecord:
             **self.summary(),
             "client_sent": self.client_sent,
             "attempts": [attempt.to_dict() for attempt in self.attempts],
-            "client_got": b"".join(self.client_got).decode("utf-8", "replace"),
+            "client_got": "".join(
+                piece if isinstance(piece, str) else f"[{piece['toolrelay_truncated']}]"
+                for piece in self.client_got
+            ),
             "truncated_pieces": self.budget.cut,
         }

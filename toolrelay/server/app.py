@@ -174,6 +174,7 @@ def create_app(settings: Settings) -> Starlette:
         lifespan=lifespan,
     )
     app.state.gateway = gateway
+    app.state.inspector = inspector
     if settings.api_keys:
         keys = [*settings.api_keys, *([settings.admin_token] if settings.admin_token else [])]
         app.add_middleware(ApiKeys, keys=keys)

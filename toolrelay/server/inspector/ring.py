@@ -40,13 +40,10 @@ class Inspector:
 
     def wrap(self, app: ASGIApp) -> ASGIApp:
         """``app`` with every request recorded."""
+        return _Recorded(self, app)
 
-        async def recorded(scope: Scope, receive: Receive, send: Send) -> None:
-            await self._recorded(app, scope, receive, send)
-
-        return recorded
-
-    async def _recorded(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    async def record(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run ``app`` for one request, recorded."""
         notes = scope.setdefault(NOTES, {})
         record_id = notes.get("request_id") or "req_" + uuid.uuid4().hex
         record = RequestRecord(
@@ -109,6 +106,17 @@ class Inspector:
         for queue in self._watchers:
             with contextlib.suppress(asyncio.QueueFull):
                 queue.put_nowait(None)
+
+
+class _Recorded:
+    """An ASGI app recorded (a class: Starlette routes call plain functions with a Request)."""
+
+    def __init__(self, inspector: Inspector, app: ASGIApp) -> None:
+        self.inspector = inspector
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.inspector.record(self.app, scope, receive, send)
 
 
 def _decoded(body: bytes) -> Any:
