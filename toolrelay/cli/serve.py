@@ -168,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
     from toolrelay.server import create_app
     from toolrelay.server.auth import is_loopback
     from toolrelay.server.logs import configure_logging, secrets_of
+    from toolrelay.server.tracing import TracingUnavailable
 
     explicit = given(
         args,
@@ -218,6 +219,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except McpConfigError as exc:
         print(f"toolrelay serve: invalid MCP configuration: {exc}", file=sys.stderr)
+        return 2
+    except TracingUnavailable as exc:
+        print(f"toolrelay serve: {exc}", file=sys.stderr)
         return 2
     if settings.redis_url:
         import asyncio

@@ -38,11 +38,21 @@ def recording() -> RequestRecord | None:
     return _CURRENT.get()
 
 
+# Why the next attempt of this request is made; set by the round before a
+# re-ask or a fallback, read (and moved on) by the attempt.
+_WHY: ContextVar[str] = ContextVar("toolrelay_attempt_why", default="first")
+
+
 def next_attempt_because(why: str) -> None:
     """Say why the round's next attempt is made (a re-ask, a fallback)."""
-    record = _CURRENT.get()
-    if record is not None:
-        record.why = why
+    _WHY.set(why)
+
+
+def attempt_why() -> str:
+    """Why this attempt is made: "first", a reason given, or "next round"."""
+    why = _WHY.get()
+    _WHY.set("next round")
+    return why
 
 
 Redact = Callable[[str], str]
@@ -134,7 +144,6 @@ class RequestRecord:
         self.started = time.time()
         self._clock = time.perf_counter()
         self.budget = Budget(budget, redact)
-        self.why = "first"
         self.attempts: list[Attempt] = []
         self.client_sent: Any = None
         # The response's pieces as sent (text; a note where one was over the cap).
@@ -165,9 +174,8 @@ class RequestRecord:
 
     # --- the round's end ---------------------------------------------------------
 
-    def attempt(self, backend: str, mode: str, body: Any, *, stream: bool) -> Attempt:
-        """A new attempt, sending ``body``; says why (the last reason given, else "first")."""
-        why, self.why = self.why, "first" if not self.attempts else "again"
+    def attempt(self, backend: str, mode: str, body: Any, *, stream: bool, why: str) -> Attempt:
+        """A new attempt, sending ``body``."""
         entry = Attempt(why, backend, mode, stream, self.budget.keep(body), time.perf_counter())
         self.attempts.append(entry)
         return entry

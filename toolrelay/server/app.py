@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError
 from toolrelay.io.settings import Settings
+from toolrelay.io.spans import use_tracer
 from toolrelay.io.tools.source import SourceStartError
 from toolrelay.server import facts_api as facts_endpoints
 from toolrelay.server.anthropic import CountTokens, MessagesFront
@@ -39,6 +40,7 @@ from toolrelay.server.responses import ResponsesFront, stored_routes
 from toolrelay.server.responses.store import ResponseStore
 from toolrelay.server.session import websocket_endpoint
 from toolrelay.server.tools_api import ToolsApi, document
+from toolrelay.server.tracing import Traced, make_tracer, traces_wanted
 from toolrelay.server.turn import TurnRoute
 
 _SAFE_REQUEST_ID = re.compile(rb"[\w.:/=+-]{1,128}")
@@ -123,8 +125,12 @@ def create_app(settings: Settings) -> Starlette:
             raise
         # In the background: a slow backend must not delay the gateway's start.
         check = asyncio.create_task(gateway.check_backends())
+        if tracer is not None:
+            use_tracer(tracer)
         yield
         check.cancel()
+        if tracer is not None:
+            use_tracer(None)
         if inspector is not None:
             inspector.close()
         await mcp.aclose()
@@ -139,7 +145,13 @@ def create_app(settings: Settings) -> Starlette:
         if settings.inspector
         else None
     )
-    watched = inspector.wrap if inspector is not None else _unwatched
+    tracer = make_tracer() if traces_wanted(settings) else None
+
+    def watched(route: ASGIApp) -> ASGIApp:
+        if inspector is not None:
+            route = inspector.wrap(route)
+        return Traced(route, tracer) if tracer is not None else route
+
     chat = watched(TurnRoute(gateway, ChatFront(settings)))
     messages = watched(TurnRoute(gateway, MessagesFront(settings)))
     store = ResponseStore(settings.responses_store)
@@ -181,10 +193,6 @@ def create_app(settings: Settings) -> Starlette:
     app.add_middleware(RequestIdMiddleware)
     app.add_middleware(AccessLog)
     app.add_middleware(StartupFailure, reasons=startup_failure)
-    return app
-
-
-def _unwatched(app: ASGIApp) -> ASGIApp:
     return app
 
 

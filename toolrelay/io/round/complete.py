@@ -16,9 +16,10 @@ from typing import TypeVar
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError, Refusal
 from toolrelay.io.counters import Counters
-from toolrelay.io.recording import next_attempt_because, recording
+from toolrelay.io.recording import next_attempt_because
 from toolrelay.io.round.body import backend_body, read_answer
-from toolrelay.io.round.request import Reply, RoundRequest, has_tool_history, reply_events
+from toolrelay.io.round.observed import observe
+from toolrelay.io.round.request import Reply, RoundRequest, has_tool_history
 
 log = logging.getLogger("toolrelay.rounds")
 
@@ -96,20 +97,18 @@ async def _complete_single_attempt(
 ) -> Reply:
     """One request to the backend and its answer read."""
     body = await backend_body(backend, req, mode, strict=strict, constrained=constrained)
-    record = recording()
-    if record is None:
+    observed = observe(backend, req, mode, body, stream=False)
+    if observed is None:
         answer = await backend.complete(body, auth=req.auth)
         reply = read_answer(backend, req, mode, counters, answer, strict=strict)
     else:
-        entry = record.attempt(backend.name, mode, body, stream=False)
         try:
             answer = await backend.complete(body, auth=req.auth)
         except BackendError as exc:
-            record.failed(entry, exc.message)
+            observed.failed(exc.message)
             raise
-        record.answered(entry, answer)
         reply = read_answer(backend, req, mode, counters, answer, strict=strict)
-        record.parsed(entry, reply_events(reply), reply.raw)
+        observed.answered(answer, reply)
     if req.has_tools:
         counters.inc("rounds", mode)
         watch_silence(backend, req, mode, bool(reply.calls))

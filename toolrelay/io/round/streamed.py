@@ -21,7 +21,7 @@ from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.http import ChunkStream
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.io.counters import Counters
-from toolrelay.io.recording import next_attempt_because, recording
+from toolrelay.io.recording import next_attempt_because
 from toolrelay.io.round.body import (
     ChunkReader,
     backend_body,
@@ -39,6 +39,7 @@ from toolrelay.io.round.complete import (
     round_mode,
     watch_silence,
 )
+from toolrelay.io.round.observed import ObservedAttempt, observe
 from toolrelay.io.round.request import (
     Finish,
     Opened,
@@ -89,14 +90,14 @@ async def _stream_handling_refusals(
     gets it on the rescue path."""
     mode = await round_mode(backend, req)
 
-    async def attempt(mode: RoundMode) -> tuple[RoundMode, ChunkStream, _FirstRead]:
-        return mode, *await _open(backend, req, mode, patience)
+    async def attempt(mode: RoundMode) -> tuple[RoundMode, _Opened]:
+        return mode, await _open(backend, req, mode, patience)
 
     try:
-        mode, chunks, first = await attempt(mode)
+        mode, (chunks, first, observed) = await attempt(mode)
     except BackendError as exc:
-        mode, chunks, first = await rescued(backend, req, mode, counters, exc, attempt)
-    relay = _relay_single_stream(backend, req, counters, mode, chunks, first)
+        mode, (chunks, first, observed) = await rescued(backend, req, mode, counters, exc, attempt)
+    relay = _relay_single_stream(backend, req, counters, mode, chunks, first, observed)
     try:
         # Inside: a caller that stops right after Opened closes the backend's stream.
         async with chunks, contextlib.aclosing(relay):
@@ -107,30 +108,28 @@ async def _stream_handling_refusals(
 
 
 _FirstRead = asyncio.Future[list[dict[str, Any]]]
+_Opened = tuple[ChunkStream, _FirstRead, "ObservedAttempt | None"]
 
 
 async def _open(
     backend: Backend, req: RoundRequest, mode: RoundMode, patience: float | None
-) -> tuple[ChunkStream, _FirstRead]:
+) -> _Opened:
     """The backend's stream and its first read, awaited up to ``patience``
     seconds: an error event first thing in a 200 stream (LM Studio's template
     errors) is a refusal to start, like an error status."""
     body = await backend_body(backend, req, mode)
-    record = recording()
-    if record is None:
+    observed = observe(backend, req, mode, body, stream=True)
+    try:
         chunks = await backend.open_stream(body, auth=req.auth)
-    else:
-        entry = record.attempt(backend.name, mode, body, stream=True)
-        try:
-            chunks = await backend.open_stream(body, auth=req.auth)
-        except BackendError as exc:
-            record.failed(entry, exc.message)
-            raise
-    first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
-    await asyncio.wait({first}, timeout=patience)
-    if first.done() and isinstance(first.exception(), BackendError):
-        first.result()  # raises it
-    return chunks, first
+        first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
+        await asyncio.wait({first}, timeout=patience)
+        if first.done() and isinstance(first.exception(), BackendError):
+            first.result()  # raises it
+    except BackendError as exc:
+        if observed is not None:
+            observed.failed(exc.message)
+        raise
+    return chunks, first, observed
 
 
 async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[dict[str, Any]]]:
@@ -149,6 +148,7 @@ async def _relay_single_stream(
     mode: RoundMode,
     chunks: ChunkStream,
     first: _FirstRead,
+    observed: ObservedAttempt | None,
 ) -> AsyncGenerator[list[StreamItem], None]:
     yield [Opened(mode)]
     if req.has_tools:
@@ -164,34 +164,32 @@ async def _relay_single_stream(
     )
     # Copies of the examples exist only where the prompt showed them.
     cleaner = EchoCleaner(injected_texts(req, mode), tools if mode == "rescue" else None)
-    record = recording()
-    entry = record.attempts[-1] if record is not None else None  # made by _open
     try:
         async for batch in _batches(chunks, first):
             out: list[StreamItem] = []
             for chunk in batch:
                 state.take(chunk, out)
-                if record is not None and entry is not None:
-                    record.chunk(entry, chunk)
+                if observed is not None:
+                    observed.chunk(chunk)
             if out and cleaner:
                 out = _cleaned(cleaner, out)
             if out:
-                if record is not None and entry is not None:
-                    record.parsed(entry, _events(out))
+                if observed is not None:
+                    observed.parsed(_events(out))
                 yield out
     except BackendError as exc:
         # The stream started and then broke: counted by how it ended.
         counters.inc("broken_streams", exc.reason or "error")
-        if record is not None and entry is not None:
-            record.failed(entry, exc.message)
+        if observed is not None:
+            observed.failed(exc.message)
         raise
     last: list[StreamItem] = []
     state.close(last)
     if cleaner:
         last = [*_cleaned(cleaner, last), *cleaner.close()]
-    if record is not None and entry is not None:
-        record.parsed(entry, _events(last), "".join(state.raw))
-        record.streamed(entry)
+    if observed is not None:
+        observed.parsed(_events(last))
+        observed.streamed("".join(state.raw), state.usage, state.finish)
     if state.text_calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
