@@ -53,8 +53,11 @@ class InspectorApi:
         if refused is not None:
             return refused
         if "text/event-stream" in request.headers.get("accept", ""):
+            # Watching from before the answer starts: nothing announced after it is missed.
             return StreamingResponse(
-                self._live(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+                self._live(self.inspector.watch()),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache"},
             )
         listed = [record.summary() for record in self.inspector.recent()]
         return _json(200, {"requests": listed})
@@ -75,8 +78,7 @@ class InspectorApi:
             return refused
         return _json(200, {"models": model_pages(self.gateway)})
 
-    async def _live(self) -> AsyncIterator[bytes]:
-        queue = self.inspector.watch()
+    async def _live(self, queue: asyncio.Queue[dict[str, Any] | None]) -> AsyncIterator[bytes]:
         try:
             yield b": live\n\n"
             while True:

@@ -80,8 +80,9 @@ function upsert(summary) {
   else listBody.prepend(fresh);
 }
 
-async function showList() {
+async function showList(number) {
   const { requests } = await getJSON("/ui/api/requests");
+  if (!current(number)) return;
   listBody = el("tbody", { id: "requests" });
   for (const summary of requests) {
     rows.set(summary.id, summary);
@@ -158,9 +159,10 @@ function attemptCard(attempt, number) {
   );
 }
 
-async function showRequest(id) {
-  listBody = null;
+async function showRequest(id, number) {
   const record = await getJSON("/ui/api/requests/" + encodeURIComponent(id));
+  if (!current(number)) return;
+  listBody = null;
   view.replaceChildren(
     el("h2", {}, `${record.front} ${record.model || ""} — ${record.status}, ${record.duration_ms} ms`),
     el("p", {}, el("a", { href: "#/" }, "← recent requests")),
@@ -185,9 +187,10 @@ async function forget(page, fact) {
   route();
 }
 
-async function showModels() {
-  listBody = null;
+async function showModels(number) {
   const { models } = await getJSON("/ui/api/models");
+  if (!current(number)) return;
+  listBody = null;
   const cards = models.map((page) => {
     const series = Object.entries(page.series || {}).map(([name, labels]) =>
       el("tr", {}, el("td", {}, name), el("td", {}, Object.entries(labels).map(([k, v]) => (k ? `${k} ${v}` : v)).join(", "))));
@@ -208,14 +211,22 @@ async function showModels() {
 
 // --- routing ------------------------------------------------------------------
 
+// Each view is fetched, then shown only if no later navigation started meanwhile.
+let routing = 0;
+
+function current(number) {
+  return number === routing;
+}
+
 async function route() {
+  const number = ++routing;
   const hash = location.hash || "#/";
   try {
-    if (hash.startsWith("#/request/")) await showRequest(decodeURIComponent(hash.slice(10)));
-    else if (hash === "#/models") await showModels();
-    else await showList();
+    if (hash.startsWith("#/request/")) await showRequest(decodeURIComponent(hash.slice(10)), number);
+    else if (hash === "#/models") await showModels(number);
+    else await showList(number);
   } catch (error) {
-    view.replaceChildren(el("p", { class: "bad" }, "Could not load: " + error.message));
+    if (current(number)) view.replaceChildren(el("p", { class: "bad" }, "Could not load: " + error.message));
   }
 }
 
