@@ -70,14 +70,28 @@ class Budget:
     def keep(self, value: Any) -> Any:
         """``value`` redacted when it fits (counted against the budget), else a
         note of its size."""
+        if isinstance(value, str):
+            if not self.fits(len(value)):
+                return self.note(len(value))
+            return self.redact(value)
         text = orjson.dumps(value, default=str).decode()
-        if len(text) > self.left:
-            self.cut += 1
-            return {"toolrelay_truncated": f"{len(text)} bytes, over the inspector's size cap"}
-        self.left -= len(text)
+        if not self.fits(len(text)):
+            return self.note(len(text))
         # Checked on the whole text at once; cleaned string by string, so that
         # what is kept stays the same structure.
         return value if self.redact(text) == text else _redacted(value, self.redact)
+
+    def fits(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit; if they do, they are counted."""
+        if size > self.left:
+            return False
+        self.left -= size
+        return True
+
+    def note(self, size: int) -> dict[str, str]:
+        """What stands in for a piece over the cap."""
+        self.cut += 1
+        return {"toolrelay_truncated": f"{size} bytes, over the inspector's size cap"}
 
 
 def _redacted(value: Any, redact: Redact) -> Any:
@@ -147,7 +161,8 @@ class RequestRecord:
         self.attempts: list[Attempt] = []
         self.client_sent: Any = None
         # The response's pieces as sent (text; a note where one was over the cap).
-        self.client_got: list[Any] = []
+        # What the client got, in pieces as sent; joined and redacted at the end.
+        self.client_got: list[str] = []
         self.status: int | None = None
         self.duration_ms: float | None = None
         self.notes: dict[str, Any] = {}
@@ -167,6 +182,9 @@ class RequestRecord:
         _CURRENT.reset(token)
 
     def finish(self, status: int, notes: dict[str, Any]) -> None:
+        for entry in self.attempts:  # one the client left in the middle of, say
+            self._settle(entry)
+        self.client_got = [self.budget.redact("".join(self.client_got))]
         self.status = status
         self.notes = notes
         self.duration_ms = round((time.perf_counter() - self._clock) * 1000, 1)
@@ -185,16 +203,31 @@ class RequestRecord:
         self._ended(entry)
 
     def chunk(self, entry: Attempt, chunk: Any) -> None:
+        """A streamed chunk with its time: counted now, redacted with the others (_settle)."""
         at = round((time.perf_counter() - entry.started) * 1000, 1)
-        entry.chunks.append({"ms": at, "chunk": self.budget.keep(chunk)})
+        size = len(orjson.dumps(chunk, default=str))
+        if self.budget.fits(size):
+            entry.chunks.append({"ms": at, "chunk": chunk})
+        else:
+            entry.chunks.append({"ms": at, "chunk": self.budget.note(size)})
+
+    def sent(self, text: str) -> None:
+        """A piece of the answer the client got (counted now, redacted at the end)."""
+        if self.budget.fits(len(text)):
+            self.client_got.append(text)
+        else:
+            self.client_got.append(f"[{self.budget.note(len(text))['toolrelay_truncated']}]")
 
     def parsed(self, entry: Attempt, events: Iterable[Event], raw: str | None = None) -> None:
         """What the parser made of the attempt's answer (its events)."""
         for event in events:
+            # Text comes in small pieces: counted here, redacted once joined (_settle).
             if isinstance(event, ContentDelta):
-                entry.content.append(self.budget.keep(event.text))
+                if self.budget.fits(len(event.text)):
+                    entry.content.append(event.text)
             elif isinstance(event, ReasoningDelta):
-                entry.reasoning.append(self.budget.keep(event.text))
+                if self.budget.fits(len(event.text)):
+                    entry.reasoning.append(event.text)
             elif isinstance(event, ToolCallEnd):
                 call = {"id": event.call.id, "name": event.call.name}
                 call["arguments"] = self.budget.keep(event.call.arguments)
@@ -224,7 +257,17 @@ class RequestRecord:
         self._ended(entry)
 
     def _ended(self, entry: Attempt) -> None:
+        self._settle(entry)
         entry.duration_ms = round((time.perf_counter() - entry.started) * 1000, 1)
+
+    def _settle(self, entry: Attempt) -> None:
+        """The attempt's text pieces joined and redacted."""
+        for pieces in (entry.content, entry.reasoning):
+            pieces[:] = [self.budget.redact("".join(pieces))] if pieces else []
+        if entry.chunks:
+            text = orjson.dumps(entry.chunks, default=str).decode()
+            if self.budget.redact(text) != text:
+                entry.chunks = _redacted(entry.chunks, self.budget.redact)
 
     # --- reading -----------------------------------------------------------------
 
@@ -252,9 +295,6 @@ class RequestRecord:
             **self.summary(),
             "client_sent": self.client_sent,
             "attempts": [attempt.to_dict() for attempt in self.attempts],
-            "client_got": "".join(
-                piece if isinstance(piece, str) else f"[{piece['toolrelay_truncated']}]"
-                for piece in self.client_got
-            ),
+            "client_got": "".join(self.client_got),
             "truncated_pieces": self.budget.cut,
         }

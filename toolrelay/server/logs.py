@@ -40,6 +40,8 @@ _CREDENTIAL_HEADER = re.compile(
     r"(['\"]?\s*[:=,]\s*(?-i:b)?['\"]?)([^\r\n'\"]*)",
     re.IGNORECASE,
 )
+# A text without one of these words holds no credential header: the regex is skipped.
+_HEADER_WORDS = ("authorization", "api-key", "admin-token", "cookie")
 # Shorter "secrets" would hide ordinary words.
 _MIN_SECRET = 4
 
@@ -51,7 +53,10 @@ class Redactor:
         self.secrets = sorted({s for s in secrets if len(s) >= _MIN_SECRET}, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
-        cleaned = _CREDENTIAL_HEADER.sub(lambda m: m.group(1) + m.group(2) + _HIDDEN, text)
+        cleaned = text
+        lowered = text.lower()
+        if any(word in lowered for word in _HEADER_WORDS):
+            cleaned = _CREDENTIAL_HEADER.sub(lambda m: m.group(1) + m.group(2) + _HIDDEN, text)
         for secret in self.secrets:
             cleaned = cleaned.replace(secret, _HIDDEN)
         return cleaned

@@ -47,9 +47,9 @@ class ObservedAttempt:
 
     def answered(self, answer: dict[str, Any], reply: Reply) -> None:
         """A finished answer and what was read from it."""
+        self.parsed(reply_events(reply), reply.raw)
         if self.record is not None and self.entry is not None:
             self.record.answered(self.entry, answer)
-        self.parsed(reply_events(reply), reply.raw)
         self._end(reply.usage, reply.finish_reason)
 
     def chunk(self, chunk: dict[str, Any]) -> None:

@@ -69,7 +69,7 @@ class Inspector:
                 status = message["status"]
             elif message["type"] == "http.response.body" and message.get("body"):
                 text = message["body"].decode("utf-8", "replace")
-                record.client_got.append(record.budget.keep(text))
+                record.sent(text)
             await send(message)
 
         token = record.enter()
