@@ -15,6 +15,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.io.settings import Settings
 from toolrelay.server.logs import NOTES
 
@@ -24,8 +25,8 @@ MISSING_EXTRA = (
 )
 
 
-class TracingUnavailable(RuntimeError):
-    """Traces are asked for and the SDK is not installed."""
+class TracingUnavailable(ToolrelayError):
+    """Traces are asked for and the SDK is not installed (a setting, at startup)."""
 
 
 def traces_wanted(settings: Settings) -> bool:
