@@ -4,6 +4,7 @@ guard, its redaction and its bounds; and nothing recorded when it is off."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from tests.gateway.inspected import QUESTION, RIGHT, WEATHER, WRONG, scenario
 from tests.gateway.support import GatewayServer, gateway
 from toolrelay.io import recording
+from toolrelay.server.inspector import api as inspector_api
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 
@@ -103,6 +105,19 @@ def test_the_live_list_announces_each_request_as_it_starts_and_ends(sim: Simulat
                         break
     assert [event["done"] for event in events] == [False, True]
     assert events[0]["id"] == events[1]["id"] and events[1]["status"] == 200
+
+
+def test_a_live_list_ends_by_itself_so_an_open_page_never_holds_up_a_shutdown(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inspector_api, "LIVE_SECONDS", 0.5)
+    with _inspected(sim) as gw:
+        started = time.monotonic()
+        with httpx.stream(
+            "GET", gw.url + "/ui/api/requests", headers={"accept": "text/event-stream"}, timeout=10
+        ) as live:
+            assert list(live.iter_lines()) == [": live", ""]
+        assert time.monotonic() - started < 5
 
 
 def test_the_models_page_has_quality_and_learned_facts_and_forgets(sim: Simulator) -> None:

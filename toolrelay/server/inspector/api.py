@@ -27,8 +27,10 @@ from toolrelay.server.gateway import Gateway
 from toolrelay.server.inspector.ring import Inspector
 
 STATIC = Path(__file__).parent / "static"
-# A comment line now and then keeps proxies from closing a quiet live list.
-_KEEPALIVE_SECONDS = 15.0
+# A live list ends after this long and the page opens the next one: an open
+# browser tab never holds up the gateway's shutdown (uvicorn waits for every
+# response in progress) for longer, nor meets a proxy's idle timeout.
+LIVE_SECONDS = 15.0
 
 
 class InspectorApi:
@@ -79,14 +81,15 @@ class InspectorApi:
         return _json(200, {"models": model_pages(self.gateway)})
 
     async def _live(self, queue: asyncio.Queue[dict[str, Any] | None]) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LIVE_SECONDS
         try:
             yield b": live\n\n"
-            while True:
+            while (left := deadline - loop.time()) > 0:
                 try:
-                    summary = await asyncio.wait_for(queue.get(), _KEEPALIVE_SECONDS)
+                    summary = await asyncio.wait_for(queue.get(), left)
                 except asyncio.TimeoutError:
-                    yield b": keep-alive\n\n"
-                    continue
+                    return
                 if summary is None:
                     return
                 yield b"event: request\ndata: " + orjson.dumps(summary) + b"\n\n"

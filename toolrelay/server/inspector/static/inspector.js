@@ -95,7 +95,9 @@ async function showList(number) {
   );
 }
 
-// Server-sent events read with fetch, so that the token goes in a header.
+// Server-sent events read with fetch, so that the token goes in a header. The
+// server ends each live list after a while; the next one starts at once, and
+// the list is read again for what changed in between.
 let liveAbort = null;
 async function connect() {
   if (liveAbort) liveAbort.abort();
@@ -122,10 +124,14 @@ async function connect() {
         if (data) upsert(JSON.parse(data));
       }
     }
-    liveBadge.textContent = "live list ended";
   } catch (error) {
-    if (!signal.aborted) liveBadge.textContent = "live list lost: " + error.message;
+    if (signal.aborted) return;
+    liveBadge.textContent = "live list lost: " + error.message + " (retrying)";
+    await new Promise((resolve) => setTimeout(resolve, 3000));
   }
+  if (signal.aborted) return;
+  connect();
+  if (listBody) route();
 }
 
 // --- one request --------------------------------------------------------------
