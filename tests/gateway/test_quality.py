@@ -148,16 +148,18 @@ def test_calls_written_as_text_on_the_native_path_count_as_text_and_markup_remov
     assert _value(series, "toolrelay_quality_markup_removed_total", what="tool_calls") == 1
 
 
-def test_required_met_on_the_first_attempt_is_counted(sim: Simulator) -> None:
+def test_required_met_on_the_first_attempt_is_counted_once(sim: Simulator) -> None:
     with gateway(sim.openai_url, tool_mode="native") as gw:
-        gw.client().chat.completions.create(
-            model="sim",
-            messages=[{"role": "user", "content": "good"}],
-            tools=[WEATHER],  # type: ignore[list-item]
-            tool_choice="required",
-        )
+        for question in ("good", "invalid, fix"):  # the second corrected by a re-ask
+            gw.client().chat.completions.create(
+                model="sim",
+                messages=[{"role": "user", "content": question}],
+                tools=[WEATHER],  # type: ignore[list-item]
+                tool_choice="required",
+            )
         series = _series(gw)
-    assert _value(series, "toolrelay_quality_required_total", outcome="first_attempt") == 1
+    assert _value(series, "toolrelay_quality_required_total", outcome="first_attempt") == 2
+    assert _value(series, "toolrelay_quality_repairs_total", outcome="won") == 1
 
 
 def test_the_summary_line_before_any_call_and_with_rejections() -> None:

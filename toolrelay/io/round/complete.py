@@ -48,7 +48,9 @@ async def complete_handling_required(
     once more, more strictly (the calls are not checked yet)."""
     mode = await round_mode(backend, req)
     reply = await _complete_handling_refusals(backend, req, mode, counters)
-    if req.plan.mode == "required" and reply.calls:
+    # A correction re-ask is no new answer to the requirement: not counted again.
+    counted = not _is_correction(req)
+    if req.plan.mode == "required" and reply.calls and counted:
         counters.quality.add(backend.name, req.model, "required", "first_attempt")
     if req.plan.mode == "required" and not reply.calls:
         # The backend ignored the requirement: ask once more, as plainly as we
@@ -61,15 +63,21 @@ async def complete_handling_required(
         )
         next_attempt_because("required tool_choice re-ask")
         again = await _reask(backend, req, counters)
+        outcome = "after_reask" if again.calls else "unmet"
+        if counted:
+            counters.quality.add(backend.name, req.model, "required", outcome)
         if again.calls:
-            counters.quality.add(backend.name, req.model, "required", "after_reask")
             return again
         counters.inc("required_unmet")
-        counters.quality.add(backend.name, req.model, "required", "unmet")
         log.warning("model %s: %s", req.model, REQUIRED_UNMET)
         best = again if again.content else reply
         return replace(best, warning=REQUIRED_UNMET)
     return reply
+
+
+def _is_correction(req: RoundRequest) -> bool:
+    """Whether ``req`` is the correction re-ask (its last message is toolrelay's directive)."""
+    return bool(req.injected) and req.messages[-1].get("content") == req.injected[-1]
 
 
 async def _complete_handling_refusals(
