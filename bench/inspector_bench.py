@@ -35,6 +35,7 @@ from gateway_bench import (
     WITH_TOOLS,
     aiohttp_post,
     aiohttp_stream,
+    cpu_seconds,
     free_port,
     latencies,
     percentile,
@@ -61,11 +62,15 @@ CHUNK = {
 SENT_CHUNK = "data: " + json.dumps(CHUNK) + "\n\n"
 
 
-async def run(urls: dict[str, str]) -> dict[str, dict[str, list[float]]]:
-    """Per case and setting, the p50 of each run in ms, off and on taking turns."""
+async def run(
+    urls: dict[str, str], pids: dict[str, int]
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, float]]]:
+    """Per case and setting, the p50 of each run in ms, off and on taking turns;
+    and the gateway's CPU time per request (or stream) in µs."""
     figures: dict[str, dict[str, list[float]]] = {
         case: {name: [] for name in urls} for case in ("tools", "stream")
     }
+    cpu: dict[str, dict[str, float]] = {case: dict.fromkeys(urls, 0.0) for case in figures}
     async with aiohttp.ClientSession() as session:
         requests = {
             name: {
@@ -83,11 +88,14 @@ async def run(urls: dict[str, str]) -> dict[str, dict[str, list[float]]]:
         for _ in range(RUNS):
             for name in urls:
                 for case, (request, total) in requests[name].items():
+                    before = cpu_seconds(pids[name])
                     figures[case][name].append(percentile(await latencies(request, total, 1), 0.5))
-    return {
+                    cpu[case][name] += (cpu_seconds(pids[name]) - before) / (total * RUNS) * 1e6
+    latency = {
         case: {name: [value * 1000 for value in values] for name, values in by_name.items()}
         for case, by_name in figures.items()
     }
+    return latency, cpu
 
 
 def own_work() -> tuple[float, float]:
@@ -144,11 +152,12 @@ def main() -> None:
         on = [*serve, "--port", str(on_port), "--inspector"]
         with (
             process(sim, backend + "/models"),
-            process(off, f"http://127.0.0.1:{off_port}/health"),
-            process(on, f"http://127.0.0.1:{on_port}/health"),
+            process(off, f"http://127.0.0.1:{off_port}/health") as off_process,
+            process(on, f"http://127.0.0.1:{on_port}/health") as on_process,
         ):
             urls = {"off": f"http://127.0.0.1:{off_port}", "on": f"http://127.0.0.1:{on_port}"}
-            figures = asyncio.run(run(urls))
+            pids = {"off": off_process.pid, "on": on_process.pid}
+            figures, cpu = asyncio.run(run(urls, pids))
     request_us, chunk_us = own_work()
     rows = []
     for case, label in (("tools", "tool call, not streamed"), ("stream", "128-chunk stream")):
@@ -156,7 +165,8 @@ def main() -> None:
         added = statistics.median(on - off for on, off in zip(on_f, off_f, strict=True))
         rows.append(
             f"| {label} | {statistics.median(off_f):.3f} ms | {statistics.median(on_f):.3f} ms "
-            f"| **{added:+.3f} ms** |"
+            f"| **{added:+.3f} ms** | {cpu[case]['off']:.0f} µs | {cpu[case]['on']:.0f} µs | "
+            f"**{cpu[case]['on'] - cpu[case]['off']:+.0f} µs** |"
         )
     section = "\n".join(
         [
@@ -166,12 +176,13 @@ def main() -> None:
             "and with `--inspector` (simulator, both gateways as subprocesses on 127.0.0.1, "
             f"aiohttp client, c=1; {RUNS} runs of {REQUESTS} requests or {STREAMS} streams of "
             f"{STREAM_CHUNKS} chunks, off and on taking turns; p50 of each run, median over "
-            "runs; added: the median of the runs' differences; 2-core machine shared with "
+            "runs; added: the median of the runs' differences; CPU: the gateway process's "
+            "user + system time per request or stream, from /proc; 2-core machine shared with "
             "other work, so a difference under ~0.5 ms is noise; load average during this "
             f"run: {os.getloadavg()[0]:.1f}).",
             "",
-            "| request | off p50 | on p50 | added p50 |",
-            "|---|---|---|---|",
+            "| request | off p50 | on p50 | added p50 | off CPU | on CPU | added CPU |",
+            "|---|---|---|---|---|---|---|",
             *rows,
             "",
             f"The inspector's own work, in process without I/O (best of 5 x {REPEATS}): "
