@@ -78,6 +78,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", help="a YAML or JSON config file")
     parser.add_argument(
+        "--inspector",
+        action="store_true",
+        default=None,
+        help="serve the request inspector at /ui: recent requests, each attempt's raw answer "
+        "and what was parsed, tool-call quality per model (TOOLRELAY_INSPECTOR; docs/inspector.md)",
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        default=None,
+        help="export OpenTelemetry traces over OTLP/HTTP (the toolrelay[otel] extra; also on "
+        "when OTEL_EXPORTER_OTLP_ENDPOINT is set)",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=("debug", "info", "warning", "error"),
@@ -157,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     from toolrelay.server import create_app
     from toolrelay.server.auth import is_loopback
     from toolrelay.server.logs import configure_logging, secrets_of
+    from toolrelay.server.tracing import TracingUnavailable
 
     explicit = given(
         args,
@@ -172,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
         "workers",
         "redis_url",
         "config",
+        "inspector",
+        "otel",
         "tools_file",
         "tools_enabled",
         "tool_max_iterations",
@@ -210,6 +227,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except McpConfigError as exc:
         print(f"toolrelay serve: invalid MCP configuration: {exc}", file=sys.stderr)
+        return 2
+    except TracingUnavailable as exc:
+        print(f"toolrelay serve: {exc}", file=sys.stderr)
         return 2
     if settings.redis_url:
         import asyncio

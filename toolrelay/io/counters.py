@@ -10,6 +10,8 @@ import os
 from collections import defaultdict
 from typing import Any
 
+from toolrelay.io.quality import Quality, SharedQuality
+
 # name -> (help text, label name); every counter the gateway keeps is declared here.
 COUNTERS: dict[str, tuple[str, str]] = {
     "requests": ("chat completion requests, by outcome", "outcome"),
@@ -40,6 +42,8 @@ COUNTERS: dict[str, tuple[str, str]] = {
 class Counters:
     def __init__(self) -> None:
         self.values: dict[str, dict[str, int]] = {name: defaultdict(int) for name in COUNTERS}
+        # Tool-call quality per backend and model, recorded by the round.
+        self.quality: Quality = Quality()
 
     def inc(self, name: str, label: str = "") -> None:
         self.values[name][label] += 1
@@ -70,6 +74,7 @@ class SharedCounters(Counters):
 
         self._registry = CollectorRegistry()
         MultiProcessCollector(self._registry)  # type: ignore[no-untyped-call]
+        self.quality = SharedQuality()
         self._families: dict[str, Any] = {
             name: Counter(f"toolrelay_{name}", help_text, [label] if label else [], registry=None)
             for name, (help_text, label) in COUNTERS.items()

@@ -431,6 +431,24 @@ class Settings(BaseSettings):
         description="allow POST /api/tools without an admin token on a bind beyond loopback "
         "(else toolrelay serve refuses to start that way)",
     )
+    inspector: bool = Field(
+        default=False,
+        description="serve the request inspector at /ui (its API at /ui/api/...), guarded "
+        "by the admin token or the API keys",
+    )
+    inspector_requests: int = Field(
+        default=200, ge=1, description="requests the inspector keeps in memory (oldest dropped)"
+    )
+    inspector_entry_bytes: int = Field(
+        default=262144,
+        ge=1024,
+        description="bytes of bodies, chunks and text the inspector keeps per request",
+    )
+    otel: bool = Field(
+        default=False,
+        description="export OpenTelemetry traces (the toolrelay[otel] extra; also on when "
+        "OTEL_EXPORTER_OTLP_ENDPOINT is set)",
+    )
     session_max_turns: int = Field(
         default=20, ge=1, description="turns a /ws conversation keeps (oldest dropped first)"
     )

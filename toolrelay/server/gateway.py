@@ -82,6 +82,8 @@ class Gateway:
             "settings": self.settings.public_dict(),
             "model_names": self.settings.model_names.health(),
             "counters": self.counters.snapshot(),
+            # One line per model: "qwen3@vllm: 97.2% valid on arrival, ...".
+            "quality": [entry.summary() for entry in self.counters.quality.figures()],
             "shared_state": await self.shared.health() if self.shared else {"store": "memory"},
             "mcp_servers": mcp,
             # Which worker answered: with --workers N the counters are all workers'.

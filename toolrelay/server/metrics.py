@@ -13,6 +13,7 @@ from toolrelay.io.backends import Backends
 from toolrelay.io.counters import COUNTERS, Counters
 from toolrelay.io.settings import Settings
 from toolrelay.server.backend_metrics import BackendsCollector
+from toolrelay.server.quality_metrics import QualityCollector
 
 
 class _CountersCollector(Collector):
@@ -55,6 +56,7 @@ class Metrics:
         self.registry.register(_CountersCollector(counters, settings))
         if backends is not None:
             self.registry.register(BackendsCollector(backends))
+        self.registry.register(QualityCollector(counters.quality))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
