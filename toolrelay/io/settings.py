@@ -608,7 +608,7 @@ class Settings(BaseSettings):
             cached = options[key] = self._round_options(model, backend)
         return dict(cached)  # the caller adds the request's own choices to it
 
-    def _round_options(self, model: str, backend: BackendConfig | None) -> dict[str, Any]:
+    def _round_options(self, model: str, backend: BackendConfig | None = None) -> dict[str, Any]:
         override = self.override_for(model)
         backend = backend or self.backend_config_for(model)
         return {
