@@ -31,7 +31,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Full reference: docs/gateway.md (settings, config file, endpoints, errors)."
     )
     parser.add_argument(
-        "--backend", help="the model server's base URL, e.g. http://127.0.0.1:8000/v1"
+        "--backend",
+        action="append",
+        help="the model server's base URL, e.g. http://127.0.0.1:8000/v1; repeat it for "
+        "several servers of the same models, balanced (docs/backends.md)",
     )
     parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
     parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
@@ -80,6 +83,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "process keeps its own); serve stops at startup if it does not answer",
     )
     parser.add_argument("--config", help="a YAML or JSON config file")
+    parser.add_argument(
+        "--inspector",
+        action="store_true",
+        default=None,
+        help="serve the request inspector at /ui: recent requests, each attempt's raw answer "
+        "and what was parsed, tool-call quality per model (TOOLRELAY_INSPECTOR; docs/inspector.md)",
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        default=None,
+        help="export OpenTelemetry traces over OTLP/HTTP (the toolrelay[otel] extra; also on "
+        "when OTEL_EXPORTER_OTLP_ENDPOINT is set)",
+    )
     parser.add_argument(
         "--log-level",
         default="info",
@@ -160,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
     from toolrelay.server import create_app
     from toolrelay.server.auth import is_loopback
     from toolrelay.server.logs import configure_logging, secrets_of
+    from toolrelay.server.tracing import TracingUnavailable
 
     explicit = given(
         args,
@@ -176,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
         "workers",
         "redis_url",
         "config",
+        "inspector",
+        "otel",
         "tools_file",
         "tools_enabled",
         "tool_max_iterations",
@@ -185,6 +205,11 @@ def run(args: argparse.Namespace) -> int:
         "mcp_optional",
         "mcp_tool_names",
     )
+    if "backend" in explicit:
+        first, *replicas = explicit["backend"]
+        explicit["backend"] = first
+        if replicas:
+            explicit["backend_replicas"] = replicas
     try:
         settings = Settings(**explicit)
     except ValidationError as exc:
@@ -209,6 +234,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except McpConfigError as exc:
         print(f"toolrelay serve: invalid MCP configuration: {exc}", file=sys.stderr)
+        return 2
+    except TracingUnavailable as exc:
+        print(f"toolrelay serve: {exc}", file=sys.stderr)
         return 2
     if settings.redis_url:
         import asyncio

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError, Refusal
 from toolrelay.io.counters import Counters
+from toolrelay.io.recording import next_attempt_because
 from toolrelay.io.round.body import backend_body, read_answer
 from toolrelay.io.round.constraints import (
     judge,
@@ -24,6 +25,7 @@ from toolrelay.io.round.constraints import (
     round_constraint,
     without,
 )
+from toolrelay.io.round.observed import ObservedAttempt, observe
 from toolrelay.io.round.request import Reply, RoundRequest, has_tool_history
 
 log = logging.getLogger("toolrelay.rounds")
@@ -50,6 +52,10 @@ async def complete_handling_required(
     once more, more strictly (the calls are not checked yet)."""
     mode = await round_mode(backend, req)
     reply = await _complete_handling_refusals(backend, req, mode, counters)
+    # A correction re-ask is no new answer to the requirement: not counted again.
+    counted = not _is_correction(req)
+    if req.plan.mode == "required" and reply.calls and counted:
+        counters.quality.add(backend.name, req.model, "required", "first_attempt")
     if req.plan.mode == "required" and not reply.calls:
         # The backend ignored the requirement: ask once more, as plainly as we
         # can, and constrained to a call where the backend takes a constraint.
@@ -59,7 +65,11 @@ async def complete_handling_required(
             "more strictly",
             req.model,
         )
+        next_attempt_because("required tool_choice re-ask")
         again = await _reask(backend, req, counters)
+        outcome = "after_reask" if again.calls else "unmet"
+        if counted:
+            counters.quality.add(backend.name, req.model, "required", outcome)
         if again.calls:
             return again
         counters.inc("required_unmet")
@@ -67,6 +77,11 @@ async def complete_handling_required(
         best = again if again.content else reply
         return replace(best, warning=REQUIRED_UNMET)
     return reply
+
+
+def _is_correction(req: RoundRequest) -> bool:
+    """Whether ``req`` is the correction re-ask (its last message is toolrelay's directive)."""
+    return bool(req.injected) and req.messages[-1].get("content") == req.injected[-1]
 
 
 async def _complete_handling_refusals(
@@ -97,16 +112,21 @@ async def _complete_single_attempt(
     unconstrained when the backend refuses the constraint."""
     constraint = await round_constraint(backend, req, mode, whole=whole)
     body = await backend_body(backend, req, mode, strict=strict, constraint=constraint)
+    observed = observe(backend, req, mode, body, stream=False)
     try:
-        answer = await backend.complete(body, auth=req.auth)
+        answer = await _sent(backend, req, body, observed)
     except BackendError as exc:
         if constraint is None or not refused(exc):
             raise
-        answer = await backend.complete(without(body, constraint), auth=req.auth)
         learn_refused(backend, req, constraint, exc)
         counters.inc("constraints", "refused")
+        body = without(body, constraint)
         constraint = None
+        observed = observe(backend, req, mode, body, stream=False)
+        answer = await _sent(backend, req, body, observed)
     reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+    if observed is not None:
+        observed.answered(answer, reply)
     if constraint is not None:
         counters.inc("constraints", constraint.kind)
         judge(backend, req, constraint, reply)
@@ -114,6 +134,17 @@ async def _complete_single_attempt(
         counters.inc("rounds", mode)
         watch_silence(backend, req, mode, bool(reply.calls))
     return reply
+
+
+async def _sent(
+    backend: Backend, req: RoundRequest, body: dict[str, Any], observed: ObservedAttempt | None
+) -> dict[str, Any]:
+    try:
+        return await backend.complete(body, auth=req.auth)
+    except BackendError as exc:
+        if observed is not None:
+            observed.failed(exc.message)
+        raise
 
 
 async def _reask(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
@@ -144,6 +175,7 @@ async def rescued(
         raise exc
     if refusal == "refused":
         _learn_refusal(backend, req, counters, exc)
+        next_attempt_because("rescue path after a refusal")
         return await attempt("rescue")
     log.info(
         "backend %s, model %s answered a request with tools with %s (%s): retrying once "
@@ -153,6 +185,7 @@ async def rescued(
         exc.upstream_status,
         exc.message,
     )
+    next_attempt_because("retried without tools after an error")
     try:
         result = await attempt("rescue")
     except BackendError:
@@ -205,3 +238,4 @@ def _learn_refusal(
     backend.learn(req.model, "refuses_tools", reason=refusal)
     backend.learn(req.model, "native_tools", False)
     counters.inc("fallbacks", "refuses_tools")
+    counters.quality.add(backend.name, req.model, "refusals")
