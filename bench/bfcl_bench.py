@@ -1,0 +1,306 @@
+"""Constrained decoding measured on the Berkeley Function Calling Leaderboard's
+own cases, scored by its own AST checker, on a real llama-server.
+
+Routes side by side: ``direct`` (llama-server itself), ``off`` (through
+toolrelay, ``toolrelay_constrain: "off"``) and ``constrained`` (through
+toolrelay, the default), for ``tool_choice`` as BFCL sends it (none given) and
+``required``, plus a few of BFCL's "irrelevance" cases (no declared tool fits:
+any call is a false call). Per route: schema-valid calls, right tool with the
+right arguments (BFCL's ``ast_checker``), ``required`` honoured, false calls,
+backend requests, tokens the server generated (its ``/metrics``) and latency.
+
+The ``bfcl-eval`` package is not a dependency of toolrelay: install it apart
+(``python -m venv /tmp/bfcl && /tmp/bfcl/bin/pip install --no-deps bfcl-eval``)
+and pass its ``site-packages`` with ``--bfcl``. Its checker module imports
+``MODEL_CONFIG_MAPPING``, whose import pulls every vendor SDK BFCL supports
+(anthropic, openai, google-genai, ...); the bench puts a one-entry mapping in
+its place (``underscore_to_dot``: tool names are sent with ``.`` as ``_``, as
+BFCL does for OpenAI-style APIs) and calls BFCL's ``ast_checker`` unchanged.
+
+    python bench/bfcl_bench.py --bfcl /tmp/bfcl/lib/python3.11/site-packages \\
+        [--simple 5] [--multiple 5] [--irrelevance 2] [--budget 1200] [--out FILE]
+    python bench/bfcl_bench.py --table FILE   # the table of a (partial) run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import httpx
+from realmodels_bench import free_port, process
+
+from toolrelay.io.settings import Settings
+from toolrelay.server import create_app
+from toolrelay.server.background import BackgroundServer
+from toolrelay.types import ToolSpec
+from toolrelay.validate import validate_arguments
+
+CACHE = Path.home() / ".cache" / "toolrelay-bench"
+MODEL_NAME = "toolrelay-bench"
+ROUTES = ("direct", "off", "constrained")
+CHOICES = ("none given", "required")
+# BFCL's own type names, as its OpenAI-style handlers rewrite them.
+TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
+
+
+def json_schema(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {key: json_schema(value) for key, value in node.items()}
+        if isinstance(out.get("type"), str):
+            out["type"] = TYPES.get(out["type"], out["type"])
+        return out
+    if isinstance(node, list):
+        return [json_schema(item) for item in node]
+    return node
+
+
+def tool(function: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": re.sub(r"\.", "_", function["name"]),
+            "description": function.get("description", ""),
+            "parameters": json_schema(function["parameters"]),
+        },
+    }
+
+
+def cases(data: Path, name: str, count: int) -> list[dict[str, Any]]:
+    lines = (data / name).read_text().splitlines()[:count]
+    found = [json.loads(line) for line in lines]
+    answers = data / "possible_answer" / name
+    if answers.exists():
+        truth = {}
+        for line in answers.read_text().splitlines():
+            item = json.loads(line)
+            truth[item["id"]] = item["ground_truth"]
+        for case in found:
+            case["ground_truth"] = truth[case["id"]]
+    return found
+
+
+def checker(site: Path) -> Any:
+    sys.path.append(str(site))
+    stub = types.ModuleType("bfcl_eval.constants.model_config")
+    stub.MODEL_CONFIG_MAPPING = {  # type: ignore[attr-defined]
+        MODEL_NAME: types.SimpleNamespace(underscore_to_dot=True)
+    }
+    sys.modules["bfcl_eval.constants.model_config"] = stub
+    from bfcl_eval.constants.enums import Language  # type: ignore[import-not-found]
+    from bfcl_eval.eval_checker.ast_eval.ast_checker import (  # type: ignore[import-not-found]
+        ast_checker,
+    )
+
+    def check(case: dict[str, Any], calls: list[dict[str, Any]], category: str) -> dict[str, Any]:
+        result: dict[str, Any] = ast_checker(
+            case["function"], calls, case["ground_truth"], Language.PYTHON, category, MODEL_NAME
+        )
+        return result
+
+    return check
+
+
+def generated(server: str) -> int:
+    for line in httpx.get(server + "/metrics", timeout=30).text.splitlines():
+        if line.startswith("llamacpp:tokens_predicted_total"):
+            return int(float(line.split()[-1]))
+    return 0
+
+
+def rounds(gateway: str) -> int:
+    counters = httpx.get(gateway + "/health", timeout=30).json()["counters"]
+    return sum(counters.get("rounds", {}).values())
+
+
+def ask(
+    url: str, route: str, case: dict[str, Any], choice: str, max_tokens: int, timeout: float
+) -> tuple[dict[str, Any] | None, str | None, float]:
+    body: dict[str, Any] = {
+        "model": "smollm2",
+        "messages": case["question"][0],
+        "tools": [tool(function) for function in case["function"]],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
+    if choice == "required":
+        body["tool_choice"] = "required"
+    if route == "off":
+        body["toolrelay_constrain"] = "off"
+    started = time.perf_counter()
+    try:
+        reply = httpx.post(url + "/chat/completions", json=body, timeout=timeout)
+    except httpx.HTTPError as error:
+        return None, f"{type(error).__name__}", time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    if reply.status_code != 200:
+        return None, f"HTTP {reply.status_code}: {reply.text[:120]}", seconds
+    return reply.json(), None, seconds
+
+
+def outcome(
+    answer: dict[str, Any] | None, case: dict[str, Any], category: str, check: Any
+) -> dict[str, Any]:
+    specs = {
+        spec.name: spec
+        for spec in (ToolSpec.read(tool(function)) for function in case["function"])
+        if spec is not None
+    }
+    message = (answer or {}).get("choices", [{}])[0].get("message") or {}
+    calls, valid = [], 0
+    for call in message.get("tool_calls") or ():
+        name = call["function"]["name"]
+        try:
+            arguments = json.loads(call["function"]["arguments"] or "{}")
+        except (json.JSONDecodeError, TypeError):
+            arguments = None
+        spec = specs.get(name)
+        ok = isinstance(arguments, dict) and spec is not None
+        valid += bool(ok and validate_arguments(spec, arguments).ok)  # type: ignore[arg-type]
+        calls.append({name: arguments if isinstance(arguments, dict) else {}})
+    right = None
+    if "ground_truth" in case:
+        right = bool(calls) and check(case, calls, category)["valid"]
+    return {
+        "calls": len(calls),
+        "valid": valid,
+        "right": right,
+        "content": (message.get("content") or "")[:160],
+        "shown": calls[:2],
+    }
+
+
+def run(args: argparse.Namespace) -> None:
+    data = args.bfcl / "bfcl_eval" / "data"
+    check = checker(args.bfcl)
+    files = (
+        ("simple", "BFCL_v4_simple_python.json", args.simple),
+        ("multiple", "BFCL_v4_multiple.json", args.multiple),
+        ("irrelevance", "BFCL_v4_irrelevance.json", args.irrelevance),
+    )
+    lists = [[(category, case) for case in cases(data, name, n)] for category, name, n in files]
+    # Round robin, so that a run cut short by its budget stays balanced.
+    order = [group[i] for i in range(max(map(len, lists))) for group in lists if i < len(group)]
+    port = free_port()
+    server = f"http://127.0.0.1:{port}"
+    command = [
+        str(args.llama_server), "-m", str(args.gguf), "--host", "127.0.0.1",
+        "--port", str(port), "-c", "4096", "-t", "1", "-np", "1", "--metrics",
+        "--alias", "smollm2",
+    ]  # fmt: skip
+    log = CACHE / "logs" / "llama-server-bfcl.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    stop = time.monotonic() + args.budget
+    with process(command, server + "/health", log), open(args.out, "a") as out:
+        settings = Settings(backend=server + "/v1", backend_kind="llamacpp", tool_mode="rescue")
+        with BackgroundServer(create_app(settings)) as gateway:
+            for category, case in order:
+                if time.monotonic() > stop:
+                    print("budget spent: stopping", flush=True)
+                    break
+                choices = CHOICES[:1] if category == "irrelevance" else CHOICES
+                for choice in choices:
+                    for route in ROUTES:
+                        url = server + "/v1" if route == "direct" else gateway.url + "/v1"
+                        tokens, before = generated(server), rounds(gateway.url)
+                        answer, error, seconds = ask(
+                            url, route, case, choice, args.max_tokens, args.timeout
+                        )
+                        row = {
+                            "id": case["id"],
+                            "category": category,
+                            "choice": choice,
+                            "route": route,
+                            "seconds": round(seconds, 2),
+                            "error": error,
+                            "backend_requests": 1
+                            if route == "direct"
+                            else rounds(gateway.url) - before,
+                            "tokens": generated(server) - tokens,
+                            **outcome(answer, case, category, check),
+                        }
+                        out.write(json.dumps(row) + "\n")
+                        out.flush()
+                        print(json.dumps(row)[:240], flush=True)
+
+
+def table(path: Path) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [
+        "| tool_choice | route | cases | with a call | calls | schema-valid | right tool + "
+        "args (BFCL) | backend requests | tokens generated | median s | total s | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for choice in CHOICES:
+        for route in ROUTES:
+            some = [
+                row for row in rows
+                if row["choice"] == choice and row["route"] == route
+                and row["category"] != "irrelevance"
+            ]  # fmt: skip
+            if some:
+                lines.append(line(choice, route, some, right=True))
+    lines += ["", "No tool fits (BFCL irrelevance cases, tool_choice none given):", ""]
+    lines += [lines[0].replace("right tool + args (BFCL)", "false calls"), lines[1]]
+    for route in ROUTES:
+        some = [row for row in rows if row["category"] == "irrelevance" and row["route"] == route]
+        if some:
+            lines.append(line(CHOICES[0], route, some, right=False))
+    return "\n".join(lines)
+
+
+def line(choice: str, route: str, rows: list[dict[str, Any]], *, right: bool) -> str:
+    cells = [
+        choice,
+        route,
+        len(rows),
+        sum(row["calls"] > 0 for row in rows),
+        sum(row["calls"] for row in rows),
+        sum(row["valid"] for row in rows),
+        sum(bool(row["right"]) for row in rows) if right else sum(row["calls"] for row in rows),
+        sum(row["backend_requests"] for row in rows),
+        sum(row["tokens"] for row in rows),
+        round(statistics.median(row["seconds"] for row in rows), 1),
+        round(sum(row["seconds"] for row in rows), 1),
+        sum(row["error"] is not None for row in rows),
+    ]
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bfcl", type=Path, help="site-packages holding bfcl_eval")
+    parser.add_argument(
+        "--llama-server", type=Path, default=CACHE / "llama.cpp-build/bin/llama-server"
+    )
+    parser.add_argument("--gguf", type=Path, default=CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    parser.add_argument("--simple", type=int, default=5)
+    parser.add_argument("--multiple", type=int, default=5)
+    parser.add_argument("--irrelevance", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--timeout", type=float, default=240, help="per request, seconds")
+    parser.add_argument("--budget", type=float, default=1200, help="no new case after, seconds")
+    parser.add_argument("--out", type=Path, default=CACHE / "bfcl-outcomes.jsonl")
+    parser.add_argument("--table", type=Path, help="print the table of a run's outcomes")
+    args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    if args.bfcl is None:
+        parser.error("--bfcl is needed to run")
+    # `timeout` sends SIGTERM: leave through the `finally` that stops llama-server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    run(args)
+    print(table(args.out))
+
+
+if __name__ == "__main__":
+    main()
