@@ -18,7 +18,7 @@ its place (``underscore_to_dot``: tool names are sent with ``.`` as ``_``, as
 BFCL does for OpenAI-style APIs) and calls BFCL's ``ast_checker`` unchanged.
 
     python bench/bfcl_bench.py --bfcl /tmp/bfcl/lib/python3.11/site-packages \\
-        [--simple 5] [--multiple 5] [--irrelevance 2] [--budget 1200] [--out FILE]
+        [--simple 5] [--multiple 5] [--irrelevance 2] [--skip 0] [--budget 1200] [--out FILE]
     python bench/bfcl_bench.py --table FILE   # the table of a (partial) run
 """
 
@@ -74,8 +74,8 @@ def tool(function: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def cases(data: Path, name: str, count: int) -> list[dict[str, Any]]:
-    lines = (data / name).read_text().splitlines()[:count]
+def cases(data: Path, name: str, count: int, skip: int = 0) -> list[dict[str, Any]]:
+    lines = (data / name).read_text().splitlines()[skip : skip + count]
     found = [json.loads(line) for line in lines]
     answers = data / "possible_answer" / name
     if answers.exists():
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> None:
         ("multiple", "BFCL_v4_multiple.json", args.multiple),
         ("irrelevance", "BFCL_v4_irrelevance.json", args.irrelevance),
     )
-    lists = [[(category, case) for case in cases(data, name, n)] for category, name, n in files]
+    lists = [[(kind, case) for case in cases(data, file, n, args.skip)] for kind, file, n in files]
     # Round robin, so that a run cut short by its budget stays balanced.
     order = [group[i] for i in range(max(map(len, lists))) for group in lists if i < len(group)]
     port = free_port()
@@ -285,6 +285,7 @@ def main() -> None:
     parser.add_argument("--simple", type=int, default=5)
     parser.add_argument("--multiple", type=int, default=5)
     parser.add_argument("--irrelevance", type=int, default=2)
+    parser.add_argument("--skip", type=int, default=0, help="leave out each file's first N")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--timeout", type=float, default=240, help="per request, seconds")
     parser.add_argument("--budget", type=float, default=1200, help="no new case after, seconds")
