@@ -33,6 +33,7 @@ import asyncio
 import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,7 +72,8 @@ GATEWAYS = ("toolrelay", "floor", "litellm")
 TARGETS = ("direct", *GATEWAYS)
 BOUNDS_MS = (1, 5, 10, 50)
 SWEEP_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
-STEP_SECONDS = 1.5
+STEP_SECONDS = 1.0
+REPEATS = 3
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
 # Who speaks Anthropic Messages: the others get the same question as Chat Completions.
@@ -254,12 +256,17 @@ async def sweep(session: aiohttp.ClientSession, bases: dict[str, str]) -> dict[s
     out: dict[str, Any] = {name: [] for name in TARGETS}
     for name in TARGETS:
         await closed_loop(requests[name], 4, 0.3)  # warm up
-    # Each step for every target before the next step: the load of the moment weighs on all.
+    # Each step for every target, in turn and REPEATS times, before the next step: the load
+    # of the moment weighs on all alike; a step's figures are the medians of its repeats.
     for concurrency in SWEEP_CONCURRENCY:
-        for name in TARGETS:
-            if out[name] and out[name][-1][2] > max(BOUNDS_MS):
-                continue  # past the widest bound already
-            rps, p99 = await closed_loop(requests[name], concurrency, STEP_SECONDS)
+        live = [name for name in TARGETS if not out[name] or out[name][-1][2] <= max(BOUNDS_MS)]
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in live}
+        for _ in range(REPEATS):
+            for name in live:
+                runs[name].append(await closed_loop(requests[name], concurrency, STEP_SECONDS))
+        for name in live:
+            rps = statistics.median(r for r, _ in runs[name])
+            p99 = statistics.median(p for _, p in runs[name])
             out[name].append((concurrency, rps, p99))
     return out
 
@@ -301,7 +308,7 @@ async def paced_streams(
     return {
         f"{front} {name}": {
             "ttft p50": percentile(first[front, name], 0.5),
-            "ttft p99": percentile(first[front, name], 0.99),
+            "ttft p90": percentile(first[front, name], 0.9),
             "gap p50": percentile(gaps[front, name], 0.5),
             "gap p99": percentile(gaps[front, name], 0.99),
             "chunks": len(gaps[front, name]) / streams + 1,
@@ -349,9 +356,9 @@ def report(results: dict[str, Any], meta: dict[str, str]) -> str:
         "simulator's Chat Completions; the floor and the direct row carry the same question "
         "as Chat Completions, untranslated.",
         "",
-        "| cell | added p99: toolrelay / floor | toolrelay / LiteLLM | added p99 toolrelay "
-        "| floor | LiteLLM | added p50 toolrelay | floor | LiteLLM | CPU: toolrelay / floor "
-        "| toolrelay / LiteLLM | CPU toolrelay | floor | LiteLLM |",
+        "| cell | CPU: toolrelay / floor | toolrelay / LiteLLM | added p99: toolrelay / "
+        "LiteLLM | toolrelay / floor | added p99 toolrelay | floor | LiteLLM "
+        "| added p50 toolrelay | floor | LiteLLM | CPU toolrelay | floor | LiteLLM |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for label, *_ in CELLS:
@@ -360,12 +367,12 @@ def report(results: dict[str, Any], meta: dict[str, str]) -> str:
         p99, p50 = added["p99"], added["p50"]
         cpu = {n: row[n]["cpu"] for n in GATEWAYS}
         lines.append(
-            f"| {label} | **{_ratio(p99['toolrelay'], p99['floor'])}** | "
+            f"| {label} | **{_ratio(cpu['toolrelay'], cpu['floor'])}** | "
+            f"**{_ratio(cpu['toolrelay'], cpu['litellm'])}** | "
             f"**{_ratio(p99['toolrelay'], p99['litellm'])}** | "
+            f"{_ratio(p99['toolrelay'], p99['floor'])} | "
             f"{p99['toolrelay']:.2f} ms | {p99['floor']:.2f} ms | {p99['litellm']:.2f} ms | "
             f"{p50['toolrelay']:.2f} ms | {p50['floor']:.2f} ms | {p50['litellm']:.2f} ms | "
-            f"**{_ratio(cpu['toolrelay'], cpu['floor'])}** | "
-            f"**{_ratio(cpu['toolrelay'], cpu['litellm'])}** | "
             f"{cpu['toolrelay']:.0f} µs | {cpu['floor']:.0f} µs | {cpu['litellm']:.0f} µs |"
         )
     lines += [
@@ -380,7 +387,8 @@ def report(results: dict[str, Any], meta: dict[str, str]) -> str:
         "",
         "**Throughput under a p99 bound** (Chat Completions, no tools, non-streamed): "
         "requests per second, the best step of one closed-loop sweep (concurrency 1, 2, 4 "
-        f"… 64, {STEP_SECONDS} s a step, stopped once p99 passed {max(BOUNDS_MS)} ms) whose "
+        f"… 64; each step {REPEATS} times {STEP_SECONDS} s, the targets in turn, its figures "
+        "the medians; stopped once p99 passed {max(BOUNDS_MS)} ms) whose "
         "p99 (the whole round trip, not the added part) stayed within the bound; the step's "
         "concurrency in brackets; — where no step did.",
         "",
@@ -413,19 +421,20 @@ def report(results: dict[str, Any], meta: dict[str, str]) -> str:
         f"**A paced stream** ({PACED_CHUNKS} chunks of 4 characters, {PACED_DELAY_MS} ms "
         "apart from a second simulator): the time from sending the request to the first "
         "content chunk (TTFT) and the gap between content chunks, as the client sees them, "
-        "p50 / p99 in ms; added is less the direct row. The Messages front is the "
+        "in ms (TTFT at p90: the p99 of a few dozen streams is their slowest one); added is "
+        "less the direct row, one stream to each in turn. The Messages front is the "
         "translation lane.",
         "",
-        "| front, target | TTFT p50 | TTFT p99 | added TTFT p50 | added TTFT p99 "
+        "| front, target | TTFT p50 | TTFT p90 | added TTFT p50 | added TTFT p90 "
         "| gap p50 | gap p99 | added gap p99 | content chunks |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     direct = paced["chat direct"]
     for key, row in paced.items():
         lines.append(
-            f"| {key} | {row['ttft p50']:.2f} | {row['ttft p99']:.2f} | "
+            f"| {key} | {row['ttft p50']:.2f} | {row['ttft p90']:.2f} | "
             f"{row['ttft p50'] - direct['ttft p50']:+.2f} | "
-            f"{row['ttft p99'] - direct['ttft p99']:+.2f} | {row['gap p50']:.2f} | "
+            f"{row['ttft p90'] - direct['ttft p90']:+.2f} | {row['gap p50']:.2f} | "
             f"{row['gap p99']:.2f} | {row['gap p99'] - direct['gap p99']:+.2f} | "
             f"{row['chunks']:.0f} |"
         )
