@@ -388,7 +388,7 @@ def report(results: dict[str, Any], meta: dict[str, str]) -> str:
         "**Throughput under a p99 bound** (Chat Completions, no tools, non-streamed): "
         "requests per second, the best step of one closed-loop sweep (concurrency 1, 2, 4 "
         f"… 64; each step {REPEATS} times {STEP_SECONDS} s, the targets in turn, its figures "
-        "the medians; stopped once p99 passed {max(BOUNDS_MS)} ms) whose "
+        f"the medians; stopped once p99 passed {max(BOUNDS_MS)} ms) whose "
         "p99 (the whole round trip, not the added part) stayed within the bound; the step's "
         "concurrency in brackets; — where no step did.",
         "",
