@@ -173,6 +173,10 @@ class Spec:
     # False: the template writes calls only for an assistant message without content.
     content_with_calls: bool = True
     mutable: bool = False  # the template changes its lists: llama.cpp renders it
+    # The model writes the template's end of message itself (Kimi K3's
+    # "<|close|>message<|sep|><|end_of_msg|>", kept by servers that keep its special
+    # tokens): its output runs to the end of the rendering.
+    whole_turn: bool = False
     # What the template cannot say: the generator avoids each, a test proves each real.
     limits: tuple[Limit, ...] = ()
 
@@ -289,7 +293,7 @@ def render_turn(
     full = _render(spec, [USER, assistant], tools, False, **extra)
     plain = _render(spec, [USER, {"role": "assistant", "content": SENTINEL}], tools, False, **extra)
     closing = plain[plain.rindex(SENTINEL) + len(SENTINEL) :]
-    end = len(full) - _end_of_turn(full, plain, closing)
+    end = len(full) if spec.whole_turn else len(full) - _end_of_turn(full, plain, closing)
     start = _common_prefix(prompt, full[:end])
     # Back to where the prompt's reasoning markup begins, if it ends in some.
     backs = [
@@ -393,6 +397,15 @@ SPECS = (
     Spec("Kimi-K2-Instruct.jinja", "kimi_k2", mutable=True),
     Spec("Kimi-K2-Thinking.jinja", "kimi_k2", mutable=True),
     Spec("moonshotai-Kimi-K2.jinja", "kimi_k2"),
+    # Thinking is on unless told off; string values are raw, so one holding the
+    # argument's closing tag ends there.
+    Spec(
+        "Kimi-K3.jinja",
+        "kimi_k3",
+        kwargs={"thinking": False},
+        whole_turn=True,
+        limits=(closing_tag("<|close|>argument<|sep|>"),),
+    ),
     Spec("LFM2.5-8B-A1B.jinja", "lfm2", limits=(UNQUOTED, PYTHON_REPR)),
     Spec("MiMo-VL.jinja", "hermes"),
     Spec("MiniMax-M1.jinja", "minimax_m1"),
