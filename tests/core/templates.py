@@ -29,6 +29,8 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
+from toolrelay.schema import coerce_text
+
 TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "templates"
 # A text no template writes: where the assistant's own text ends in a rendering.
 SENTINEL = "Zq7Sentinel"
@@ -148,6 +150,45 @@ UNQUOTED = Limit(
     "backslash in it ends or escapes the literal",
     containing("'", "\\"),
     {"text": "it's"},
+)
+
+MINIMAX_NS = "]<]minimax[>["
+
+
+def _untyped_inside(arguments: Any) -> bool:
+    # Inside a list or an object the template writes every scalar as bare text, an
+    # empty container as nothing, and a list as <item> elements.
+    def lost(value: Any) -> bool:
+        if isinstance(value, str):
+            return coerce_text(value, None) != value
+        if isinstance(value, dict):
+            if not value or set(value) == {"item"}:
+                return True
+            return any(lost(v) for v in value.values())
+        if isinstance(value, list):
+            return not value or any(lost(v) for v in value)
+        return False
+
+    return any(
+        isinstance(v, (dict, list))
+        and any(lost(x) for x in (v.values() if isinstance(v, dict) else v))
+        for v in arguments.values()
+    )
+
+
+MINIMAX_NESTED = Limit(
+    "the template writes a scalar inside a list or an object as bare text, an empty list "
+    "or object as nothing, and a list as <item> elements: without a schema for the inside, "
+    "a string that reads as a JSON literal, an empty container and an object of one 'item' "
+    "key read otherwise",
+    _untyped_inside,
+    {"items": ["7"]},
+)
+MINIMAX_MARKER = Limit(
+    "the template writes a string raw: one holding the namespace marker and a closing tag "
+    "ends there",
+    containing(MINIMAX_NS),
+    {"text": f"a{MINIMAX_NS}</text>b"},
 )
 
 
@@ -410,6 +451,12 @@ SPECS = (
     Spec("MiMo-VL.jinja", "hermes"),
     Spec("MiniMax-M1.jinja", "minimax_m1"),
     Spec("MiniMax-M2.jinja", "minimax_m2", limits=(closing_tag("</parameter>"),)),
+    Spec(
+        "MiniMax-M3.jinja",
+        "minimax_m3",
+        thinking={"thinking_mode": "enabled"},
+        limits=(MINIMAX_NESTED, MINIMAX_MARKER),
+    ),
     Spec("Mistral-Small-3.2-24B-Instruct-2506.jinja", "mistral"),
     Spec("mistralai-Ministral-3-14B-Reasoning-2512.jinja", "mistral"),
     Spec("mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral"),

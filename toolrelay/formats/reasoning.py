@@ -5,7 +5,7 @@
 Command A, whose answer may start with ``<|START_TEXT|>`` without closing
 the thinking first), ``<|inner_prefix|>`` (Apertus), ``[THINK]`` (Magistral,
 Ministral 3) Gemma 4's ``<|channel>thought…<channel|>`` and Kimi K3's
-``<|open|>think<|sep|>…<|close|>think<|sep|>``.
+``<|open|>think<|sep|>…<|close|>think<|sep|>`` and MiniMax-M3's ``<mm:think>``.
 
 Many templates open the reasoning in the prompt (``<think>\\n`` after the
 assistant header), so the output starts inside it and shows only the
@@ -44,6 +44,7 @@ WRAPPERS = (
     ("<|channel>thought\n", "<channel|>"),
     ("<|channel>thought", "<channel|>"),
     ("<|open|>think<|sep|>", "<|close|>think<|sep|>"),  # Kimi K3
+    ("<mm:think>", "</mm:think>"),  # MiniMax-M3
 )
 # Markers that end reasoning too, without closing it first (Command A's answer).
 ALSO_ENDS = {"<|START_THINKING|>": ("<|START_TEXT|>",)}
