@@ -37,6 +37,7 @@ from toolrelay.formats import (
     llama3_builtin,
     llama4_pythonic,
     longcat,
+    mimo,
     minicpm5,
     minimax_m1,
     minimax_m2,
@@ -76,6 +77,7 @@ FORMATS: tuple[Format, ...] = (
     command_r7b.FORMAT,
     minicpm5.FORMAT,  # before Qwen3-Coder: a <function name=…> call of <param> tags
     qwen3_coder.FORMAT,
+    mimo.FORMAT,  # after Qwen3-Coder: auto reads its calls as Qwen3-Coder's
     seed_oss.FORMAT,
     glm45.FORMAT,
     minimax_m2.FORMAT,
