@@ -152,6 +152,11 @@ UNQUOTED = Limit(
     {"text": "it's"},
 )
 
+GEMMA_DELIMITER = Limit(
+    'the template writes a string between <|"|> delimiters raw: one holding <|"|> ends there',
+    containing('<|"|>'),
+    {"text": 'a<|"|>b'},
+)
 MINIMAX_NS = "]<]minimax[>["
 
 
@@ -505,8 +510,8 @@ SPECS = (
     Spec("deepseek-ai-DeepSeek-V3.2.jinja", "deepseek_v32"),
     Spec("deepseek-ai-DeepSeek-V4.jinja", "deepseek_v32"),
     Spec("deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "deepseek_v32"),
-    Spec("google-gemma-4-31B-it.jinja", "gemma4"),
-    Spec("google-gemma-4-31B-it-interleaved.jinja", "gemma4"),
+    Spec("google-gemma-4-31B-it.jinja", "gemma4", limits=(GEMMA_DELIMITER,)),
+    Spec("google-gemma-4-31B-it-interleaved.jinja", "gemma4", limits=(GEMMA_DELIMITER,)),
     Spec("meta-llama-Llama-3.1-8B-Instruct.jinja", "bare_json", single=True),
     Spec("meta-llama-Llama-3.2-3B-Instruct.jinja", "bare_json", single=True),
     Spec("meta-llama-Llama-3.3-70B-Instruct.jinja", "bare_json", single=True),
