@@ -309,16 +309,18 @@ def test_status_429_maps_to_the_sdks_rate_limit_error(start_simulator, wire):
 
 
 def test_an_abandoned_slow_stream_stops_with_its_client(start_simulator, wire):
-    sim = start_simulator({"rules": [{"answer": {"content": "x" * 200}}]}, chunk=1, delay_ms=20)
+    # 2,000 chunks 20 ms apart: left alone, the stream would run for 40 s.
+    sim = start_simulator({"rules": [{"answer": {"content": "x" * 2000}}]}, chunk=1, delay_ms=20)
     request = {"model": "m", "messages": HELLO, "stream": True}
     with wire.http(sim).stream("POST", "/v1/chat/completions", json=request) as response:
         for number, _ in enumerate(response.iter_lines()):
             if number == 3:
+                assert sim.active_requests == 1  # the count sees a running stream
                 break
-    started = time.monotonic()
-    sim.stop()
-    # A stream still running would hold shutdown for its 1 s grace period.
-    assert time.monotonic() - started < 0.8
+    deadline = time.monotonic() + 10
+    while sim.active_requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sim.active_requests == 0, "the stream kept running after its client left"
 
 
 TWO_CALLS = {

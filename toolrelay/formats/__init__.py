@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.formats import (
     apertus,
     bare_json,
@@ -101,8 +102,10 @@ def format_names() -> list[str]:
     return [f.name for f in FORMATS]
 
 
-class UnknownFormatError(ValueError):
-    pass
+class UnknownFormatError(ToolrelayError, ValueError):
+    """A format name toolrelay does not know."""
+
+    status = 400
 
 
 @lru_cache(maxsize=64)

@@ -76,6 +76,11 @@ class BackgroundServer:
     def url(self) -> str:
         return base_url(self.host, self.port)
 
+    @property
+    def active_requests(self) -> int:
+        """Requests still being answered, streams included (uvicorn's own count)."""
+        return 0 if self._server is None else len(self._server.server_state.tasks)
+
     def start(self) -> str:
         if self._server is not None:
             raise RuntimeError(f"the server at {self.url} is already running")

@@ -34,6 +34,8 @@ MAX_READ_BYTES = 32 * 1024 * 1024
 _BINARY_SNIFF = 8192
 _NOTE_ROOM = 80
 _LOOPS_SHOWN = 5
+# The ``path`` parameter every file tool takes.
+_PATH = {"type": "string", "description": "file path, relative to the working directory"}
 
 
 class ReadFile(BuiltinTool):
@@ -45,10 +47,7 @@ class ReadFile(BuiltinTool):
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
-            "path": {
-                "type": "string",
-                "description": "file path, relative to the working directory",
-            },
+            "path": _PATH,
             "start_line": {
                 "type": "integer",
                 "minimum": 1,
@@ -237,10 +236,7 @@ class WriteFile(BuiltinTool):
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
-            "path": {
-                "type": "string",
-                "description": "file path, relative to the working directory",
-            },
+            "path": _PATH,
             "content": {"type": "string", "description": "the whole new content"},
         },
         "required": ["path", "content"],

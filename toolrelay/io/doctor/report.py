@@ -5,14 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.io.backends import Backend, BackendError
 from toolrelay.io.doctor.diagnose import Diagnosis, diagnose
 from toolrelay.io.doctor.endpoints import SelfDescription, describe
 from toolrelay.io.doctor.probes import Observation, Progress, run_probes
 
 
-class ModelUnknown(Exception):
+class ModelUnknown(ToolrelayError):
     """No model was named and the backend lists none."""
+
+    status = 404
 
 
 @dataclass(frozen=True)

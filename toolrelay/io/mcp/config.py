@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from toolrelay.errors import ToolrelayError
+
 if TYPE_CHECKING:
     from toolrelay.io.settings import Settings
 
@@ -39,8 +41,10 @@ _OTHER_CLIENTS_KEYS = frozenset(
 _HTTP_TYPES = frozenset({"http", "streamable-http", "streamableHttp", "streamable_http"})
 
 
-class McpConfigError(ValueError):
+class McpConfigError(ToolrelayError, ValueError):
     """A configuration that cannot be used, naming the server and the key."""
+
+    status = 400
 
 
 @dataclass(frozen=True)

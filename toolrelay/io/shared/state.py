@@ -23,6 +23,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.io.shared import facts, tools
 from toolrelay.io.shared.facts import SharedFacts
 from toolrelay.io.shared.tools import RedisToolStore
@@ -41,8 +42,10 @@ _FACTS_CHANNEL = facts.CHANNEL.encode()
 _TOOLS_CHANNEL = tools.CHANNEL.encode()
 
 
-class SharedStateError(RuntimeError):
+class SharedStateError(ToolrelayError, RuntimeError):
     """Redis cannot be used at startup."""
+
+    status = 503
 
 
 def open_client(url: str) -> Redis:

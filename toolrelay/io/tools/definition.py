@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.io.urls import redact_tool_url
 from toolrelay.repair import MAX_DEPTH
 from toolrelay.types import NO_PARAMETERS
@@ -50,8 +51,10 @@ SECRET_SHOWN = "***"
 MAX_FIELD_DEPTH = MAX_DEPTH - DECLARED_AT
 
 
-class ToolDefinitionError(ValueError):
+class ToolDefinitionError(ToolrelayError, ValueError):
     """A definition that cannot be used, with where and why."""
+
+    status = 400
 
     def __init__(self, index: int, name: str | None, field: str | None, reason: str) -> None:
         self.index = index

@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 
 import orjson
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.io.tools.definition import ToolDefinition, parse_definitions
 from toolrelay.io.tools.http import HttpToolClient
 from toolrelay.io.tools.source import SourcedTool, ToolSource
@@ -25,12 +26,16 @@ from toolrelay.io.tools.toolbox import DEFAULT_MAX_CHARS, HttpTool, Tool, Toolbo
 Source = Literal["file", "request", "none"]
 
 
-class ToolsError(ValueError):
+class ToolsError(ToolrelayError, ValueError):
     """Definitions that cannot be used (a bad file at startup, a bad request body)."""
 
+    status = 400
 
-class ToolsUnavailable(RuntimeError):
+
+class ToolsUnavailable(ToolrelayError, RuntimeError):
     """The store cannot take new definitions now (its Redis does not answer)."""
+
+    status = 503
 
 
 @dataclass(frozen=True)

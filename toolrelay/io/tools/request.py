@@ -23,13 +23,16 @@ from urllib.parse import quote
 
 import orjson
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.io.tools.definition import FORBIDDEN_IN_HEADER, PLACEHOLDER, ToolDefinition
 
 JSON_CONTENT_TYPE = ("Content-Type", "application/json")
 
 
-class ArgumentsError(ValueError):
+class ArgumentsError(ToolrelayError, ValueError):
     """The call's arguments cannot make a request (the model can correct them)."""
+
+    status = 400
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
+from toolrelay.errors import ToolrelayError
 from toolrelay.io.tools.toolbox import Tool
 
 
-class SourceStartError(RuntimeError):
+class SourceStartError(ToolrelayError, RuntimeError):
     """A source that cannot start (an MCP server that does not): the message says
     which and why, in one line."""
+
+    status = 503
 
 
 class SourcedTool(Tool, Protocol):
