@@ -83,9 +83,18 @@ def free_port() -> int:
 
 
 @contextmanager
-def process(args: list[str], ready_url: str) -> Iterator[subprocess.Popen[bytes]]:
+def process(
+    args: list[str],
+    ready_url: str,
+    cwd: Path | str | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
-        args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ
+        args,
+        cwd=cwd or ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     try:
         deadline = time.monotonic() + 20

@@ -15,6 +15,7 @@ from toolrelay.events import (
     ToolCall,
     ToolCallEnd,
 )
+from toolrelay.finished import parse_one_call
 from toolrelay.stream import StreamParser
 
 
@@ -41,7 +42,8 @@ def parse_tool_calls(
     reasoning (call markers included).
 
     This is the streaming parser fed the whole text at once, so the two can
-    never disagree. See ``StreamParser`` for the reasoning policy.
+    never disagree (one clean call is read without it, to the same result:
+    ``toolrelay.finished``). See ``StreamParser`` for the reasoning policy.
     """
     return parse_output(text, tools, format, reasoning_open=reasoning_open)[0]
 
@@ -55,6 +57,21 @@ def parse_output(
 ) -> tuple[ParseResult, bool]:
     """``parse_tool_calls``, and whether the text was read as starting inside reasoning
     (told so, or found so by its orphan closing tag): what a caller learns a model by."""
+    # One clean call: the same result without the replay (``toolrelay.finished``).
+    quick = parse_one_call(text, tools, format, reasoning_open)
+    if quick is not None:
+        return quick
+    return replay_output(text, tools, format, reasoning_open=reasoning_open)
+
+
+def replay_output(
+    text: str,
+    tools: Iterable[Any] | None = None,
+    format: str = "auto",
+    *,
+    reasoning_open: bool | None = None,
+) -> tuple[ParseResult, bool]:
+    """``parse_output`` through the stream parser always: the reference of its fast path."""
     parser = StreamParser(tools, format, reasoning_open=bool(reasoning_open))
     events = parser.feed(text) + parser.close()
     opened = bool(reasoning_open)

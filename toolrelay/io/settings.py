@@ -51,6 +51,7 @@ ValidateMode = Literal["repair", "warn", "off"]
 BuiltinTools = Literal["drop", "error"]
 
 DEFAULT_BACKEND_URL = "http://127.0.0.1:8000/v1"
+_MAX_CACHED_MODELS = 1024
 
 
 def _seed_env(name: str) -> Any:
@@ -425,6 +426,8 @@ class Settings(BaseSettings):
     # model -> its backend's config, worked out once (every request asks).
     _routes: dict[str, BackendConfig | None] = PrivateAttr(default_factory=dict)
     _model_names: ModelNames | None = PrivateAttr(default=None)
+    # round_options per model: read on every request, and the settings never change.
+    _options: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
     _aliases_in_models = model_validator(mode="before")(_aliases_from_models)
 
     @classmethod
@@ -505,6 +508,15 @@ class Settings(BaseSettings):
     def round_options(self, model: str) -> dict[str, Any]:
         """The options of a ``RoundRequest`` for ``model``: its config entry's, else
         its backend's, else the global settings (a request may still choose its own)."""
+        options = self._options
+        cached = options.get(model)
+        if cached is None:
+            if len(options) >= _MAX_CACHED_MODELS:
+                options.clear()  # names a client made up: the cache stays small
+            cached = options[model] = self._round_options(model)
+        return dict(cached)  # the caller adds the request's own choices to it
+
+    def _round_options(self, model: str) -> dict[str, Any]:
         override = self.override_for(model)
         backend = self.backend_config_for(model)
         return {

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import re
-import uuid
 from collections.abc import AsyncIterator
 from importlib import metadata
 
@@ -20,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError
+from toolrelay.io.ids import unique_hex
 from toolrelay.io.settings import Settings
 from toolrelay.io.tools.source import SourceStartError
 from toolrelay.server import facts_api as facts_endpoints
@@ -206,7 +206,7 @@ class RequestIdMiddleware:
                 request_id = value
                 break
         if request_id is None:
-            request_id = b"req_" + uuid.uuid4().hex.encode()
+            request_id = b"req_" + unique_hex().encode()
         note(scope, request_id=request_id.decode())
 
         async def send_with_id(message: Message) -> None:

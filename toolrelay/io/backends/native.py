@@ -11,19 +11,19 @@ rules (no interleaving, id and name once, strict JSON arguments);
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import orjson
 
 from toolrelay.events import CallRejected, Event, RejectedCall, ToolCall
 from toolrelay.formats.base import ArgumentStream, Call, Context
+from toolrelay.io.ids import unique_hex
 from toolrelay.names import ToolSet
 from toolrelay.repair import json_text, repair_json
 
 
 def new_call_id() -> str:
-    return "call_" + uuid.uuid4().hex[:24]
+    return "call_" + unique_hex()
 
 
 NOT_AN_OBJECT = "the arguments are not a JSON object"

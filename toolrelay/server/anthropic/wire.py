@@ -12,12 +12,12 @@ it always agree.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import orjson
 
 from toolrelay.events import Event, ToolCall, ToolCallStart
+from toolrelay.io.ids import unique_hex
 from toolrelay.io.round import Finish
 from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
@@ -45,7 +45,7 @@ class MessageBuilder(Blocks):
     def __init__(self, model: str, thinking: bool) -> None:
         super().__init__(reasoning=thinking)
         self.message: dict[str, Any] = {
-            "id": "msg_" + uuid.uuid4().hex,
+            "id": "msg_" + unique_hex(),
             "type": "message",
             "role": "assistant",
             "model": model,

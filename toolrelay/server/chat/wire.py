@@ -10,7 +10,6 @@ index per chunk, ``usage: null`` on every chunk only when usage was asked for.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 import orjson
@@ -22,6 +21,7 @@ from toolrelay.events import (
     ToolCallArgumentsDelta,
     ToolCallStart,
 )
+from toolrelay.io.ids import unique_hex
 from toolrelay.io.round import Finish, Reply
 from toolrelay.server.errors import APIError
 
@@ -31,7 +31,7 @@ _ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
 
 def completion_id() -> str:
-    return "chatcmpl-" + uuid.uuid4().hex
+    return "chatcmpl-" + unique_hex()
 
 
 def completion(reply: Reply, model: str, extra: dict[str, Any]) -> dict[str, Any]:

@@ -15,12 +15,12 @@ goes through the same builder, so a response and a stream of it agree.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any, Literal
 
 import orjson
 
 from toolrelay.events import ToolCall, ToolCallStart
+from toolrelay.io.ids import unique_hex
 from toolrelay.io.round import Finish
 from toolrelay.server.blocks import Blocks, Kind, WireEvent
 from toolrelay.server.errors import APIError
@@ -32,7 +32,7 @@ _DELTAS = {"text": "response.output_text.delta", "reasoning": "response.reasonin
 
 
 def _new_id(prefix: str) -> str:
-    return prefix + uuid.uuid4().hex
+    return prefix + unique_hex()
 
 
 class ResponseBuilder(Blocks):

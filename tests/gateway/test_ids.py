@@ -1,0 +1,28 @@
+"""The gateway's ids (``toolrelay.io.ids``): unique within a process and across forks."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from toolrelay.io.ids import unique_hex
+
+
+def test_ids_are_unique_hex_of_uuid_length() -> None:
+    ids = [unique_hex() for _ in range(20_000)]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+
+
+def test_a_forked_child_draws_its_own_prefix() -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first id, then out without running anything else
+        os.write(write, unique_hex().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert len(child) == 32
+    assert child[:12] != unique_hex()[:12]

@@ -1,0 +1,36 @@
+"""``Settings.round_options`` is worked out once per model and handed out as a copy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from toolrelay.io.settings import Settings
+
+
+def test_round_options_are_cached_per_model_and_copied(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    config = {
+        "backends": [
+            {"name": "main", "url": "http://127.0.0.1:9/v1", "format": "hermes"},
+            {"name": "small", "url": "http://127.0.0.1:8/v1", "profile": "graded"},
+        ],
+        "models": {"tiny": {"backend": "small", "validation": "warn"}},
+    }
+    path.write_text(json.dumps(config))
+    settings = Settings(config=str(path))
+    fresh = Settings(config=str(path))
+    for model in ("tiny", "other", "tiny", "other"):
+        options = settings.round_options(model)
+        assert options == fresh._round_options(model)
+        options["profile"] = "changed by a request"  # build_round adds its own choices
+    assert settings.round_options("tiny")["profile"] == "graded"
+    assert settings.round_options("tiny")["validate"] == "warn"
+    assert settings.round_options("other")["format"] == "hermes"
+
+
+def test_made_up_model_names_do_not_grow_the_cache() -> None:
+    settings = Settings()
+    for i in range(3000):
+        settings.round_options(f"made-up-{i}")
+    assert len(settings._options) <= 1024
