@@ -49,7 +49,6 @@ from toolrelay.schema import coerce_text, schema_types
 NS = "]<]minimax[>["
 SECTION_OPEN = f"{NS}<tool_call>"
 SECTION_CLOSE = f"{NS}</tool_call>"
-INVOKE_CLOSE = f"{NS}</invoke>"
 ITEM = "item"
 
 # Longest tag that is waited for; a longer one is garbage.
@@ -345,6 +344,7 @@ FORMAT = Format(
     name="minimax_m3",
     families="MiniMax-M3",
     description=f'{SECTION_OPEN}{NS}<invoke name="f">{NS}<p>v{NS}</p>{NS}</invoke>{SECTION_CLOSE}',
+    # No special tokens: the namespaced tags are ordinary added tokens (servers decode
+    # them with special tokens skipped), so a stray one outside a block is text.
     openers=(Opener(SECTION_OPEN, _region),),
-    tokens=(SECTION_OPEN, SECTION_CLOSE, INVOKE_CLOSE),
 )
