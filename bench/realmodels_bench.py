@@ -28,9 +28,10 @@ reused instead: ``--llama-server PATH`` (or ``LLAMA_SERVER``) and
 extracted sdist that vendors it).
 
 Run: ``.venv/bin/python bench/realmodels_bench.py [--write] [--prompts N]
-[--setups jinja,...] [--warm N]``; ``--prompts N`` takes N of the 12 prompts,
+[--setups jinja,...] [--routes native,...] [--warm N]``; ``--prompts N`` takes N of the 12 prompts,
 as many needing no tool as needing one (8 take about 35 minutes on 2 shared
-cores), ``--setups`` some of the three servers; ``--write`` puts the table
+cores), ``--setups`` some of the three servers, ``--routes`` some of the three
+modes (direct is always asked); ``--write`` puts the table
 into bench/RESULTS.md under "## Real models".
 """
 
@@ -584,6 +585,7 @@ def run_setup(
     logs: Path,
     warm: int,
     timings: dict[tuple[str, str], Timing],
+    routes: tuple[str, ...] = ROUTES,
 ) -> list[Outcome]:
     port = free_port()
     command = [
@@ -608,7 +610,7 @@ def run_setup(
     backend = f"http://127.0.0.1:{port}"
     outcomes: list[Outcome] = []
     with process(command, backend + "/health", logs / f"llama-server-{setup.name}.log"):
-        for route in ROUTES:
+        for route in routes:
             with route_url(route, backend, logs / f"toolrelay-{setup.name}-{route}.log") as url:
                 client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=300)
                 warm_up(client, 1)  # probes and kind detection are not the stream's time
@@ -779,7 +781,11 @@ def call_like(outcomes: list[Outcome]) -> str:
 
 
 def report(
-    rows: list[Row], outcomes: list[Outcome], prompts: tuple[Prompt, ...], setups: list[str]
+    rows: list[Row],
+    outcomes: list[Outcome],
+    prompts: tuple[Prompt, ...],
+    setups: list[str],
+    routes: tuple[str, ...] = ROUTES,
 ) -> str:
     failed = verdicts(rows)
     tool_prompts = sum(p.expected is not None for p in prompts)
@@ -797,7 +803,7 @@ wheel) on `llama-server` built from the llama.cpp vendored in the `llama-cpp-pyt
 need `get_weather` or `get_time`, {len(prompts) - tool_prompts} that need no tool) x
 `tool_choice` auto/required/named/none x streamed and not, temperature 0,
 {MAX_TOKENS} tokens at most; direct, and through `toolrelay serve` with `--tool-mode`
-auto, native and rescue; servers: {", ".join(setups)}. {platform.machine()},
+{", ".join(r for r in routes if r != "direct")}; servers: {", ".join(setups)}. {platform.machine()},
 {os.cpu_count()} cores, Python {platform.python_version()}.
 
 {table(rows)}
@@ -869,6 +875,11 @@ def main() -> None:
         help="which llama-server setups, comma-separated (default: all three)",
     )
     parser.add_argument(
+        "--routes",
+        default="auto,native,rescue",
+        help="which routes besides direct, comma-separated (default: auto,native,rescue)",
+    )
+    parser.add_argument(
         "--warm",
         type=int,
         default=WARM,
@@ -886,10 +897,12 @@ def main() -> None:
     prompts = chosen(args.prompts)
     wanted = args.setups.split(",")
     setups = [setup for setup in server_setups(sources) if setup.name in wanted]
+    asked = args.routes.split(",")
+    routes = tuple(route for route in ROUTES if route == "direct" or route in asked)
     outcomes: list[Outcome] = []
     timings: dict[tuple[str, str], Timing] = {}
     for setup in setups:
-        outcomes += run_setup(setup, binary, model, prompts, logs, args.warm, timings)
+        outcomes += run_setup(setup, binary, model, prompts, logs, args.warm, timings, routes)
     direct = {key(o): o for o in outcomes if o.route == "direct"}
     rows = [
         score(
@@ -898,9 +911,9 @@ def main() -> None:
             timings.get((setup.name, route)),
         )
         for setup in setups
-        for route in ROUTES
+        for route in routes
     ]
-    text = report(rows, outcomes, prompts, [setup.name for setup in setups])
+    text = report(rows, outcomes, prompts, [setup.name for setup in setups], routes)
     print(text)
     (cache / "outcomes.json").write_text(
         json.dumps([o.__dict__ | {"prompt": o.prompt.text} for o in outcomes], indent=1)

@@ -275,13 +275,16 @@ def _tool_summary(tool: ToolSpec) -> str:
 def rewrite_history(messages: Sequence[Mapping[str, Any]], *, plain: bool = False) -> list[Message]:
     """The conversation as a backend without tool support can take it.
 
-    See the module docstring for the rules. ``plain`` writes earlier calls and
-    their results as short sentences (``(called get_weather {"city": "Paris"})``,
-    ``get_weather returned: …``) instead of ``[TOOL_CALL]`` and ``[TOOL_RESULT]``
-    blocks: the history of a re-ask for a weak model that repeated the blocks
-    instead of answering. Raises :class:`RescueRequestError`
-    (``param="messages"``) for a message it cannot make sense of: not an object,
-    an unknown role, or content that is neither a string, null nor a list of parts.
+    See the module docstring for the rules. ``plain`` writes each earlier call
+    with its result as one short sentence on the user's side
+    (``(get_weather {"city": "Paris"} returned: …)``) instead of ``[TOOL_CALL]``
+    and ``[TOOL_RESULT]`` blocks: the history of a re-ask for a weak model that
+    repeated the blocks instead of answering. No assistant turn holds a call
+    (SmolLM2-135M repeats a last assistant turn of ``(called get_weather …)``
+    rather than answer), so a question and its results make one user turn.
+    Raises :class:`RescueRequestError` (``param="messages"``) for a message it
+    cannot make sense of: not an object, an unknown role, or content that is
+    neither a string, null nor a list of parts.
     """
     if not isinstance(messages, Sequence) or isinstance(messages, str):
         raise RescueRequestError("'messages' must be an array", "messages")
@@ -299,7 +302,9 @@ def rewrite_history(messages: Sequence[Mapping[str, Any]], *, plain: bool = Fals
         elif role == "user":
             _add_turn(turns, "user", _content_parts(message.get("content"), where))
         elif role == "assistant":
-            _add_turn(turns, "assistant", _assistant_parts(message, where, call_names, plain))
+            said = _assistant_parts(message, where, call_names, plain)
+            if said or not plain:
+                _add_turn(turns, "assistant", said)
         elif role in ("tool", "function"):
             _add_turn(turns, "user", _tool_result_parts(message, where, call_names, plain))
         else:
@@ -332,23 +337,24 @@ def _assistant_parts(
         if not isinstance(function, Mapping):
             raise RescueRequestError(f"{call_where} has no function object", "messages")
         name = _call_name(function, call_where)
+        arguments = _call_arguments(function.get("arguments"))
         call_id = call.get("id")
         if isinstance(call_id, str) and call_id:
-            call_names[call_id] = name
-        blocks.append(_written_call(name, _call_arguments(function.get("arguments")), plain))
+            # Plain: the result names the call it answers, arguments and all.
+            call_names[call_id] = f"{name} {_shown(arguments)}" if plain else name
+        blocks.append(_call_block(name, arguments))
     legacy = message.get("function_call")
     if isinstance(legacy, Mapping):
         name = _call_name(legacy, f"{where}.function_call")
-        blocks.append(_written_call(name, _call_arguments(legacy.get("arguments")), plain))
+        blocks.append(_call_block(name, _call_arguments(legacy.get("arguments"))))
     text = _text_only(message.get("content"), where)
-    return _join(text, [_text_part("\n".join(blocks))] if blocks else [], "\n")
+    if plain or not blocks:
+        return text  # plain: the calls are told with their results
+    return _join(text, [_text_part("\n".join(blocks))], "\n")
 
 
-def _written_call(name: str, arguments: Any, plain: bool) -> str:
-    if not plain:
-        return _call_block(name, arguments)
-    shown = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return f"(called {name} {shown})"
+def _shown(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
 
 
 def _call_name(function: Mapping[str, Any], where: str) -> str:
@@ -382,8 +388,9 @@ def _tool_result_parts(
     if name is None and isinstance(message.get("name"), str) and message["name"]:
         name = message["name"]
     if plain:
-        said = [_text_part(f"{name or 'The tool'} returned:")]
-        return _join(said, _content_parts(message.get("content"), where), " ")
+        said = [_text_part(f"({name or 'The tool'} returned:")]
+        result = _join(said, _content_parts(message.get("content"), where), " ")
+        return _join(result, [_text_part(")")], "")
     attributes = "".join(
         f" {key}={_HEADER_UNSAFE.sub('_', value)}"
         for key, value in (("name", name), ("id", call_id))

@@ -209,18 +209,18 @@ class StreamParser:
             self._opener = marker
             keep_from = start
             ctx.mark(start)  # a call the region rejects is reported from its opener on
+            region = self._region = factory(ctx, marker)
             if marker == bracket.MARKER:
                 if self._fences is not None and self._fences.holding:
                     self._fences.give_back(ctx)
             elif (
-                marker in fenced.MARKERS
+                fenced.opens_fence(marker, region)
                 and not ctx.bracket_seen
                 and bracket.MARKER in self._table.openers
             ):
                 if self._fences is None:
                     self._fences = HeldFences()
                 self._fences.begin(ctx, start)
-            self._region = factory(ctx, marker)
             ctx.at_start = False
             pos = start + len(marker)
         if keep_from:

@@ -911,12 +911,28 @@ def test_a_plain_history_writes_calls_and_results_as_sentences() -> None:
     assert rewrite_history(PLAIN_HISTORY, plain=True) == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": "Let me check."},
         {
-            "role": "assistant",
-            "content": 'Let me check.\n(called get_weather {"city": "Paris"})\n'
-            "(called get_weather not json)",
+            "role": "user",
+            "content": '(get_weather {"city": "Paris"} returned: sunny)\n\n'
+            "(get_weather not json returned: rain)",
         },
-        {"role": "user", "content": "get_weather returned: sunny\n\nget_weather returned: rain"},
+    ]
+
+
+def test_a_plain_history_has_no_assistant_turn_of_calls_alone() -> None:
+    """A weak model repeats a last assistant turn that tells a call: the question
+    and its call's result make one user turn."""
+    history = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": PLAIN_HISTORY[2]["tool_calls"][:1]},
+        {"role": "tool", "tool_call_id": "a", "content": "sunny"},
+    ]
+    assert rewrite_history(history, plain=True) == [
+        {
+            "role": "user",
+            "content": 'Weather in Paris?\n\n(get_weather {"city": "Paris"} returned: sunny)',
+        }
     ]
 
 

@@ -18,6 +18,8 @@ CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 TEXTS = [
     f"Let me look.\n```\n# TOOL_CALL\n{CALL}\n```",
     f"Let me look.\n# TOOL_CALL {CALL}",
+    f"Let me look.\n# TOOL_CALL\n```json\n{CALL}\n```",
+    f"Let me look.\n## TOOL_CALL:\n{CALL}",
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,13 @@ HERMES_NATIVE = {
 }
 
 
+def _last_completion(sim: Simulator) -> dict[str, Any]:
+    """The body of the last chat completion the model got. Not ``sim.requests[-1]``:
+    the gateway's capability probe of a model (``/api/show``) runs beside the first
+    request to it, and may land after it (which test comes first is not fixed)."""
+    return [r.body for r in sim.requests if r.path.endswith("/chat/completions")][-1]
+
+
 @pytest.fixture(scope="module")
 def stripped() -> Iterator[tuple[Simulator, GatewayServer]]:
     """A proxy in front of the model drops tools; toolrelay is told to rescue."""
@@ -65,7 +73,7 @@ def test_rescue_through_tools_stripping_backend(stripped: tuple[Simulator, Gatew
     assert json.loads(call.function.arguments) == {"city": "Paris"}
     assert "[TOOL_CALL]" not in (message.content or "")
     assert reply.choices[0].finish_reason == "tool_calls"
-    sent = sim.requests[-1].body
+    sent = _last_completion(sim)
     assert "tools" not in sent and "tool_choice" not in sent
     system = sent["messages"][0]
     assert system["role"] == "system" and "[TOOL_CALL]" in system["content"]
@@ -114,7 +122,7 @@ def test_history_with_earlier_tool_rounds(stripped: tuple[Simulator, GatewayServ
     assert not message.tool_calls
     assert "18 C and sunny" in (message.content or "")
     assert final.choices[0].finish_reason == "stop"
-    sent = sim.requests[-1].body["messages"]
+    sent = _last_completion(sim)["messages"]
     assert {m["role"] for m in sent} <= {"system", "user", "assistant"}
     assert sum(m["role"] == "system" for m in sent) == 1
     assert all("tool_calls" not in m for m in sent)
@@ -135,7 +143,7 @@ def test_vllm_stop_at_tag_is_avoided(vllm_stop: tuple[Simulator, GatewayServer])
         (call,) = reply.choices[0].message.tool_calls or []
         assert json.loads(call.function.arguments) == {"city": "Paris"}
     # The bracket delimiters never reach the stop tag.
-    assert "<tool_call>" not in json.dumps(sim.requests[-1].body)
+    assert "<tool_call>" not in json.dumps(_last_completion(sim))
 
 
 def test_native_mode_on_stop_at_tag_backend_loses_the_call() -> None:

@@ -1,4 +1,5 @@
-"""``Settings.round_options`` is worked out once per model and handed out as a copy."""
+"""``Settings.round_options`` is worked out once per model (and backend) and handed
+out as a copy."""
 
 from __future__ import annotations
 
@@ -27,6 +28,25 @@ def test_round_options_are_cached_per_model_and_copied(tmp_path: Path) -> None:
     assert settings.round_options("tiny")["profile"] == "graded"
     assert settings.round_options("tiny")["validate"] == "warn"
     assert settings.round_options("other")["format"] == "hermes"
+
+
+def test_round_options_are_cached_per_backend_too(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    config = {
+        "backends": [
+            {"name": "a", "url": "http://127.0.0.1:9/v1", "format": "hermes", "models": ["m"]},
+            {"name": "b", "url": "http://127.0.0.1:8/v1", "format": "mistral", "models": ["m"]},
+        ],
+    }
+    path.write_text(json.dumps(config))
+    settings = Settings(config=str(path))
+    fresh = Settings(config=str(path))
+    replicas = settings.backend_configs_for("m")
+    assert [b.name for b in replicas] == ["a", "b"]
+    for backend in (*replicas, *replicas, None):
+        assert settings.round_options("m", backend) == fresh._round_options("m", backend)
+    assert settings.round_options("m", replicas[1])["format"] == "mistral"
+    assert settings.round_options("m")["format"] == "hermes"
 
 
 def test_made_up_model_names_do_not_grow_the_cache() -> None:

@@ -43,7 +43,9 @@ def test_two_workers_answer_and_count_as_one() -> None:
                     break
                 except httpx.HTTPError:
                     time.sleep(0.1)
-            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+            tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+            question = {"role": "user", "content": "What is the weather in Paris?"}
+            body = {"model": "m", "messages": [question], "tools": [tool]}
             for _ in range(REQUESTS):
                 reply = httpx.post(url + "/v1/chat/completions", json=body, timeout=20)
                 assert reply.status_code == 200
@@ -55,6 +57,10 @@ def test_two_workers_answer_and_count_as_one() -> None:
                 seen[health["process"]] = health["counters"]["requests"].get("ok", 0)
                 metrics = httpx.get(url + "/metrics", timeout=10).text
                 assert _counter(metrics, 'toolrelay_requests_total{outcome="ok"}') == REQUESTS
+                # The quality series too: each call checked once, whichever worker did it.
+                valid = "toolrelay_quality_checked_total"
+                valid += '{backend="default",model="m",outcome="valid"}'
+                assert _counter(metrics, valid) == REQUESTS
             assert len(seen) == 2, "one worker answered every request"
             assert set(seen.values()) == {REQUESTS}
             assert os.getpid() not in seen

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from toolrelay.cli.flags import BACKEND_KINDS, given
+from toolrelay.cli.flags import add_backend, add_log_level, add_tool_mode, given
 
 log = logging.getLogger("toolrelay.serve")
 
@@ -30,11 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"{environment_help()}\n\n"
         "Full reference: docs/gateway.md (settings, config file, endpoints, errors)."
     )
-    parser.add_argument(
-        "--backend", help="the model server's base URL, e.g. http://127.0.0.1:8000/v1"
-    )
-    parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
-    parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
+    add_backend(parser, several=True)
+    add_tool_mode(parser)
     parser.add_argument(
         "--model",
         help="the catch-all: requests for a model no alias matches and the backend does not "
@@ -75,10 +72,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", help="a YAML or JSON config file")
     parser.add_argument(
-        "--log-level",
-        default="info",
-        choices=("debug", "info", "warning", "error"),
-        help="what the log shows: info has one line per request and every fact learned "
+        "--inspector",
+        action="store_true",
+        default=None,
+        help="serve the request inspector at /ui: recent requests, each attempt's raw answer "
+        "and what was parsed, tool-call quality per model (TOOLRELAY_INSPECTOR; docs/inspector.md)",
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        default=None,
+        help="export OpenTelemetry traces over OTLP/HTTP (the toolrelay[otel] extra; also on "
+        "when OTEL_EXPORTER_OTLP_ENDPOINT is set)",
+    )
+    add_log_level(
+        parser,
+        "info",
+        "what the log shows: info has one line per request and every fact learned "
         "or fallback taken (default: info)",
     )
     parser.add_argument(
@@ -154,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
     from toolrelay.server import create_app
     from toolrelay.server.auth import is_loopback
     from toolrelay.server.logs import configure_logging, secrets_of
+    from toolrelay.server.tracing import TracingUnavailable
 
     explicit = given(
         args,
@@ -169,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
         "workers",
         "redis_url",
         "config",
+        "inspector",
+        "otel",
         "tools_file",
         "tools_enabled",
         "tool_max_iterations",
@@ -178,6 +191,11 @@ def run(args: argparse.Namespace) -> int:
         "mcp_optional",
         "mcp_tool_names",
     )
+    if "backend" in explicit:
+        first, *replicas = explicit["backend"]
+        explicit["backend"] = first
+        if replicas:
+            explicit["backend_replicas"] = replicas
     try:
         settings = Settings(**explicit)
     except ValidationError as exc:
@@ -202,6 +220,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except McpConfigError as exc:
         print(f"toolrelay serve: invalid MCP configuration: {exc}", file=sys.stderr)
+        return 2
+    except TracingUnavailable as exc:
+        print(f"toolrelay serve: {exc}", file=sys.stderr)
         return 2
     if settings.redis_url:
         import asyncio

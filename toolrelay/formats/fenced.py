@@ -11,10 +11,12 @@ stream parser until the output ends or the block appears, and then given
 back as the fence's text (an example quoted next to a real call is not a
 second call).
 
-Weak models head the call with a ``# TOOL_CALL`` comment line, inside the
-fence or with no fence at all (``# TOOL_CALL {"name": …}``). A heading that a
-call follows is markup, read with the call; one that no call follows is
-content, as written.
+Weak models asked for ``[TOOL_CALL]`` blocks (the rescue prompt) head the
+call with a ``# TOOL_CALL`` comment line instead: inside the fence, above it,
+or with no fence at all (``# TOOL_CALL {"name": …}``), with one to six ``#``,
+with or without the space and with a colon after it (``## TOOL_CALL:``,
+``#TOOL_CALL``). A heading that a call follows is markup, read with the call;
+one that no call follows is content, as written.
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ FENCE = "```"
 _FENCE_BODY = JsonCallsOptions(end_marker=FENCE, marked=False, several=True)
 MARKERS = ("```json\n", "```json", "```tool_call\n", "```\n")
 HEADING = "# TOOL_CALL"
+# Every way of writing the heading: one to six ``#``, the space or none, a colon or none.
+HEADINGS = tuple(
+    f"{'#' * hashes}{space}TOOL_CALL{colon}"
+    for hashes in range(1, 7)
+    for space in ("", " ")
+    for colon in ("", ":")
+)
 # Blanks waited through before a fence's heading: past them, the body is read as it is.
 _MAX_BLANKS = 256
 
@@ -64,18 +73,44 @@ def _headed_by(following: str) -> bool | None:
 _HEADED_BY = r"\Z|[{\[]|[ \t\r\n]\s*(?:[{\[]|\Z)"
 
 
-def _heading_at(buf: str, start: int) -> bool | None:
-    """Is ``buf[start:]`` a heading that a call's value follows (None: cannot tell yet)?"""
-    head = buf[start : start + len(HEADING)]
-    if head != HEADING:
-        return None if HEADING.startswith(head) else False
-    window = buf[start + len(HEADING) : start + len(HEADING) + _MAX_BLANKS]
-    verdict = _headed_by(window)
-    return False if verdict is None and len(window) == _MAX_BLANKS else verdict
+def _heading_length(buf: str, start: int) -> int | None:
+    """The length of the longest heading at ``buf[start]``: 0 none, None: cannot tell yet."""
+    rest = buf[start : start + len(max(HEADINGS, key=len))]
+    found = max((len(h) for h in HEADINGS if rest.startswith(h)), default=0)
+    if any(h.startswith(rest) and len(h) > len(rest) for h in HEADINGS):
+        return None  # the buffer ends inside a heading (or a longer one)
+    return found
+
+
+def _headings_end(buf: str, pos: int) -> int | None:
+    """Where the heading lines at ``buf[pos:]`` end, if a call's value follows them
+    (0: no heading, or none that a value follows; None: cannot tell yet).
+
+    Weak models repeat the heading (``# TOOL_CALL`` twice over one call).
+    """
+    found = False
+    while True:
+        start = skip_whitespace(buf, pos)
+        if start - pos > _MAX_BLANKS:
+            return 0
+        if start == len(buf):
+            return None
+        if found and buf[start] in "{[":
+            return pos
+        length = _heading_length(buf, start)
+        if not length:
+            return length
+        after = buf[start + length : start + length + 1]
+        if not after:
+            return None
+        if after not in " \t\r\n{[":
+            return 0  # ``# TOOL_CALLS``, ``# TOOL_CALLing``: a word, not the heading
+        found = True
+        pos = start + length
 
 
 class HeadedFence:
-    """A fence's body, after a ``# TOOL_CALL`` heading line if it opens with one.
+    """A fence's body, after the ``# TOOL_CALL`` heading lines it opens with, if any.
 
     The heading is passed over; if no call follows, the body falls back and the
     parser reads the heading again as the text after the fence's opener.
@@ -93,13 +128,11 @@ class HeadedFence:
 
     def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
         if not self._started:
-            start = skip_whitespace(buf, pos)
-            if start - pos <= _MAX_BLANKS:
-                verdict = _heading_at(buf, start)
-                if verdict is None and not final:
-                    return pos, Status.CONTINUE  # a heading may be coming
-                if verdict:
-                    pos = start + len(HEADING)
+            end = _headings_end(buf, pos)
+            if end is None and not final:
+                return pos, Status.CONTINUE  # a heading may be coming
+            if end:
+                pos = end
             self._started = True
         return self._body.feed(buf, pos, final)
 
@@ -137,17 +170,85 @@ def _fence(marker: str) -> Opener:
     return Opener(marker, region)
 
 
-def _heading() -> Opener:
-    """``# TOOL_CALL`` with no fence: a call's value (as ``bare_json`` reads it) follows."""
+def _fence_follows(following: str) -> bool | None:
+    """Does a fence's opener follow the heading past blanks (True), not (False), or
+    cannot it tell yet?"""
+    stripped = following.lstrip(" \t\r\n")
+    if any(stripped.startswith(marker) for marker in MARKERS):
+        return True
+    return None if any(marker.startswith(stripped) for marker in MARKERS) else False
+
+
+# What follows a heading wherever ``_fence_follows`` could say anything but no.
+_FENCE_FOLLOWS = r"\s*(?:\Z|`{1,2}\Z|```)"
+
+
+class FenceUnderHeading:
+    """A fence under a heading (``# TOOL_CALL`` on the line above it), read with it.
+
+    If the fence holds no call the region falls back: the heading is content
+    and the parser reads the fence again on its own. Next to a ``[TOOL_CALL]``
+    block (seed 000) the heading is content at once, and the fence verbatim.
+    """
+
+    __slots__ = ("_ctx", "_fence")
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._fence: HeadedFence | None = None
+
+    @property
+    def may_fallback(self) -> bool:
+        return self._fence is None or self._fence.may_fallback
+
+    def feed(self, buf: str, pos: int, final: bool) -> tuple[int, Status]:
+        if self._fence is None:
+            if self._ctx.bracket_seen:
+                return pos, Status.FALLBACK
+            start = skip_whitespace(buf, pos)
+            if not final and any(
+                m.startswith(buf[start:]) and len(m) > len(buf) - start for m in MARKERS
+            ):
+                return pos, Status.CONTINUE  # the fence's opener may grow (```json, ```json\n)
+            marker = next((m for m in MARKERS if buf.startswith(m, start)), None)
+            if marker is None:
+                return pos, Status.FALLBACK
+            self._fence = HeadedFence(_FENCED_CALLS(self._ctx, marker))
+            pos = start + len(marker)
+        return self._fence.feed(buf, pos, final)
+
+
+_FENCED_CALLS = json_opener(FENCE, _FENCE_BODY).region
+
+
+def _under_heading(ctx: Context, _heading: str) -> Region:
+    return FenceUnderHeading(ctx)
+
+
+def opens_fence(marker: str, region: Region) -> bool:
+    """Does the region the parser just opened at ``marker`` read a fence?"""
+    return marker in MARKERS or isinstance(region, FenceUnderHeading)
+
+
+def _headings() -> tuple[Opener, ...]:
+    """``# TOOL_CALL`` over a fence, or with none: a call's value (as ``bare_json``
+    reads it) follows."""
     bare = json_opener(HEADING, JsonCallsOptions(marked=False)).region
-    return Opener(HEADING, bare, _headed_by, _HEADED_BY)
+    return tuple(
+        opener
+        for heading in HEADINGS
+        for opener in (
+            Opener(heading, _under_heading, _fence_follows, _FENCE_FOLLOWS),
+            Opener(heading, bare, _headed_by, _HEADED_BY),
+        )
+    )
 
 
 FORMAT = Format(
     name="fenced_json",
     families="models without a native format, drifting models (seed 000's fallback)",
     description='```json {"name"|"tool": …, "arguments"|"input": …} ``` in a code fence',
-    openers=(*(_fence(marker) for marker in MARKERS), _heading()),
+    openers=(*(_fence(marker) for marker in MARKERS), *_headings()),
 )
 
 

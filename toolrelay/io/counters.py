@@ -10,6 +10,8 @@ import os
 from collections import defaultdict
 from typing import Any
 
+from toolrelay.io.quality import Quality, SharedQuality
+
 # name -> (help text, label name); every counter the gateway keeps is declared here.
 COUNTERS: dict[str, tuple[str, str]] = {
     "requests": ("chat completion requests, by outcome", "outcome"),
@@ -18,6 +20,11 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "fallbacks": ("automatic fallbacks, by reason", "reason"),
     "required_unmet": ("required or named tool_choice still unmet after the re-ask", ""),
     "backend_errors": ("backend failures, by HTTP status returned to the client", "status"),
+    "failovers": (
+        "requests tried again on another backend of their model before anything reached "
+        "the client, by the first backend's failure (status, or reset/timeout)",
+        "reason",
+    ),
     "broken_streams": (
         "backend streams that ended without [DONE], by how (reset, no_done, timeout, "
         "invalid_utf8, line_too_long, too_large, error_event)",
@@ -35,6 +42,8 @@ COUNTERS: dict[str, tuple[str, str]] = {
 class Counters:
     def __init__(self) -> None:
         self.values: dict[str, dict[str, int]] = {name: defaultdict(int) for name in COUNTERS}
+        # Tool-call quality per backend and model, recorded by the round.
+        self.quality: Quality = Quality()
 
     def inc(self, name: str, label: str = "") -> None:
         self.values[name][label] += 1
@@ -65,6 +74,7 @@ class SharedCounters(Counters):
 
         self._registry = CollectorRegistry()
         MultiProcessCollector(self._registry)  # type: ignore[no-untyped-call]
+        self.quality = SharedQuality()
         self._families: dict[str, Any] = {
             name: Counter(f"toolrelay_{name}", help_text, [label] if label else [], registry=None)
             for name, (help_text, label) in COUNTERS.items()

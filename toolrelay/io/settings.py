@@ -80,6 +80,13 @@ def _key_list(value: Any) -> Any:
 ApiKeys = Annotated[list[str], NoDecode, BeforeValidator(_key_list)]
 
 
+def _url_list(value: Any) -> Any:
+    """URLs as a list: the environment gives them comma-separated or as a JSON list."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        return json.loads(value)
+    return _key_list(value)
+
+
 def _alias_list(value: Any) -> Any:
     """Aliases as a list, each checked: the environment gives them comma-separated."""
     value = _key_list(value)
@@ -141,6 +148,8 @@ class ModelOverride(BaseModel):
     _manual = model_validator(mode="before")(_force_manual_tools)
 
     backend: str | None = None
+    # Several backends serving the model, balanced (docs/backends.md); beside ``backend``.
+    backends: list[str] = Field(default_factory=list)
     tool_mode: ToolMode | None = None
     format: FormatName | None = None
     omit_tool_choice: bool | None = None
@@ -175,7 +184,10 @@ class BackendConfig(BaseModel):
     format: FormatName | None = None
     profile: ProfileName | None = None
     # Models served by this backend; a request naming one of them is routed here.
+    # None listed: it serves every model no backend lists.
     models: list[str] = Field(default_factory=list)
+    # Its share of the traffic among the backends of a model (docs/backends.md).
+    weight: float = Field(default=1.0, gt=0)
 
 
 class _ConfigFileSource(PydanticBaseSettingsSource):
@@ -335,6 +347,11 @@ class Settings(BaseSettings):
         ge=0,
         description="responses kept in memory for /v1/responses' previous_response_id (0: none)",
     )
+    responses_ttl: float = Field(
+        default=86400.0,
+        gt=0,
+        description="seconds a stored response is kept in Redis (with TOOLRELAY_REDIS_URL)",
+    )
     redis_url: str | None = Field(
         default=None,
         description="share learned facts and the /api/tools override between replicas "
@@ -414,11 +431,62 @@ class Settings(BaseSettings):
         description="allow POST /api/tools without an admin token on a bind beyond loopback "
         "(else toolrelay serve refuses to start that way)",
     )
+    inspector: bool = Field(
+        default=False,
+        description="serve the request inspector at /ui (its API at /ui/api/...), guarded "
+        "by the admin token or the API keys",
+    )
+    inspector_requests: int = Field(
+        default=200, ge=1, description="requests the inspector keeps in memory (oldest dropped)"
+    )
+    inspector_entry_bytes: int = Field(
+        default=262144,
+        ge=1024,
+        description="bytes of bodies, chunks and text the inspector keeps per request",
+    )
+    otel: bool = Field(
+        default=False,
+        description="export OpenTelemetry traces (the toolrelay[otel] extra; also on when "
+        "OTEL_EXPORTER_OTLP_ENDPOINT is set)",
+    )
     session_max_turns: int = Field(
         default=20, ge=1, description="turns a /ws conversation keeps (oldest dropped first)"
     )
     backends: list[BackendConfig] = Field(
         default_factory=list, description="several backends (config file only)"
+    )
+    backend_replicas: Annotated[list[str], NoDecode, BeforeValidator(_url_list)] = Field(
+        default_factory=list,
+        description="more base URLs serving the same models as the default backend "
+        "(serve --backend repeated; comma-separated), balanced with it",
+    )
+    sticky: Literal["off", "conversation", "header"] = Field(
+        default="off",
+        description="keep a conversation on one backend of its model (its prompt cache): "
+        "by its first messages, or by the sticky_header",
+    )
+    sticky_header: str = Field(
+        default="x-toolrelay-session", description="the header sticky=header reads"
+    )
+    health_interval: float = Field(
+        default=5.0,
+        ge=0,
+        description="seconds between active health checks of models' backends when a model "
+        "has several (0: passive checks only)",
+    )
+    backend_failures: int = Field(
+        default=1, ge=1, description="failures in a row that take a backend out"
+    )
+    backend_backoff: float = Field(
+        default=2.0, gt=0, description="seconds a failed backend stays out (doubled per failure)"
+    )
+    backend_backoff_max: float = Field(
+        default=60.0, gt=0, description="the longest a failed backend stays out, in seconds"
+    )
+    quality_routing: bool = Field(
+        default=False,
+        description="give less traffic to a backend whose tool calls come out bad much more "
+        "often than its peers' (docs/backends.md)",
     )
     models: dict[str, ModelOverride] = Field(
         default_factory=dict, description="per-model settings (config file only)"
@@ -426,8 +494,8 @@ class Settings(BaseSettings):
     # model -> its backend's config, worked out once (every request asks).
     _routes: dict[str, BackendConfig | None] = PrivateAttr(default_factory=dict)
     _model_names: ModelNames | None = PrivateAttr(default=None)
-    # round_options per model: read on every request, and the settings never change.
-    _options: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+    # round_options per model and backend: read on every request, and the settings never change.
+    _options: dict[tuple[str, str | None], dict[str, Any]] = PrivateAttr(default_factory=dict)
     _aliases_in_models = model_validator(mode="before")(_aliases_from_models)
 
     @classmethod
@@ -448,12 +516,17 @@ class Settings(BaseSettings):
         # Routing falls back to the default backend, so a misspelt name would
         # silently send the model's requests to the wrong server.
         names = [b.name for b in self.backend_configs()]
+        if len(set(names)) != len(names):
+            raise ValueError(f"backends: two have the same name ({', '.join(names)})")
         for model, override in self.models.items():
-            if override.backend is not None and override.backend not in names:
-                raise ValueError(
-                    f"models.{model}.backend: no backend is named {override.backend!r} "
-                    f"(backends: {', '.join(names)})"
-                )
+            named = [override.backend] if override.backend is not None else []
+            for name in [*named, *override.backends]:
+                if name not in names:
+                    field = "backend" if name in named else "backends"
+                    raise ValueError(
+                        f"models.{model}.{field}: no backend is named {name!r} "
+                        f"(backends: {', '.join(names)})"
+                    )
         return self
 
     @property
@@ -484,41 +557,60 @@ class Settings(BaseSettings):
             tool_mode=self.tool_mode,
             omit_tool_choice=self.omit_tool_choice,
         )
+        replicas = [
+            flat.model_copy(update={"name": f"default-{n}", "url": url})
+            for n, url in enumerate(self.backend_replicas, start=2)
+        ]
         if not self.backends:
-            return [flat]
+            return [flat, *replicas]
         if "backend" in self.model_fields_set:
-            return [flat, *(b for b in self.backends if b.name != "default")]
+            taken = {"default", *(b.name for b in replicas)}
+            return [flat, *replicas, *(b for b in self.backends if b.name not in taken)]
         return list(self.backends)
+
+    def backend_configs_for(self, model: str) -> list[BackendConfig]:
+        """The backends that serve ``model``, balanced: those its entry names, else
+        those listing it, else the first, with every other backend that lists no
+        model when the first lists none either (``--backend`` repeated: all)."""
+        configs = self.backend_configs()
+        override = self.override_for(model)
+        named = [override.backend] if override.backend is not None else []
+        named += override.backends
+        if named:
+            return [c for c in configs if c.name in named]
+        listing = [c for c in configs if model in c.models]
+        if listing:
+            return listing
+        if configs and not configs[0].models:
+            return [c for c in configs if not c.models]
+        return configs[:1]
 
     def override_for(self, model: str) -> ModelOverride:
         return self.models.get(model) or _NO_OVERRIDE
 
     def backend_config_for(self, model: str) -> BackendConfig | None:
-        """The backend ``model``'s requests go to: the one its entry names, else
-        the first that lists it, else the first; None when none is configured."""
+        """The first backend serving ``model`` (:meth:`backend_configs_for`); None
+        when none is configured."""
         if model not in self._routes:
-            configs = self.backend_configs()
-            named = self.override_for(model).backend
-            self._routes[model] = next(
-                (c for c in configs if c.name == named),
-                next((c for c in configs if model in c.models), configs[0] if configs else None),
-            )
+            self._routes[model] = next(iter(self.backend_configs_for(model)), None)
         return self._routes[model]
 
-    def round_options(self, model: str) -> dict[str, Any]:
+    def round_options(self, model: str, backend: BackendConfig | None = None) -> dict[str, Any]:
         """The options of a ``RoundRequest`` for ``model``: its config entry's, else
-        its backend's, else the global settings (a request may still choose its own)."""
+        its backend's (``backend``, else its first), else the global settings (a
+        request may still choose its own)."""
         options = self._options
-        cached = options.get(model)
+        key = (model, backend.name if backend is not None else None)
+        cached = options.get(key)
         if cached is None:
             if len(options) >= _MAX_CACHED_MODELS:
                 options.clear()  # names a client made up: the cache stays small
-            cached = options[model] = self._round_options(model)
+            cached = options[key] = self._round_options(model, backend)
         return dict(cached)  # the caller adds the request's own choices to it
 
-    def _round_options(self, model: str) -> dict[str, Any]:
+    def _round_options(self, model: str, backend: BackendConfig | None = None) -> dict[str, Any]:
         override = self.override_for(model)
-        backend = self.backend_config_for(model)
+        backend = backend or self.backend_config_for(model)
         return {
             "format": override.format or (backend and backend.format) or self.format,
             "tool_mode": override.tool_mode,

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from toolrelay.io.backends import BackendError
 from toolrelay.io.ids import unique_hex
 from toolrelay.io.settings import Settings
+from toolrelay.io.spans import use_tracer
 from toolrelay.io.tools.source import SourceStartError
 from toolrelay.server import facts_api as facts_endpoints
 from toolrelay.server.anthropic import CountTokens, MessagesFront
@@ -30,14 +31,16 @@ from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
 from toolrelay.server.errors import APIError, api_error, upstream
 from toolrelay.server.facts_api import FactsApi
 from toolrelay.server.gateway import Gateway
-from toolrelay.server.logs import AccessLog, note
+from toolrelay.server.inspector import Inspector, InspectorApi
+from toolrelay.server.logs import AccessLog, Redactor, note, secrets_of
 from toolrelay.server.mcp import PATH as MCP_PATH
 from toolrelay.server.mcp import McpEndpoint
 from toolrelay.server.metrics import Metrics
 from toolrelay.server.responses import ResponsesFront, stored_routes
-from toolrelay.server.responses.store import ResponseStore
+from toolrelay.server.responses.store import ResponseStore, Store
 from toolrelay.server.session import websocket_endpoint
 from toolrelay.server.tools_api import ToolsApi, document
+from toolrelay.server.tracing import Traced, make_tracer, traces_wanted
 from toolrelay.server.turn import TurnRoute
 
 _SAFE_REQUEST_ID = re.compile(rb"[\w.:/=+-]{1,128}")
@@ -58,7 +61,7 @@ ROOT_TEXT = (
 
 def create_app(settings: Settings) -> Starlette:
     gateway = Gateway(settings)
-    metrics = Metrics(gateway.counters, settings)
+    metrics = Metrics(gateway.counters, settings, gateway.backends)
     tools_api = ToolsApi(gateway)
     mcp = McpEndpoint(gateway.tools, settings.host)
     facts_api = FactsApi(gateway)
@@ -68,15 +71,25 @@ def create_app(settings: Settings) -> Starlette:
         data: list[object] = []
         errors: list[BackendError] = []
         auth = request.headers.get("authorization")
-        for backend in gateway.backends:
-            try:
-                listing = await backend.list_models(auth=auth)
-            except BackendError as exc:
-                errors.append(exc)
+        # All at once: a replica that hangs delays the list by its timeout, not more.
+        listings = await asyncio.gather(
+            *(b.list_models(auth=auth) for b in gateway.backends), return_exceptions=True
+        )
+        seen: set[object] = set()
+        for listing in listings:
+            if isinstance(listing, BackendError):
+                errors.append(listing)
                 continue
+            if isinstance(listing, BaseException):
+                raise listing
             settings.model_names.learn_served(listing)
             entries = listing.get("data")
-            data.extend(entries if isinstance(entries, list) else [])
+            for entry in entries if isinstance(entries, list) else []:
+                # Replicas list the same models: each once.
+                key = entry.get("id") if isinstance(entry, dict) else None
+                if key is None or key not in seen:
+                    data.append(entry)
+                    seen.add(key)
         if errors and not data:
             error = upstream(errors[0])
             return JSONResponse(error.to_dict(), status_code=error.status)
@@ -122,15 +135,43 @@ def create_app(settings: Settings) -> Starlette:
             raise
         # In the background: a slow backend must not delay the gateway's start.
         check = asyncio.create_task(gateway.check_backends())
+        if tracer is not None:
+            use_tracer(tracer)
         yield
         check.cancel()
+        if tracer is not None:
+            use_tracer(None)
+        if inspector is not None:
+            inspector.close()
         await mcp.aclose()
         await gateway.aclose()
 
-    chat = TurnRoute(gateway, ChatFront(settings))
-    messages = TurnRoute(gateway, MessagesFront(settings))
-    store = ResponseStore(settings.responses_store)
-    responses = TurnRoute(gateway, ResponsesFront(settings, store))
+    inspector = (
+        Inspector(
+            settings.inspector_requests,
+            settings.inspector_entry_bytes,
+            Redactor(secrets_of(settings)),
+        )
+        if settings.inspector
+        else None
+    )
+    tracer = make_tracer() if traces_wanted(settings) else None
+
+    def watched(route: ASGIApp) -> ASGIApp:
+        if inspector is not None:
+            route = inspector.wrap(route)
+        return Traced(route, tracer) if tracer is not None else route
+
+    chat = watched(TurnRoute(gateway, ChatFront(settings)))
+    messages = watched(TurnRoute(gateway, MessagesFront(settings)))
+    store: Store = (
+        gateway.shared.response_store(settings.responses_store, settings.responses_ttl)
+        if gateway.shared is not None
+        else ResponseStore(settings.responses_store)
+    )
+    responses_front = ResponsesFront(settings, store)
+    responses = watched(TurnRoute(gateway, responses_front, responses_front.prepare))
+    inspector_routes = InspectorApi(gateway, inspector).routes() if inspector is not None else []
     retrieve, delete = stored_routes(store)
     app = Starlette(
         routes=[
@@ -154,11 +195,13 @@ def create_app(settings: Settings) -> Starlette:
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/docs", docs, methods=["GET"]),
             Mount("/docs/assets", StaticFiles(directory=SWAGGER_ASSETS)),
+            *inspector_routes,
         ],
         exception_handlers={HTTPException: http_error, Exception: http_error},
         lifespan=lifespan,
     )
     app.state.gateway = gateway
+    app.state.inspector = inspector
     if settings.api_keys:
         keys = [*settings.api_keys, *([settings.admin_token] if settings.admin_token else [])]
         app.add_middleware(ApiKeys, keys=keys)

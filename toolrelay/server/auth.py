@@ -1,10 +1,11 @@
 """The gateway's own API keys (``TOOLRELAY_API_KEYS``): optional bearer tokens.
 
-With keys configured every endpoint but ``/``, ``/health`` and the documentation
-wants one of them, as ``Authorization: Bearer KEY`` (OpenAI's SDKs) or
-``x-api-key: KEY`` (Anthropic's). Keys are compared in constant time, every
-key every time, so the answer's timing tells nothing about them. The key is
-the gateway's: it is taken off the request, so it never reaches a backend.
+With keys configured every endpoint but ``/``, ``/health``, the documentation
+and the inspector's page (not its API) wants one of them, as ``Authorization:
+Bearer KEY`` (OpenAI's SDKs) or ``x-api-key: KEY`` (Anthropic's). Keys are
+compared in constant time, every key every time, so the answer's timing tells
+nothing about them. The key is the gateway's: it is taken off the request, so
+it never reaches a backend.
 The admin token (``TOOLRELAY_ADMIN_TOKEN``) is one of the keys too, so that
 the one token opens ``POST /api/tools``.
 """
@@ -21,9 +22,11 @@ from toolrelay.server.errors import APIError
 
 # Reachable without a key: a load balancer's health check, the docs and the
 # root's one-line description (a client's first probe).
-OPEN_PATHS = ("/health", "/docs", "/openapi.json")
+OPEN_PATHS = ("/health", "/docs", "/openapi.json", "/ui/assets")
+# Open as they are, not below: the inspector's page holds no data (its API does).
+OPEN_PAGES = ("/", "/ui")
 # The endpoints that read the client's Authorization themselves (the admin token).
-ADMIN_PATHS = ("/api/tools", "/api/facts")
+ADMIN_PATHS = ("/api/tools", "/api/facts", "/ui/api")
 _CREDENTIALS = (b"authorization", b"x-api-key")
 
 
@@ -56,7 +59,7 @@ class ApiKeys:
 
 
 def _is_open(path: str) -> bool:
-    return path == "/" or any(path == p or path.startswith(p + "/") for p in OPEN_PATHS)
+    return path in OPEN_PAGES or any(path == p or path.startswith(p + "/") for p in OPEN_PATHS)
 
 
 def _is_admin(path: str) -> bool:

@@ -53,6 +53,8 @@ class Gateway:
         if self.shared is not None:
             for backend in self.backends:
                 self.shared.facts.share(backend.base_url, backend.facts)
+            self.shared.backend_health.share(self.backends.fleet)
+            self.shared.quality.share(self.backends.fleet)
             store = self.shared.tool_store(definitions)
         # Loaded only when servers are configured: the MCP SDK is slow to import.
         self.mcp = _mcp_servers(settings) if configured(settings) else None
@@ -67,7 +69,10 @@ class Gateway:
         )
 
     async def health(self) -> dict[str, Any]:
-        backends = await asyncio.gather(*(_backend_health(b) for b in self.backends))
+        fleet = self.backends.fleet
+        backends = await asyncio.gather(
+            *(_backend_health(b, fleet.state(b.name)) for b in self.backends)
+        )
         mcp = self.mcp.health() if self.mcp is not None else []
         healthy = all(b["reachable"] for b in backends) and all(s["state"] == "ready" for s in mcp)
         return {
@@ -77,6 +82,8 @@ class Gateway:
             "settings": self.settings.public_dict(),
             "model_names": self.settings.model_names.health(),
             "counters": self.counters.snapshot(),
+            # One line per model: "qwen3@vllm: 97.2% valid on arrival, ...".
+            "quality": [entry.summary() for entry in self.counters.quality.figures()],
             "shared_state": await self.shared.health() if self.shared else {"store": "memory"},
             "mcp_servers": mcp,
             # Which worker answered: with --workers N the counters are all workers'.
@@ -90,6 +97,7 @@ class Gateway:
         does not start (unless ``mcp_optional``)."""
         if self.shared is not None:
             await self.shared.start()
+        self.backends.start_checks()
         await self.tools.start()
 
     async def check_backends(self) -> None:
@@ -110,11 +118,13 @@ def _mcp_servers(settings: Settings) -> McpServers:
     return McpServers.from_settings(settings)
 
 
-async def _backend_health(backend: Backend) -> dict[str, Any]:
+async def _backend_health(backend: Backend, balancing: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": backend.name,
         "url": backend.shown_url,
         "kind": backend.known_kind or backend.config.kind,
+        # In service or out (and for how long), its load and error rate (docs/backends.md).
+        **balancing,
         "reachable": False,
         "error": None,
         "facts": backend.facts.snapshot(),

@@ -40,8 +40,26 @@ _CREDENTIAL_HEADER = re.compile(
     r"(['\"]?\s*[:=,]\s*(?-i:b)?['\"]?)([^\r\n'\"]*)",
     re.IGNORECASE,
 )
+# A text without one of these words holds no credential header: the regex is skipped.
+_HEADER_WORDS = ("authorization", "api-key", "admin-token", "cookie")
 # Shorter "secrets" would hide ordinary words.
 _MIN_SECRET = 4
+
+
+class Redactor:
+    """Hides credential header values and the given secrets in a text."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.secrets = sorted({s for s in secrets if len(s) >= _MIN_SECRET}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        cleaned = text
+        lowered = text.lower()
+        if any(word in lowered for word in _HEADER_WORDS):
+            cleaned = _CREDENTIAL_HEADER.sub(lambda m: m.group(1) + m.group(2) + _HIDDEN, text)
+        for secret in self.secrets:
+            cleaned = cleaned.replace(secret, _HIDDEN)
+        return cleaned
 
 
 class RedactSecrets(logging.Filter):
@@ -49,13 +67,11 @@ class RedactSecrets(logging.Filter):
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         super().__init__()
-        self.secrets = sorted({s for s in secrets if len(s) >= _MIN_SECRET}, key=len, reverse=True)
+        self.redact = Redactor(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = _CREDENTIAL_HEADER.sub(lambda m: m.group(1) + m.group(2) + _HIDDEN, message)
-        for secret in self.secrets:
-            cleaned = cleaned.replace(secret, _HIDDEN)
+        cleaned = self.redact(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
         return True

@@ -54,6 +54,8 @@ def check(
     if verdict is None:
         return None
     counters.inc("stuck", f"{mode}/{verdict.pattern}/{verdict.level}")
+    # Found in the client's history, before a backend is chosen: backend "-".
+    counters.quality.add("-", req.model, "loop_verdicts", mode)
     log.warning(
         "loop in the client's history (%s): %s x%d on %s",
         mode,

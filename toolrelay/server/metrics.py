@@ -9,8 +9,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from toolrelay.io.backends import Backends
 from toolrelay.io.counters import COUNTERS, Counters
 from toolrelay.io.settings import Settings
+from toolrelay.server.backend_metrics import BackendsCollector
+from toolrelay.server.quality_metrics import QualityCollector
 
 
 class _CountersCollector(Collector):
@@ -45,10 +48,15 @@ class _CountersCollector(Collector):
 
 
 class Metrics:
-    def __init__(self, counters: Counters, settings: Settings) -> None:
+    def __init__(
+        self, counters: Counters, settings: Settings, backends: Backends | None = None
+    ) -> None:
         # A registry of our own: several apps in one process (tests) stay apart.
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_CountersCollector(counters, settings))
+        if backends is not None:
+            self.registry.register(BackendsCollector(backends))
+        self.registry.register(QualityCollector(counters.quality))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

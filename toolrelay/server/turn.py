@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from starlette.types import Message, Receive, Scope, Send
 
+from toolrelay.balance import affinity_of_messages
 from toolrelay.errors import ToolrelayError
 from toolrelay.events import Event
 from toolrelay.io.backends import BackendError
@@ -34,9 +35,10 @@ from toolrelay.io.round import (
     Reply,
     RoundRequest,
     StreamItem,
-    complete_round,
-    stream_round,
+    complete_routed,
+    stream_routed,
 )
+from toolrelay.io.settings import Settings
 from toolrelay.server import loop_guard
 from toolrelay.server.agent import (
     ServerTools,
@@ -114,7 +116,7 @@ async def complete_turn(
     """The turn's finished answer (with server tools: the agent loop's)."""
     if tools is not None:
         return await complete_agent_turn(gateway, req, tools)
-    return await complete_round(gateway.backends.for_model(req.model), req, gateway.counters)
+    return await complete_routed(gateway.backends.pool_for(req.model), req, gateway.counters)
 
 
 def stream_turn(
@@ -124,8 +126,8 @@ def stream_turn(
     it are refusals to start), the last batch ending with one :class:`Finish`."""
     if tools is not None:
         return stream_agent_turn(gateway, req, tools)
-    return stream_round(
-        gateway.backends.for_model(req.model),
+    return stream_routed(
+        gateway.backends.pool_for(req.model),
         req,
         gateway.counters,
         patience=gateway.settings.keepalive_interval or None,
@@ -135,9 +137,16 @@ def stream_turn(
 class TurnRoute(Generic[TurnT]):
     """The ASGI app of one front's endpoint."""
 
-    def __init__(self, gateway: Gateway, front: Front[TurnT]) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        front: Front[TurnT],
+        prepare: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+    ) -> None:
         self.gateway = gateway
         self.front = front
+        # What the front needs fetched before its (pure) reading of a body.
+        self.prepare = prepare
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -163,8 +172,12 @@ class TurnRoute(Generic[TurnT]):
         """Answer the request; the outcome for the request counter."""
         gateway = self.gateway
         try:
-            turn = self.front.read(decode(raw), scope["headers"])
+            body = decode(raw)
+            if self.prepare is not None:
+                await self.prepare(body)
+            turn = self.front.read(body, scope["headers"])
             note(scope, model=turn.round.model)
+            turn.round.affinity = affinity(gateway.settings, turn.round, scope["headers"])
             extra: dict[str, Any] = {}
             warn(extra, turn.warning)
             verdict = loop_guard.check(
@@ -251,6 +264,16 @@ class TurnRoute(Generic[TurnT]):
             await writer.write(encoder.error(error))
             return outcome
         return "ok"
+
+
+def affinity(settings: Settings, req: RoundRequest, headers: Headers) -> str | None:
+    """The request's key for sticky balancing (``sticky``), None when off or absent."""
+    if settings.sticky == "conversation":
+        return affinity_of_messages(req.messages)
+    if settings.sticky == "header":
+        wanted = settings.sticky_header.lower().encode()
+        return next((v.decode("latin-1") for k, v in headers if k == wanted), None)
+    return None
 
 
 def warn(extra: dict[str, Any], warning: str | None) -> None:

@@ -150,3 +150,20 @@ async def chat_template(
         if exc.upstream_status is None:
             raise
     return None
+
+
+# Each kind's cheapest request that shows the server is up, beside its base URL
+# (None: the OpenAI model list under it).
+# (vLLM's and SGLang's /health answer with no body, which the JSON reader refuses.)
+_ALIVE_PATHS = {"ollama": "/api/tags", "llamacpp": "/health"}
+
+
+async def check_alive(client: HttpClient, root: str, base: str, kind: str | None) -> None:
+    """Raise BackendError unless the server answers its kind's cheap endpoint;
+    an HTTP error status below 500 still means it is up (a 401 without a key)."""
+    path = _ALIVE_PATHS.get(kind or "")
+    try:
+        await client.request_json("GET", root + path if path else base + "/models")
+    except BackendError as exc:
+        if exc.upstream_status is None or exc.upstream_status >= 500:
+            raise

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.http import Limits
+from toolrelay.io.backends.pool import Fleet, Pool
 from toolrelay.io.settings import Settings
 
 NO_BACKEND = "no model server is configured (--backend or TOOLRELAY_BACKEND): the LLM is disabled"
@@ -27,6 +28,8 @@ class Backends:
             for config in settings.backend_configs()
         ]
         self._by_name = {backend.name: backend for backend in self._all}
+        self.fleet = Fleet(self._all, settings)
+        self._pools: dict[str, Pool] = {}
 
     @property
     def configured(self) -> bool:
@@ -42,14 +45,50 @@ class Backends:
     def __iter__(self) -> Iterator[Backend]:
         return iter(self._all)
 
+    def pool_for(self, model: str) -> Pool:
+        """The backends serving ``model`` (``Settings.backend_configs_for``)."""
+        pool = self._pools.get(model)
+        if pool is None:
+            if not self._all:
+                raise BackendError(503, NO_BACKEND)
+            configs = self._settings.backend_configs_for(model)
+            members = [self._by_name[c.name] for c in configs]
+            pool = self._pools[model] = Pool(model, members, self.fleet, self._settings)
+        return pool
+
+    def pools(self) -> list[Pool]:
+        """The pools of the models asked for so far."""
+        return list(self._pools.values())
+
     def for_model(self, model: str) -> Backend:
-        """The per-model override's backend, else the one listing the model, else the default."""
-        config = self._settings.backend_config_for(model)
-        return self._by_name[config.name] if config is not None else self.default
+        """One backend for a request to ``model``, balanced (no failover: the
+        gateway's fronts go through the pool for that)."""
+        backend = self.pool_for(model).choose()
+        assert backend is not None
+        return backend
+
+    def start_checks(self) -> None:
+        """Active health checks of the backends that share a model with another."""
+        checked = [b for b in self._all if _pooled(b.name, self._settings)]
+        self.fleet.start_checks(self._settings.health_interval, checked)
 
     async def aclose(self) -> None:
+        await self.fleet.aclose()
         for backend in self._all:
             await backend.aclose()
+
+
+def _models(settings: Settings) -> set[str]:
+    """Every model a backend lists or an entry configures."""
+    return {m for c in settings.backend_configs() for m in c.models} | set(settings.models)
+
+
+def _pooled(name: str, settings: Settings) -> bool:
+    """Whether backend ``name`` is one of several serving some model."""
+    pools = [settings.backend_configs_for(m) for m in _models(settings)]
+    generic = [c for c in settings.backend_configs() if not c.models]
+    pools.append(generic)
+    return any(len(p) > 1 and any(c.name == name for c in p) for p in pools)
 
 
 def limits_of(settings: Settings) -> Limits:

@@ -14,6 +14,8 @@ model echoes of toolrelay's own prompt out of the answer.
 One job per module, layered as httpx layers ``send`` (each layer one function
 calling the next)::
 
+    routed     complete_routed / stream_routed: one of the model's backends,
+               another once when the first failed before anything was sent
     answered   complete_round / stream_round: a round that leaves nothing is
                asked again plainly (never "" where the backend wrote something)
     checked    complete_checked / stream_checked: calls checked, one correction re-ask
@@ -36,6 +38,7 @@ from toolrelay.io.round.request import (
     build_round,
     reply_events,
 )
+from toolrelay.io.round.routed import complete_routed, stream_routed
 
 __all__ = [
     "TOOL_FIELDS",
@@ -46,6 +49,8 @@ __all__ = [
     "StreamItem",
     "build_round",
     "complete_round",
+    "complete_routed",
     "reply_events",
     "stream_round",
+    "stream_routed",
 ]

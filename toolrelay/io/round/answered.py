@@ -26,6 +26,7 @@ from toolrelay.events import ContentDelta, ToolCallStart
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
+from toolrelay.io.recording import next_attempt_because, recording
 from toolrelay.io.round.body import injected_texts
 from toolrelay.io.round.checked import complete_checked, joined_warnings, stream_checked, usage_sum
 from toolrelay.io.round.request import (
@@ -59,7 +60,11 @@ async def complete_round(backend: Backend, req: RoundRequest, counters: Counters
     async def ask(again: RoundRequest) -> Reply:
         return await complete_checked(backend, again, counters)
 
-    return await _answered(req, await ask(req), ask, counters)
+    reply = await _answered(backend.name, req, await ask(req), ask, counters)
+    record = recording()
+    if record is not None:
+        record.answer_out(len(reply.calls), reply.warning)
+    return reply
 
 
 def stream_round(
@@ -86,7 +91,7 @@ def stream_round(
         return await complete_checked(backend, again, counters)
 
     items = stream_checked(backend, req, counters, patience=patience)
-    return _answered_stream(req, items, ask, counters)
+    return _answered_stream(backend.name, req, items, ask, counters)
 
 
 def _empty_handed(req: RoundRequest, calls: bool, content: str | None) -> bool:
@@ -116,12 +121,14 @@ def _own_texts(req: RoundRequest) -> tuple[str, ...]:
     return injected_texts(req, "rescue")
 
 
-async def _answered(req: RoundRequest, reply: Reply, ask: _Ask, counters: Counters) -> Reply:
+async def _answered(
+    backend: str, req: RoundRequest, reply: Reply, ask: _Ask, counters: Counters
+) -> Reply:
     """``reply``, or when it leaves the client nothing, the re-ask's answer, else
     the backend's text with the markup removed."""
     if not _empty_handed(req, bool(reply.calls), reply.content):
         return reply
-    better = await _asked_again(req, reply.mode == "rescue", reply.raw, ask, counters)
+    better = await _asked_again(backend, req, reply.mode == "rescue", reply.raw, ask, counters)
     if better is not None:
         note, again = better
         return replace(
@@ -138,13 +145,16 @@ async def _answered(req: RoundRequest, reply: Reply, ask: _Ask, counters: Counte
 
 
 async def _asked_again(
-    req: RoundRequest, rescued: bool, raw: str | None, ask: _Ask, counters: Counters
+    backend: str, req: RoundRequest, rescued: bool, raw: str | None, ask: _Ask, counters: Counters
 ) -> tuple[str, Reply] | None:
     """The re-ask's note and answer, when it brought one."""
     if not rescued and not (raw or "").strip():
         return None  # the backend wrote nothing: cleaning emptied nothing
     note = ASKED_PLAINLY if rescued else ASKED_IN_WORDS
-    counters.inc("fallbacks", "asked_plainly" if rescued else "asked_in_words")
+    why = "asked_plainly" if rescued else "asked_in_words"
+    counters.inc("fallbacks", why)
+    counters.quality.add(backend, req.model, "reasks", why)
+    next_attempt_because(note)
     log.info("model %s: %s", req.model, note)
     try:
         again = await ask(_plain_request(req, listing=not rescued))
@@ -161,19 +171,25 @@ async def _asked_again(
 
 
 async def _answered_stream(
-    req: RoundRequest, items: AsyncGenerator[list[StreamItem], None], ask: _Ask, counters: Counters
+    backend: str,
+    req: RoundRequest,
+    items: AsyncGenerator[list[StreamItem], None],
+    ask: _Ask,
+    counters: Counters,
 ) -> AsyncGenerator[list[StreamItem], None]:
     """:func:`_answered` for a stream: what goes out is watched, and a round that
     gave nothing ends with the re-ask's answer (or the backend's words) instead
     of toolrelay's note."""
     spoke = False
+    record = recording()
+    calls = 0
     try:
         async for batch in items:
             out: list[StreamItem] = []
             held: list[StreamItem] = []
             for item in batch:
                 if isinstance(item, Finish):
-                    out += await _stream_end(req, item, spoke, held, ask, counters)
+                    out += await _stream_end(backend, req, item, spoke, held, ask, counters)
                     held = []
                 elif isinstance(item, ToolCallStart):
                     spoke = True
@@ -187,6 +203,11 @@ async def _answered_stream(
                 else:
                     out.append(item)
             out += held
+            if record is not None:
+                calls += sum(isinstance(item, ToolCallStart) for item in out)
+                for item in out:
+                    if isinstance(item, Finish):
+                        record.answer_out(calls, item.warning)
             if out:
                 yield out
     finally:
@@ -195,6 +216,7 @@ async def _answered_stream(
 
 
 async def _stream_end(
+    backend: str,
     req: RoundRequest,
     finish: Finish,
     spoke: bool,
@@ -206,7 +228,7 @@ async def _stream_end(
         return [*held, finish]
     gave = Reply(None, None, [], finish.reason, finish.usage, finish.mode or "native")
     gave = replace(gave, warning=finish.warning, raw=finish.raw)
-    reply = await _answered(req, gave, ask, counters)
+    reply = await _answered(backend, req, gave, ask, counters)
     if reply is gave:
         return [*held, finish]
     events = reply_events(replace(reply, reasoning=None, rejected=[]))

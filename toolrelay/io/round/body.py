@@ -196,8 +196,10 @@ def read_answer(
     tools = parse_tools(req)
     calls: list[ToolCall] = []
     rejected: list[RejectedCall] = []
+    quality = counters.quality
     if mode == "native" and req.has_tools:
         calls, rejected = message_calls(message, ToolSet(tools))
+        quality.add(backend.name, req.model, "calls", "native", len(calls))
     if req.has_tools and content:
         # Parsed like a stream of it would be: markup never stays in content.
         # The whole text says whether it starts inside reasoning (an orphan closing
@@ -216,9 +218,15 @@ def read_answer(
                 counters.inc("text_calls")
             calls, copies = reject_copies(parsed.calls, tools)
             rejected = [*rejected, *copies]
+            source = "text" if mode == "native" else "rescue"
+            quality.add(backend.name, req.model, "calls", source, len(calls))
+        if mode == "native" and (parsed.calls or parsed.rejected):
+            quality.add(backend.name, req.model, "markup_removed", "tool_calls")
     injected = injected_texts(req, mode, strict=strict)
     if content and injected:
         cleaned = remove_echoes(content, injected)
+        if cleaned != content:
+            quality.add(backend.name, req.model, "markup_removed", "echoes")
         # The blank lines an echo stood between go with it.
         content = cleaned.strip() if cleaned != content else content
     limit = call_limit(req)

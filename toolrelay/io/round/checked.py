@@ -31,6 +31,8 @@ from toolrelay.events import CallRejected, ContentDelta, RejectedCall, ToolCall,
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
+from toolrelay.io.quality import rejection_kind
+from toolrelay.io.recording import CORRECTION, next_attempt_because
 from toolrelay.io.round.body import call_limit, finish_reason
 from toolrelay.io.round.complete import complete_handling_required
 from toolrelay.io.round.request import Finish, Opened, Reply, RoundRequest, StreamItem
@@ -120,11 +122,11 @@ async def _checked_reply(
     """The reply with its calls checked: coerced, passed on with a warning
     (``warn``), or corrected by one re-ask (``repair``)."""
     first = check_calls(reply.calls, reply.rejected, req.toolset)
-    _count_checked(counters, first.accepted, first.coerced)
+    _count_checked(counters, backend, req, first.accepted, first.coerced, first.problems)
     if not first.problems:
         return replace(reply, calls=list(first.accepted), rejected=[])
     if req.validate == "warn":
-        _count_warned(counters, first.problems)
+        _count_warned(counters, backend, req, first.problems)
         joined = joined_warnings(reply.warning, warning(first.problems, passed=True))
         return replace(reply, calls=list(first.passed), rejected=[], warning=joined)
     again, added, dropped = await _reask_for_calls(backend, req, counters, reply.content, first)
@@ -172,11 +174,11 @@ async def _settle_stream(
 ) -> list[StreamItem]:
     """What ends a held stream: the re-ask's corrections, the prose when nothing
     is left, and the :class:`Finish` with the warning."""
-    _count_checked(counters, hold.accepted, hold.coerced)
+    _count_checked(counters, backend, req, hold.accepted, hold.coerced, hold.problems)
     if not hold.problems:
         return [finish]
     if req.validate == "warn":
-        _count_warned(counters, hold.problems)
+        _count_warned(counters, backend, req, hold.problems)
         return [
             replace(
                 finish, warning=joined_warnings(finish.warning, warning(hold.problems, passed=True))
@@ -208,18 +210,20 @@ async def _reask_for_calls(
     """Ask once more for the problems of ``first``: the re-ask's reply (None when
     the backend failed it), the calls it adds and the problems dropped."""
     retry = _correction_request(req, content, first.accepted, first.problems)
+    next_attempt_because(CORRECTION)
     try:
         again = await complete_handling_required(backend, retry, counters)
     except BackendError as exc:
         # The first answer still stands, less its invalid calls.
         repair_log.warning("re-asking %s failed (%s): invalid calls dropped", req.model, exc)
         counters.add("validation", "dropped", len(first.problems))
+        counters.quality.add(backend.name, req.model, "checked", "dropped", len(first.problems))
         return None, [], first.problems
     settled = settle(first, check_calls(again.calls, again.rejected, req.toolset))
     limit = call_limit(req)
     standing = len(first.accepted) if released is None else released
     added = list(settled.added if limit is None else settled.added[: max(limit - standing, 0)])
-    _count_repair(counters, req, first.problems, added, settled.dropped)
+    _count_repair(counters, backend, req, first.problems, added, settled.dropped)
     return again, added, settled.dropped
 
 
@@ -245,23 +249,43 @@ def _correction_request(
     )
 
 
-def _count_checked(counters: Counters, accepted: Sequence[ToolCall], coerced: int) -> None:
+def _count_checked(
+    counters: Counters,
+    backend: Backend,
+    req: RoundRequest,
+    accepted: Sequence[ToolCall],
+    coerced: int,
+    problems: Sequence[Problem],
+) -> None:
+    """A round's calls as they arrived: valid, coerced, or invalid (and why)."""
     if len(accepted) > coerced:
         counters.add("validation", "valid", len(accepted) - coerced)
     if coerced:
         counters.add("validation", "coerced", coerced)
+    add = counters.quality.add
+    add(backend.name, req.model, "checked", "valid", len(accepted) - coerced)
+    add(backend.name, req.model, "checked", "coerced", coerced)
+    add(backend.name, req.model, "checked", "invalid", len(problems))
+    for problem in problems:
+        kind = rejection_kind(problem.reason, problem.call is not None)
+        add(backend.name, req.model, "rejected", kind)
 
 
-def _count_warned(counters: Counters, problems: Sequence[Problem]) -> None:
+def _count_warned(
+    counters: Counters, backend: Backend, req: RoundRequest, problems: Sequence[Problem]
+) -> None:
     passed = sum(problem.call is not None for problem in problems)
     if passed:
         counters.add("validation", "invalid", passed)
     if len(problems) > passed:
         counters.add("validation", "dropped", len(problems) - passed)
+    counters.quality.add(backend.name, req.model, "checked", "passed", passed)
+    counters.quality.add(backend.name, req.model, "checked", "dropped", len(problems) - passed)
 
 
 def _count_repair(
     counters: Counters,
+    backend: Backend,
     req: RoundRequest,
     problems: Sequence[Problem],
     added: Sequence[ToolCall],
@@ -271,6 +295,11 @@ def _count_repair(
         counters.add("validation", "repaired", len(added))
     if dropped:
         counters.add("validation", "dropped", len(dropped))
+    add = counters.quality.add
+    add(backend.name, req.model, "repairs", "asked")
+    add(backend.name, req.model, "repairs", "won", 1 if added else 0)
+    add(backend.name, req.model, "checked", "repaired", len(added))
+    add(backend.name, req.model, "checked", "dropped", len(dropped))
     repair_log.info(
         "re-asked %s to correct %d tool call(s) (%s): %d corrected, %d dropped%s",
         req.model,

@@ -16,7 +16,9 @@ from typing import TypeVar
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError, Refusal
 from toolrelay.io.counters import Counters
+from toolrelay.io.recording import next_attempt_because
 from toolrelay.io.round.body import backend_body, read_answer
+from toolrelay.io.round.observed import observe
 from toolrelay.io.round.request import Reply, RoundRequest, has_tool_history
 
 log = logging.getLogger("toolrelay.rounds")
@@ -46,6 +48,10 @@ async def complete_handling_required(
     once more, more strictly (the calls are not checked yet)."""
     mode = await round_mode(backend, req)
     reply = await _complete_handling_refusals(backend, req, mode, counters)
+    # A correction re-ask is no new answer to the requirement: not counted again.
+    counted = not _is_correction(req)
+    if req.plan.mode == "required" and reply.calls and counted:
+        counters.quality.add(backend.name, req.model, "required", "first_attempt")
     if req.plan.mode == "required" and not reply.calls:
         # The backend ignored the requirement: ask once more, as plainly as we
         # can, and with guided decoding where the backend has it.
@@ -55,7 +61,11 @@ async def complete_handling_required(
             "more strictly",
             req.model,
         )
+        next_attempt_because("required tool_choice re-ask")
         again = await _reask(backend, req, counters)
+        outcome = "after_reask" if again.calls else "unmet"
+        if counted:
+            counters.quality.add(backend.name, req.model, "required", outcome)
         if again.calls:
             return again
         counters.inc("required_unmet")
@@ -63,6 +73,11 @@ async def complete_handling_required(
         best = again if again.content else reply
         return replace(best, warning=REQUIRED_UNMET)
     return reply
+
+
+def _is_correction(req: RoundRequest) -> bool:
+    """Whether ``req`` is the correction re-ask (its last message is toolrelay's directive)."""
+    return bool(req.injected) and req.messages[-1].get("content") == req.injected[-1]
 
 
 async def _complete_handling_refusals(
@@ -90,8 +105,18 @@ async def _complete_single_attempt(
 ) -> Reply:
     """One request to the backend and its answer read."""
     body = await backend_body(backend, req, mode, strict=strict, constrained=constrained)
-    answer = await backend.complete(body, auth=req.auth)
-    reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+    observed = observe(backend, req, mode, body, stream=False)
+    if observed is None:
+        answer = await backend.complete(body, auth=req.auth)
+        reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+    else:
+        try:
+            answer = await backend.complete(body, auth=req.auth)
+        except BackendError as exc:
+            observed.failed(exc.message)
+            raise
+        reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+        observed.answered(answer, reply)
     if req.has_tools:
         counters.inc("rounds", mode)
         watch_silence(backend, req, mode, bool(reply.calls))
@@ -136,6 +161,7 @@ async def rescued(
         raise exc
     if refusal == "refused":
         _learn_refusal(backend, req, counters, exc)
+        next_attempt_because("rescue path after a refusal")
         return await attempt("rescue")
     log.info(
         "backend %s, model %s answered a request with tools with %s (%s): retrying once "
@@ -145,6 +171,7 @@ async def rescued(
         exc.upstream_status,
         exc.message,
     )
+    next_attempt_because("retried without tools after an error")
     try:
         result = await attempt("rescue")
     except BackendError:
@@ -197,3 +224,4 @@ def _learn_refusal(
     backend.learn(req.model, "refuses_tools", reason=refusal)
     backend.learn(req.model, "native_tools", False)
     counters.inc("fallbacks", "refuses_tools")
+    counters.quality.add(backend.name, req.model, "refusals")

@@ -61,6 +61,8 @@ class RoundRequest:
     reasoning_open: bool | None = None
     # The client's Authorization header, for backends without a key of their own.
     auth: str | None = None
+    # Sticky balancing's key: requests with the same one go to the same backend.
+    affinity: str | None = None
     # Text toolrelay itself wrote into ``messages`` (the stuck detector's note):
     # removed from the answer when the model echoes it.
     injected: tuple[str, ...] = ()

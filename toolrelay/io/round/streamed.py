@@ -15,11 +15,13 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from toolrelay.echo import EchoCleaner
+from toolrelay.events import Event
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.http import ChunkStream
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.io.counters import Counters
+from toolrelay.io.recording import next_attempt_because
 from toolrelay.io.round.body import (
     ChunkReader,
     backend_body,
@@ -37,6 +39,7 @@ from toolrelay.io.round.complete import (
     round_mode,
     watch_silence,
 )
+from toolrelay.io.round.observed import ObservedAttempt, observe
 from toolrelay.io.round.request import (
     Finish,
     Opened,
@@ -87,14 +90,14 @@ async def _stream_handling_refusals(
     gets it on the rescue path."""
     mode = await round_mode(backend, req)
 
-    async def attempt(mode: RoundMode) -> tuple[RoundMode, ChunkStream, _FirstRead]:
-        return mode, *await _open(backend, req, mode, patience)
+    async def attempt(mode: RoundMode) -> tuple[RoundMode, _Opened]:
+        return mode, await _open(backend, req, mode, patience)
 
     try:
-        mode, chunks, first = await attempt(mode)
+        mode, (chunks, first, observed) = await attempt(mode)
     except BackendError as exc:
-        mode, chunks, first = await rescued(backend, req, mode, counters, exc, attempt)
-    relay = _relay_single_stream(backend, req, counters, mode, chunks, first)
+        mode, (chunks, first, observed) = await rescued(backend, req, mode, counters, exc, attempt)
+    relay = _relay_single_stream(backend, req, counters, mode, chunks, first, observed)
     try:
         # Inside: a caller that stops right after Opened closes the backend's stream.
         async with chunks, contextlib.aclosing(relay):
@@ -105,20 +108,28 @@ async def _stream_handling_refusals(
 
 
 _FirstRead = asyncio.Future[list[dict[str, Any]]]
+_Opened = tuple[ChunkStream, _FirstRead, "ObservedAttempt | None"]
 
 
 async def _open(
     backend: Backend, req: RoundRequest, mode: RoundMode, patience: float | None
-) -> tuple[ChunkStream, _FirstRead]:
+) -> _Opened:
     """The backend's stream and its first read, awaited up to ``patience``
     seconds: an error event first thing in a 200 stream (LM Studio's template
     errors) is a refusal to start, like an error status."""
-    chunks = await backend.open_stream(await backend_body(backend, req, mode), auth=req.auth)
-    first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
-    await asyncio.wait({first}, timeout=patience)
-    if first.done() and isinstance(first.exception(), BackendError):
-        first.result()  # raises it
-    return chunks, first
+    body = await backend_body(backend, req, mode)
+    observed = observe(backend, req, mode, body, stream=True)
+    try:
+        chunks = await backend.open_stream(body, auth=req.auth)
+        first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
+        await asyncio.wait({first}, timeout=patience)
+        if first.done() and isinstance(first.exception(), BackendError):
+            first.result()  # raises it
+    except BackendError as exc:
+        if observed is not None:
+            observed.failed(exc.message)
+        raise
+    return chunks, first, observed
 
 
 async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[dict[str, Any]]]:
@@ -137,6 +148,7 @@ async def _relay_single_stream(
     mode: RoundMode,
     chunks: ChunkStream,
     first: _FirstRead,
+    observed: ObservedAttempt | None,
 ) -> AsyncGenerator[list[StreamItem], None]:
     yield [Opened(mode)]
     if req.has_tools:
@@ -157,21 +169,32 @@ async def _relay_single_stream(
             out: list[StreamItem] = []
             for chunk in batch:
                 state.take(chunk, out)
+                if observed is not None:
+                    observed.chunk(chunk)
             if out and cleaner:
                 out = _cleaned(cleaner, out)
             if out:
+                if observed is not None:
+                    observed.parsed(_events(out))
                 yield out
     except BackendError as exc:
         # The stream started and then broke: counted by how it ended.
         counters.inc("broken_streams", exc.reason or "error")
+        if observed is not None:
+            observed.failed(exc.message)
         raise
     last: list[StreamItem] = []
     state.close(last)
     if cleaner:
         last = [*_cleaned(cleaner, last), *cleaner.close()]
+    if observed is not None:
+        observed.parsed(_events(last))
+        observed.streamed("".join(state.raw), state.usage, state.finish)
     if state.text_calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
+    if req.has_tools:
+        _count_quality(counters, backend, req, mode, state, cleaner)
     _learn_reasoning(backend, req, state, opened)
     swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
     if req.has_tools and swallowed and req.plan.mode != "none":
@@ -179,7 +202,9 @@ async def _relay_single_stream(
         # streamed tool parsing lost the call. Ask once without streaming. (A
         # round the token limit cut short, in its reasoning, lost nothing.)
         counters.inc("fallbacks", "swallowed_stream")
+        counters.quality.add(backend.name, req.model, "reasks", "swallowed_stream")
         log.info("model %s: a streamed round came back empty; asking without streaming", req.model)
+        next_attempt_because("a streamed round came back empty: asked without streaming")
         reply = await complete_handling_required(backend, req, counters)
         if reply.calls:
             # Direct evidence only: the same request, streamed without its call.
@@ -205,11 +230,37 @@ async def _relay_single_stream(
     yield last
 
 
+def _count_quality(
+    counters: Counters,
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    state: ChunkReader,
+    cleaner: EchoCleaner,
+) -> None:
+    """A streamed round's calls by source, and the markup taken out of its content."""
+    add = counters.quality.add
+    text = state.text_calls - cleaner.removed_calls
+    if mode == "native":
+        add(backend.name, req.model, "calls", "native", state.calls - state.text_calls)
+        add(backend.name, req.model, "calls", "text", text)
+        if state.text_calls or state.rejected:
+            add(backend.name, req.model, "markup_removed", "tool_calls")
+    else:
+        add(backend.name, req.model, "calls", "rescue", text)
+    if cleaner.removed_calls:
+        add(backend.name, req.model, "markup_removed", "echoes")
+
+
 def _finish_of(reply: Reply, usage: dict[str, Any] | None) -> Finish:
     """The end of a stream that relays a finished reply."""
     return Finish(
         reply.finish_reason, usage, reply.warning, reply.stop_sequence, reply.raw, reply.mode
     )
+
+
+def _events(items: list[StreamItem]) -> list[Event]:
+    return [item for item in items if not isinstance(item, Opened | Finish)]
 
 
 def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:

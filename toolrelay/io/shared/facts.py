@@ -13,7 +13,6 @@ expired meanwhile.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import orjson
 from redis.asyncio import Redis
 
 from toolrelay.io.backends.facts import FACTS, SHARED_REASON, CapabilityCache, Fact
+from toolrelay.io.shared.outbox import Outbox, live_keys
 
 log = logging.getLogger("toolrelay.shared")
 
@@ -45,7 +45,7 @@ class _Write:
     reason: str = ""
 
 
-class SharedFacts:
+class SharedFacts(Outbox[str, _Write]):
     """The capability caches of this replica's backends, kept in step through Redis.
 
     Backends are told apart by their base URL, which is the same on every
@@ -53,12 +53,11 @@ class SharedFacts:
     """
 
     def __init__(self, replica: str) -> None:
+        super().__init__()
         self.replica = replica
         self._caches: dict[str, CapabilityCache] = {}
-        self._pending: dict[str, _Write] = {}
         # Per key: the value this replica last shared and when.
         self._sent: dict[str, tuple[bool, float]] = {}
-        self._queued = asyncio.Event()
 
     def share(self, backend: str, cache: CapabilityCache) -> None:
         self._caches[backend] = cache
@@ -70,33 +69,16 @@ class SharedFacts:
             if last is not None and last[0] == value and now - last[1] < ttl / 2:
                 return  # seen again soon after: not worth a write and a message per request
             self._sent[key] = (value, now)
-            self._pending[key] = _Write(backend, model, fact, value, now + ttl, reason)
-            self._queued.set()
+            self._put(key, _Write(backend, model, fact, value, now + ttl, reason))
 
         def forget(model: str, fact: Fact) -> None:
             key = fact_key(backend, model, fact)
             self._sent.pop(key, None)
             # Kept until written, however long Redis is away: nothing else would undo the key.
-            self._pending[key] = _Write(backend, model, fact, None, float("inf"))
-            self._queued.set()
+            self._put(key, _Write(backend, model, fact, None, float("inf")))
 
         cache.on_set = queue
         cache.on_forget = forget
-
-    @property
-    def pending(self) -> int:
-        """Facts set here that Redis has not taken yet."""
-        return len(self._pending)
-
-    async def queued(self) -> None:
-        """Return once there is something to write."""
-        await self._queued.wait()
-        self._queued.clear()
-
-    def requeue(self) -> None:
-        """Try the pending writes again (Redis is back)."""
-        if self._pending:
-            self._queued.set()
 
     async def flush(self, client: Redis) -> None:
         """Write and publish the pending facts; raises, keeping them, when Redis fails."""
@@ -123,10 +105,8 @@ class SharedFacts:
             pipe.set(key, b"1" if write.value else b"0", px=left_ms)
             pipe.publish(CHANNEL, orjson.dumps(message))
         await pipe.execute()
-        for key, write in writes.items():
-            # A fact set again while this write was under way stays for the next one.
-            if self._pending.get(key) is write:
-                del self._pending[key]
+        # A fact set again while this write was under way stays for the next one.
+        self._taken(writes)
 
     def receive(self, data: bytes) -> None:
         """Install a fact another replica published."""
@@ -151,21 +131,11 @@ class SharedFacts:
 
     async def resync(self, client: Redis) -> None:
         """Install every live fact in Redis with the time it has left."""
-        keys = [key async for key in client.scan_iter(match=PREFIX + "*", count=1000)]
-        if not keys:
-            return
-        pipe = client.pipeline(transaction=False)
-        for key in keys:
-            pipe.get(key)
-            pipe.pttl(key)
-        results = await pipe.execute()
-        for index, key in enumerate(keys):
-            value, ttl_ms = results[2 * index], results[2 * index + 1]
-            name = key.decode() if isinstance(key, bytes) else str(key)
-            if value is None or ttl_ms <= 0 or name in self._pending:
-                continue  # gone, kept forever by someone else, or ours is newer
+        for name, value, ttl_ms in await live_keys(client, PREFIX):
+            if PREFIX + name in self._pending:
+                continue  # ours is newer
             try:
-                backend, model, fact = orjson.loads(name[len(PREFIX) :])
+                backend, model, fact = orjson.loads(name)
             except (orjson.JSONDecodeError, ValueError):
                 continue
             self._install(backend, model, fact, value == b"1", ttl_ms)

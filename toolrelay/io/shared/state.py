@@ -24,8 +24,11 @@ from redis.exceptions import RedisError
 from redis.retry import Retry
 
 from toolrelay.errors import ToolrelayError
-from toolrelay.io.shared import facts, tools
+from toolrelay.io.shared import facts, health, quality, tools
 from toolrelay.io.shared.facts import SharedFacts
+from toolrelay.io.shared.health import SharedHealth
+from toolrelay.io.shared.quality import SharedQuality
+from toolrelay.io.shared.responses import RedisResponseStore
 from toolrelay.io.shared.tools import RedisToolStore
 from toolrelay.io.tools.definition import ToolDefinition
 from toolrelay.io.urls import redact_url
@@ -40,6 +43,8 @@ HEALTH_TIMEOUT = 2.0
 _RETRY_DELAY = 0.5
 _FACTS_CHANNEL = facts.CHANNEL.encode()
 _TOOLS_CHANNEL = tools.CHANNEL.encode()
+_HEALTH_CHANNEL = health.CHANNEL.encode()
+_QUALITY_CHANNEL = quality.CHANNEL.encode()
 
 
 class SharedStateError(ToolrelayError, RuntimeError):
@@ -83,8 +88,11 @@ class SharedState:
         self.resync_interval = resync
         self.replica = uuid.uuid4().hex
         self.facts = SharedFacts(self.replica)
+        self.backend_health = SharedHealth(self.replica)
+        self.quality = SharedQuality(self.replica)
         self._url = url
         self._tools: RedisToolStore | None = None
+        self._responses: RedisResponseStore | None = None
         self._client: Redis | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.connected = False
@@ -92,6 +100,10 @@ class SharedState:
     def tool_store(self, file_definitions: tuple[ToolDefinition, ...]) -> RedisToolStore:
         self._tools = RedisToolStore(self._url, file_definitions)
         return self._tools
+
+    def response_store(self, capacity: int, ttl: float) -> RedisResponseStore:
+        self._responses = RedisResponseStore(capacity, ttl)
+        return self._responses
 
     async def start(self) -> None:
         """Connect and read the shared state; :class:`SharedStateError` if Redis fails."""
@@ -105,12 +117,22 @@ class SharedState:
         self._client = client
         if self._tools is not None:
             self._tools.connect(client)
+        if self._responses is not None:
+            self._responses.connect(client)
         self.connected = True
         self._tasks = [
             asyncio.create_task(self._listen(client), name="toolrelay-shared-listener"),
-            asyncio.create_task(self._write(client), name="toolrelay-shared-writer"),
+            asyncio.create_task(self._write(client, self.facts), name="toolrelay-shared-writer"),
+            asyncio.create_task(
+                self._write(client, self.backend_health), name="toolrelay-health-writer"
+            ),
+            asyncio.create_task(self._write(client, self.quality), name="toolrelay-quality-writer"),
         ]
-        log.info("shared state: facts and the /api/tools override in Redis at %s", self.shown_url)
+        log.info(
+            "shared state: facts, backends' health, stored responses and the /api/tools "
+            "override in Redis at %s",
+            self.shown_url,
+        )
 
     async def health(self) -> dict[str, Any]:
         """What ``/health`` shows; ``connected`` only when Redis answers a ping now,
@@ -120,6 +142,7 @@ class SharedState:
             "url": self.shown_url,
             "connected": self.connected and await self._answers(),
             "unsent_facts": self.facts.pending,
+            "unsent_health": self.backend_health.pending + self.quality.pending,
         }
 
     async def _answers(self) -> bool:
@@ -138,6 +161,8 @@ class SharedState:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        if self._responses is not None:
+            await self._responses.aclose()
         if self._client is not None:
             # What was learned last still goes to the other replicas, if Redis takes it.
             with contextlib.suppress(RedisError, OSError, asyncio.TimeoutError):
@@ -147,6 +172,8 @@ class SharedState:
 
     async def _resync(self, client: Redis) -> None:
         await self.facts.resync(client)
+        await self.backend_health.resync(client)
+        await self.quality.resync(client)
         if self._tools is not None:
             await self._tools.resync(client)
 
@@ -154,7 +181,9 @@ class SharedState:
         while True:
             pubsub = client.pubsub()
             try:
-                await pubsub.subscribe(facts.CHANNEL, tools.CHANNEL)
+                await pubsub.subscribe(
+                    facts.CHANNEL, tools.CHANNEL, health.CHANNEL, quality.CHANNEL
+                )
                 # Whatever was published while this replica was not listening.
                 await self._resync(client)
                 self._reachable(True)
@@ -177,18 +206,24 @@ class SharedState:
     def _dispatch(self, channel: bytes, data: bytes) -> None:
         if channel == _FACTS_CHANNEL:
             self.facts.receive(data)
+        elif channel == _HEALTH_CHANNEL:
+            self.backend_health.receive(data)
+        elif channel == _QUALITY_CHANNEL:
+            self.quality.receive(data)
         elif channel == _TOOLS_CHANNEL and self._tools is not None:
             self._tools.receive(data)
 
-    async def _write(self, client: Redis) -> None:
+    async def _write(
+        self, client: Redis, writes: SharedFacts | SharedHealth | SharedQuality
+    ) -> None:
         while True:
-            await self.facts.queued()
+            await writes.queued()
             try:
-                await self.facts.flush(client)
+                await writes.flush(client)
             except (RedisError, OSError) as exc:
                 self._reachable(False, exc)
                 await asyncio.sleep(_RETRY_DELAY)
-                self.facts.requeue()
+                writes.requeue()
             else:
                 self._reachable(True)
 
@@ -197,6 +232,8 @@ class SharedState:
         if up and not self.connected:
             log.info("Redis at %s answers again: shared state read again", self.shown_url)
             self.facts.requeue()
+            self.backend_health.requeue()
+            self.quality.requeue()
         elif not up and self.connected:
             log.warning(
                 "Redis at %s does not answer (%s): this replica goes on with what it knows; "

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from toolrelay.events import ToolCall
+from toolrelay.io import spans
 from toolrelay.io.tools import results
 from toolrelay.io.tools.definition import ToolDefinition, is_token
 from toolrelay.io.tools.http import HttpToolClient
@@ -146,7 +147,8 @@ class Toolbox:
         if not validation.ok:
             return ToolOutput(results.invalid_arguments(call.name, validation.reason), True)
         try:
-            output = await tool.run(dict(validation.arguments), self.max_chars)
+            with spans.tool_span(call.name, call.id):
+                output = await tool.run(dict(validation.arguments), self.max_chars)
         except Exception as exc:
             log.warning("tool %s raised %s", call.name, type(exc).__name__, exc_info=True)
             detail = str(exc)

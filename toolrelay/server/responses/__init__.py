@@ -4,7 +4,8 @@ A pure translator around the shared turn (:mod:`toolrelay.server.turn`):
 :mod:`.request` reads the body into the round, :mod:`.wire` writes the
 response and its typed stream events; errors keep the OpenAI error object.
 Responses are kept for ``previous_response_id`` in a bounded in-memory
-:mod:`.store` unless the request says ``store: false``.
+:mod:`.store` (in Redis with ``TOOLRELAY_REDIS_URL``) unless the request says
+``store: false``.
 """
 
 from __future__ import annotations
@@ -22,14 +23,20 @@ from toolrelay.server.asgi import Headers, client_auth, header
 from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import ResponsesTurn, input_messages, read_responses
-from toolrelay.server.responses.store import ResponseStore
+from toolrelay.server.responses.store import Store
 from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder
 
 
 class ResponsesFront:
-    def __init__(self, settings: Settings, store: ResponseStore) -> None:
+    def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
+
+    async def prepare(self, body: dict[str, Any]) -> None:
+        """Fetch the response the request continues, for :meth:`read` to find."""
+        previous = body.get("previous_response_id")
+        if isinstance(previous, str):
+            await self.store.prefetch(previous)
 
     def read(self, body: dict[str, Any], headers: Headers) -> ResponsesTurn:
         return read_responses(
@@ -98,18 +105,18 @@ class ResponseEncoder:
         return sse(self.builder.failed(error))
 
 
-def stored_routes(store: ResponseStore) -> tuple[Any, Any]:
+def stored_routes(store: Store) -> tuple[Any, Any]:
     """``GET`` and ``DELETE /v1/responses/{id}`` on the stored responses."""
 
     async def retrieve(request: Request) -> Response:
-        found = store.response(request.path_params["response_id"])
+        found = await store.fetch_response(request.path_params["response_id"])
         if found is None:
             return _not_found(request.path_params["response_id"])
         return _json(200, found)
 
     async def delete(request: Request) -> Response:
         response_id = request.path_params["response_id"]
-        if not store.delete(response_id):
+        if not await store.remove(response_id):
             return _not_found(response_id)
         return _json(200, {"id": response_id, "object": "response", "deleted": True})
 

@@ -30,7 +30,7 @@ from toolrelay.io.settings import Settings
 from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
-from toolrelay.server.responses.store import ResponseStore
+from toolrelay.server.responses.store import Store
 from toolrelay.server.turn import Turn
 
 # Tuples, not sets: a client may send any JSON value here, a list or an object too.
@@ -88,7 +88,7 @@ class ResponsesTurn(Turn):
 def read_responses(
     body: dict[str, Any],
     settings: Settings,
-    store: ResponseStore,
+    store: Store,
     stuck_header: str | None = None,
     auth: str | None = None,
 ) -> ResponsesTurn:

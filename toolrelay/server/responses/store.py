@@ -10,7 +10,26 @@ several workers each keeps its own.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Protocol
+
+
+class Store(Protocol):
+    """Where responses are kept: this process (:class:`ResponseStore`) or Redis
+    (:class:`~toolrelay.io.shared.responses.RedisResponseStore`). The front's
+    reading is pure, so the conversation a request continues is fetched first
+    (:meth:`prefetch`) and then read (:meth:`get`)."""
+
+    capacity: int
+
+    async def prefetch(self, response_id: str) -> None: ...
+
+    def get(self, response_id: str) -> list[dict[str, Any]] | None: ...
+
+    def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None: ...
+
+    async def fetch_response(self, response_id: str) -> dict[str, Any] | None: ...
+
+    async def remove(self, response_id: str) -> bool: ...
 
 
 class ResponseStore:
@@ -37,3 +56,12 @@ class ResponseStore:
 
     def delete(self, response_id: str) -> bool:
         return self._entries.pop(response_id, None) is not None
+
+    async def prefetch(self, response_id: str) -> None:
+        """Nothing to fetch: every entry is here."""
+
+    async def fetch_response(self, response_id: str) -> dict[str, Any] | None:
+        return self.response(response_id)
+
+    async def remove(self, response_id: str) -> bool:
+        return self.delete(response_id)
