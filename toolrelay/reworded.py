@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
 
 from toolrelay.parse import parse_tool_calls
 
@@ -169,6 +171,34 @@ def own_sentences(injected: Iterable[str], *, lines: bool = False) -> list[list[
     return [words for words in sentences if words]
 
 
+@dataclass(frozen=True, slots=True)
+class _Prompt:
+    """One round's prompt as a filter compares with it."""
+
+    sentences: tuple[tuple[str, ...], ...]  # those long enough to share MIN_SHARED words
+    vocabulary: frozenset[str]
+    # Which sentences hold a word: a word no sentence holds changes no subsequence.
+    holding: dict[str, tuple[int, ...]]
+
+
+@lru_cache(maxsize=64)
+def _prompt(injected: tuple[str, ...], by_line: bool) -> _Prompt:
+    # Cached: the rounds of one client send the same prompt texts again and again.
+    found = own_sentences(injected, lines=by_line)
+    sentences = tuple(
+        words for words in dict.fromkeys(map(tuple, found)) if len(words) >= MIN_SHARED
+    )
+    holding: dict[str, list[int]] = {}
+    for index, words in enumerate(sentences):
+        for word in set(words):
+            holding.setdefault(word, []).append(index)
+    return _Prompt(
+        sentences,
+        frozenset(word for words in found for word in words),
+        {word: tuple(indices) for word, indices in holding.items()},
+    )
+
+
 class RewordFilter:
     """Feed the content of one answer; what comes back is it without the
     sentences that reword toolrelay's prompt (``by_line``: without the lines
@@ -179,34 +209,30 @@ class RewordFilter:
         "_foreign",
         "_held",
         "_line_start",
+        "_prompt",
         "_rows",
-        "_sentences",
         "_stop",
         "_tail",
         "_undecided",
-        "_vocabulary",
         "_words",
     )
 
     def __init__(self, injected: Iterable[str], *, by_line: bool = False) -> None:
         self._end = _LINE_END if by_line else _SENTENCE_END
-        sentences = own_sentences(injected, lines=by_line)
-        self._vocabulary = frozenset(word for words in sentences for word in words)
-        # Unique, and only those long enough to share MIN_SHARED words with a line.
-        unique = dict.fromkeys(map(tuple, sentences))
-        self._sentences = [list(words) for words in unique if len(words) >= MIN_SHARED]
+        self._prompt = _prompt(tuple(injected), by_line)
         self._held: list[str] = []
         self._tail = ""  # a word not ended yet
         self._stop = False  # the last character was a stop: white space next ends the sentence
         self._line_start = True
         self._words = 0
         self._foreign = 0
-        self._rows: list[list[int]] = []
+        # The longest common subsequence with each sentence, by index, once it has a word.
+        self._rows: dict[int, list[int]] = {}
         self._undecided = False
         self._reset()
 
     def __bool__(self) -> bool:
-        return bool(self._sentences)
+        return bool(self._prompt.sentences)
 
     def feed(self, text: str) -> str:
         out: list[str] = []
@@ -241,34 +267,41 @@ class RewordFilter:
         if tokens and _WORD.fullmatch(piece[-1]):
             self._tail = tokens.pop()  # the word goes on in the next piece
         for token in tokens:
-            self._add(token)
-        if not self._possible():
-            out.extend(self._held)
-            self._held.clear()
-            self._undecided = False
+            if self._add(token) and not self._possible():
+                out.extend(self._held)
+                self._held.clear()
+                self._undecided = False
+                return
 
-    def _add(self, token: str) -> None:
+    def _add(self, token: str) -> bool:
+        """Count one word; whether it was a content word."""
         word = _canonical(token)
         if not word:
-            return
+            return False
         self._words += 1
-        if word not in self._vocabulary:
+        if word not in self._prompt.vocabulary:
             self._foreign += 1
-        # One more row of each longest common subsequence with a prompt sentence.
-        for sentence, row in zip(self._sentences, self._rows, strict=True):
+        # One more row of the longest common subsequences with the sentences holding it.
+        for index in self._prompt.holding.get(word, ()):
+            sentence = self._prompt.sentences[index]
+            row = self._rows.get(index)
+            if row is None:
+                row = self._rows[index] = [0] * (len(sentence) + 1)
             diagonal = row[0]
             for i, mine in enumerate(sentence, start=1):
                 above = row[i]
                 row[i] = diagonal + 1 if mine == word else max(row[i - 1], above)
                 diagonal = above
+        return True
 
     def _possible(self) -> bool:
         """Whether more words could still make the sentence a rewording."""
         if self._foreign > MAX_FOREIGN:
             return False
         k = self._words
-        for sentence, row in zip(self._sentences, self._rows, strict=True):
-            shared, size = row[-1], len(sentence)
+        for index, sentence in enumerate(self._prompt.sentences):
+            row = self._rows.get(index)
+            shared, size = (row[-1] if row else 0), len(sentence)
             # x more words, each shared at best: min(shared + x, size) shared of k + x.
             # That rises until the sentence is used up, then falls: take the best x allowed.
             x = max(size - shared, MIN_WORDS - k, MIN_SHARED - shared, 0)
@@ -282,7 +315,9 @@ class RewordFilter:
             self._tail = ""
         if self._words < MIN_WORDS or self._foreign > MAX_FOREIGN:
             return False
-        return any(row[-1] >= MIN_SHARED and 2 * row[-1] >= self._words for row in self._rows)
+        return any(
+            row[-1] >= MIN_SHARED and 2 * row[-1] >= self._words for row in self._rows.values()
+        )
 
     def _end_sentence(self, out: list[str], *, newline: bool) -> None:
         if self._undecided:
@@ -298,8 +333,8 @@ class RewordFilter:
         self._tail = ""
         self._words = 0
         self._foreign = 0
-        self._rows = [[0] * (len(sentence) + 1) for sentence in self._sentences]
-        self._undecided = bool(self._sentences)
+        self._rows = {}
+        self._undecided = bool(self._prompt.sentences)
 
 
 class Rewordings:
