@@ -18,6 +18,11 @@ and prose about anything else has too many words the prompt never uses. The tool
 sections of the listing (the client's own descriptions and schemas) are not
 toolrelay's words: a model may say them again in its answer.
 
+:class:`Rewordings` runs two such filters one after the other: whole lines
+against the prompt's lines and sentences first (a line that rewords several
+sentences at once), then the sentences left against the prompt's sentences (a
+rewording inside a line of the model's own).
+
 In a stream, a sentence is held only while it could still become such a rewording
 (an upper bound on what more words can add); once it cannot, what was held goes
 out at once and the rest of the sentence passes. The bound ends the hold after a
@@ -45,95 +50,16 @@ _LINE_END = re.compile(r"\n")
 _SPLIT = re.compile(r"(?<=[.!?:;])\s+")
 _STOPS = ".!?:;"
 # Function words: they carry no content, and a rewording changes them freely.
-_FUNCTION_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "to",
-        "of",
-        "in",
-        "on",
-        "at",
-        "by",
-        "for",
-        "with",
-        "and",
-        "or",
-        "but",
-        "if",
-        "is",
-        "are",
-        "was",
-        "be",
-        "been",
-        "being",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "there",
-        "here",
-        "your",
-        "you",
-        "i",
-        "we",
-        "my",
-        "our",
-        "me",
-        "us",
-        "as",
-        "so",
-        "do",
-        "does",
-        "did",
-        "not",
-        "no",
-        "only",
-        "than",
-        "then",
-        "into",
-        "from",
-        "any",
-        "some",
-        "all",
-        "just",
-        "also",
-        "can",
-        "could",
-        "will",
-        "would",
-        "should",
-        "must",
-        "may",
-        "might",
-        "what",
-        "which",
-        "who",
-        "how",
-        "when",
-        "where",
-        "why",
-        "very",
-        "more",
-        "most",
-        "other",
-        "such",
-        "own",
-        "same",
-        "about",
-        "per",
-        "like",
-        "via",
-        "each",
-        "every",
-        "instead",
-        "now",
-        "yet",
-    ]
-)
+_FUNCTION_WORDS = frozenset([
+    "a", "an", "the", "to", "of", "in", "on", "at", "by", "for", "with", "and", "or", "but",
+    "if", "is", "are", "was", "be", "been", "being", "it", "its", "this", "that", "these",
+    "those", "there", "here", "your", "you", "i", "we", "my", "our", "me", "us", "as", "so",
+    "do", "does", "did", "not", "no", "only", "than", "then", "into", "from", "any", "some",
+    "all", "just", "also", "can", "could", "will", "would", "should", "must", "may", "might",
+    "what", "which", "who", "how", "when", "where", "why", "very", "more", "most", "other",
+    "such", "own", "same", "about", "per", "like", "via", "each", "every", "instead", "now",
+    "yet",
+])  # fmt: skip
 _SAME = {"multiple": "several", "many": "several", "single": "one"}
 
 
