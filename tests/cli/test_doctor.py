@@ -460,3 +460,52 @@ def test_a_weak_model_behind_a_template_without_tools(
     fix = "- tools never reach the model: --jinja --chat-template-file <a template that renders"
     assert fix in table
     assert "tool_mode: rescue" in table
+
+
+@pytest.mark.parametrize(
+    ("kind", "constraints", "expected"),
+    [
+        (
+            "llamacpp",
+            "honour",
+            # The simulator takes a GBNF grammar but applies none: doctor sees it ignored.
+            {"json_schema": "yes", "grammar": "ignored", "structural_tag": "not offered"},
+        ),
+        (
+            "vllm",
+            "honour",
+            {"json_schema": "yes", "grammar": "not offered", "structural_tag": "accepted"},
+        ),
+        (
+            "vllm",
+            "refuse",
+            {"json_schema": "refused", "grammar": "not offered", "structural_tag": "refused"},
+        ),
+        (
+            "ollama",
+            "ignore",
+            {"json_schema": "ignored", "grammar": "not offered", "structural_tag": "not offered"},
+        ),
+    ],
+)
+def test_constrained_decoding_is_reported_per_kind(
+    run: Any, kind: str, constraints: str, expected: dict[str, str]
+) -> None:
+    report = run(None, "--backend-kind", kind, constraints=constraints)
+    found = report["constrained_decoding"]
+    assert {name: entry["verdict"] for name, entry in found.items()} == expected
+    if constraints == "refuse":
+        assert "400" in found["json_schema"]["detail"]
+
+
+def test_constrained_decoding_has_its_line_in_the_text_report(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with Simulator(SimulatorConfig.load(None)) as sim:
+        status = main(["doctor", "--backend", sim.openai_url, "--backend-kind", "vllm"])
+    assert status == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps to the terminal's width
+    assert (
+        "constrained decoding: json_schema yes, grammar not offered (by vllm), "
+        "structural_tag accepted" in out
+    )

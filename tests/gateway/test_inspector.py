@@ -26,7 +26,9 @@ def sim() -> Iterator[Simulator]:
 
 
 def _inspected(sim: Simulator, **settings: Any) -> GatewayServer:
-    return gateway(sim.openai_url, tool_mode="rescue", inspector=True, **settings)
+    # Unconstrained: the scripted weak model's own attempts (and their repair) are
+    # what these tests read; docs/constrained.md rounds are tested in test_constrained.py.
+    return gateway(sim.openai_url, tool_mode="rescue", inspector=True, constrain="off", **settings)
 
 
 def _ask(gw: GatewayServer, *, stream: bool, content: str = QUESTION, key: str = "none") -> Any:

@@ -56,7 +56,8 @@ def test_learned_facts_and_fallbacks_are_logged(caplog: pytest.LogCaptureFixture
 def test_required_re_ask_and_unmet_requirement_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     never_calls = {"rules": [{"answer": {"content": "No."}}]}
-    with stack(never_calls, ignore_tool_choice=True) as (_, gw):
+    # A server that ignores tool_choice and constraints alike.
+    with stack(never_calls, ignore_tool_choice=True, constraints="ignore") as (_, gw):
         gw.client().chat.completions.create(
             model="m", messages=ASK_WEATHER, tools=[WEATHER_TOOL], tool_choice="required"
         )

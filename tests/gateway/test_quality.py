@@ -110,7 +110,9 @@ def _value(series: dict[Any, float], name: str, **labels: str) -> float:
 def test_quality_series_count_arrivals_repairs_and_rejections(
     sim: Simulator, mode: str, stream: bool
 ) -> None:
-    with gateway(sim.openai_url, tool_mode=mode) as gw:
+    # Unconstrained: the repairs counted are the scripted model's own (a constrained
+    # correction re-ask is tested in test_constrained.py).
+    with gateway(sim.openai_url, tool_mode=mode, constrain="off") as gw:
         for question in ("good 1", "good 2", "good 3", "unknown, fix", "invalid, stubborn"):
             _ask(gw, question, stream=stream)
         series = _series(gw)
@@ -149,7 +151,7 @@ def test_calls_written_as_text_on_the_native_path_count_as_text_and_markup_remov
 
 
 def test_required_met_on_the_first_attempt_is_counted_once(sim: Simulator) -> None:
-    with gateway(sim.openai_url, tool_mode="native") as gw:
+    with gateway(sim.openai_url, tool_mode="native", constrain="off") as gw:
         for question in ("good", "invalid, fix"):  # the second corrected by a re-ask
             gw.client().chat.completions.create(
                 model="sim",

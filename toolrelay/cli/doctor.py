@@ -21,7 +21,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from toolrelay.cli.flags import BACKEND_KINDS, given
+from toolrelay.cli.flags import add_backend, given
 
 _MARKS = {"ok": ("✔", "green"), "warn": ("!", "yellow"), "fail": ("✘", "red"), "info": ("·", "")}
 
@@ -32,11 +32,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "tool calling behaves, the settings toolrelay will use, and the server flags that "
         "fix what it recognises."
     )
-    parser.add_argument(
-        "--backend", help="the model server's base URL, e.g. http://127.0.0.1:8000/v1"
-    )
+    add_backend(parser)
     parser.add_argument("--model", help="the model to probe (default: the first one listed)")
-    parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
     parser.add_argument("--config", help="a YAML or JSON config file (backend, api_key)")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument(
@@ -133,6 +130,9 @@ def _print(out: Console, report: Any, saved: str | None) -> None:
     for seen in report.observations:
         probes.add_row(seen.probe.name, f"{seen.seconds:.2f}", _outcome(seen))
     out.print(probes)
+    if report.constraints:
+        listed = ", ".join(map(str, report.constraints))
+        out.print(Text(f"constrained decoding: {listed}"), highlight=False)
     out.print(Text("Settings toolrelay will use (config file):", style="bold"))
     out.print(Text(snippet(report.config()).rstrip()), highlight=False)
     if saved:

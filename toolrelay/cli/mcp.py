@@ -15,6 +15,8 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from toolrelay.cli.flags import add_log_level
+
 if TYPE_CHECKING:
     from toolrelay.io.settings import Settings
 
@@ -42,12 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="results are cut to this many characters (LLM_TOOL_RESULT_MAX_CHARS; default: 2000)",
     )
-    parser.add_argument(
-        "--log-level",
-        default="warning",
-        choices=("debug", "info", "warning", "error"),
-        help="toolrelay's log, on standard error (default: warning)",
-    )
+    add_log_level(parser, "warning", "toolrelay's log, on standard error (default: warning)")
 
 
 def run(args: argparse.Namespace) -> int:

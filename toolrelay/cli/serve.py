@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from toolrelay.cli.flags import BACKEND_KINDS, given
+from toolrelay.cli.flags import add_backend, add_log_level, add_tool_mode, given
 
 log = logging.getLogger("toolrelay.serve")
 
@@ -30,14 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"{environment_help()}\n\n"
         "Full reference: docs/gateway.md (settings, config file, endpoints, errors)."
     )
-    parser.add_argument(
-        "--backend",
-        action="append",
-        help="the model server's base URL, e.g. http://127.0.0.1:8000/v1; repeat it for "
-        "several servers of the same models, balanced (docs/backends.md)",
-    )
-    parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
-    parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
+    add_backend(parser, several=True)
+    add_tool_mode(parser)
     parser.add_argument(
         "--model",
         help="the catch-all: requests for a model no alias matches and the backend does not "
@@ -55,6 +49,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=("repair", "warn", "off"),
         help="tool calls that do not fit their schema: re-ask the model once (repair, the "
         "default), pass them on with a warning (warn), or leave them alone (off)",
+    )
+    parser.add_argument(
+        "--constrain",
+        choices=("auto", "off", "json_schema", "grammar", "structural_tag"),
+        help="constrained decoding of tool calls where the server offers it: auto (the "
+        "default), off, or one kind only (docs/constrained.md)",
     )
     parser.add_argument(
         "--builtin-tools",
@@ -91,11 +91,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="export OpenTelemetry traces over OTLP/HTTP (the toolrelay[otel] extra; also on "
         "when OTEL_EXPORTER_OTLP_ENDPOINT is set)",
     )
-    parser.add_argument(
-        "--log-level",
-        default="info",
-        choices=("debug", "info", "warning", "error"),
-        help="what the log shows: info has one line per request and every fact learned "
+    add_log_level(
+        parser,
+        "info",
+        "what the log shows: info has one line per request and every fact learned "
         "or fallback taken (default: info)",
     )
     parser.add_argument(
@@ -181,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
         "model",
         "model_alias",
         "validation",
+        "constrain",
         "builtin_tools",
         "host",
         "port",

@@ -99,6 +99,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="refuse requests with tools with MESSAGE (the probes still claim tool support)",
     )
     parser.add_argument(
+        "--constraints",
+        choices=("honour", "ignore", "refuse"),
+        help="what constrained-decoding fields (response_format, json_schema, grammar, "
+        "structured_outputs, Ollama's format) do: honour (applied to the answer), ignore, "
+        "or refuse (a 400) (default honour)",
+    )
+    parser.add_argument(
         "--refuse-tools-status",
         type=int,
         metavar="CODE",
@@ -119,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
             "refuse_tools",
             "refuse_tools_status",
             "request_log",
+            "constraints",
         ]
         if getattr(args, name) is not None
     }

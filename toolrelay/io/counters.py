@@ -31,6 +31,11 @@ COUNTERS: dict[str, tuple[str, str]] = {
         "reason",
     ),
     "stuck": ("stuck detector signals, by mode/pattern/level", "signal"),
+    "constraints": (
+        "constrained backend requests, by constraint (json_schema, grammar, "
+        "structural_tag), and constraints refused (sent again without)",
+        "kind",
+    ),
     "validation": (
         "tool calls checked against their tool's schema, by outcome "
         "(valid, coerced, repaired, dropped, invalid: passed on under validate=warn)",

@@ -45,6 +45,17 @@ StuckMode = Literal["enforce", "observe", "off"]
 # What the gateway does with a tool call that does not fit its tool's schema:
 # ask the model once to correct it, pass it on with a warning, or nothing.
 ValidateMode = Literal["repair", "warn", "off"]
+# Constrained decoding: auto (what the backend kind takes and has not refused),
+# off, or one constraint kind only (toolrelay.constrain.ConstraintKind).
+ConstrainMode = Literal["auto", "off", "json_schema", "grammar", "structural_tag"]
+
+
+def _yaml_off(value: Any) -> Any:
+    # YAML 1.1 (PyYAML) reads a bare `off` as false.
+    return "off" if value is False else value
+
+
+ConstrainSetting = Annotated[ConstrainMode, BeforeValidator(_yaml_off)]
 # What the Messages and Responses fronts do with a tool only the vendor's own
 # servers run (web search, code interpreter, hosted MCP, ...): leave it out of
 # what the model sees, with a warning, or refuse the request.
@@ -158,6 +169,7 @@ class ModelOverride(BaseModel):
     stuck_polling_exempt: bool | None = None
     finish_reason_named: Literal["stop", "tool_calls"] | None = None
     validation: ValidateMode | None = None
+    constrain: ConstrainSetting | None = None
     # False: rounds with tools are asked without streaming (the client still gets
     # a stream), for a server whose streamed tool parsing loses or cuts calls.
     stream_tools: bool | None = None
@@ -277,6 +289,11 @@ class Settings(BaseSettings):
     validation: ValidateMode = Field(
         default="repair",
         description="tool calls that do not fit their schema: repair (re-ask once), warn, off",
+    )
+    constrain: ConstrainSetting = Field(
+        default="auto",
+        description="constrained decoding of tool calls: auto (what the backend takes), "
+        "off, or only json_schema, grammar or structural_tag",
     )
     builtin_tools: BuiltinTools = Field(
         default="drop",
@@ -618,6 +635,7 @@ class Settings(BaseSettings):
             "profile": override.profile or (backend and backend.profile) or self.profile,
             "finish_reason_named": override.finish_reason_named or self.finish_reason_named,
             "validate": override.validation or self.validation,
+            "constrain": override.constrain or self.constrain,
             "stream_tools": override.stream_tools is not False,
             "reasoning_open": override.reasoning_open,
         }

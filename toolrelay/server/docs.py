@@ -164,6 +164,12 @@ def openapi_spec(version: str) -> dict[str, Any]:
                             "type": "string",
                             "enum": ["enforce", "observe", "off"],
                         },
+                        "toolrelay_constrain": {
+                            "type": "string",
+                            "enum": ["auto", "off", "json_schema", "grammar", "structural_tag"],
+                            "description": "Constrained decoding of tool calls "
+                            "(docs/constrained.md)",
+                        },
                     },
                 },
             }

@@ -11,12 +11,13 @@ from typing import Any, NoReturn, get_args
 
 from toolrelay.errors import RequestError
 from toolrelay.io.round import RoundRequest, build_round
-from toolrelay.io.settings import Settings, ValidateMode
+from toolrelay.io.settings import ConstrainMode, Settings, ValidateMode
 from toolrelay.profiles import get_profile
 from toolrelay.server.errors import invalid
 from toolrelay.stuck import Mode, parse_mode
 
 _VALIDATE_MODES = get_args(ValidateMode)
+_CONSTRAIN_MODES = get_args(ConstrainMode)
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class OwnOptions:
     profile: str | None
     stuck_mode: Mode | None
     validate: str
+    constrain: str
 
 
 def model_name(body: dict[str, Any], settings: Settings) -> str:
@@ -43,7 +45,8 @@ def own_options(
     body: dict[str, Any], settings: Settings, model: str, stuck_header: str | None
 ) -> OwnOptions:
     """The sampling profile, the stuck detector's mode (the body field, else the
-    header) and the validation mode, from any front's body, else the settings."""
+    header), the validation mode and constrained decoding, from any front's body,
+    else the settings."""
     configured = settings.round_options(model)
     profile = optional(body, "toolrelay_profile", str) or configured["profile"]
     if profile is not None:
@@ -64,7 +67,13 @@ def own_options(
             f"'toolrelay_validate' must be one of {', '.join(_VALIDATE_MODES)}.",
             "toolrelay_validate",
         )
-    return OwnOptions(profile, stuck_mode, validate)
+    constrain = optional(body, "toolrelay_constrain", str) or configured["constrain"]
+    if constrain not in _CONSTRAIN_MODES:
+        raise invalid(
+            f"'toolrelay_constrain' must be one of {', '.join(_CONSTRAIN_MODES)}.",
+            "toolrelay_constrain",
+        )
+    return OwnOptions(profile, stuck_mode, validate, constrain)
 
 
 def make_round(
@@ -74,7 +83,12 @@ def make_round(
     own fields removed), with the model's configured options."""
     try:
         return build_round(
-            settings, backend_body, auth=auth, profile=options.profile, validate=options.validate
+            settings,
+            backend_body,
+            auth=auth,
+            profile=options.profile,
+            validate=options.validate,
+            constrain=options.constrain,
         )
     except RequestError as exc:
         raise invalid(str(exc), exc.param) from None

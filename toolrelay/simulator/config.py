@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolrelay.simulator.constraint import ConstraintsMode
 from toolrelay.simulator.scenario import Scenario, default_scenario, load_scenario
 
 DEFAULT_CAPABILITIES = ("completion", "tools")
@@ -65,6 +66,8 @@ class SimulatorConfig:
     close_after_stream: bool = False
     # Fail every completion request with this HTTP status; None: never.
     status: int | None = None
+    # Constrained decoding (response_format, grammar, ...): honour, ignore or refuse it.
+    constraints: ConstraintsMode = "honour"
     # How many requests `Simulator.requests` keeps (the oldest go first).
     request_log: int = 1000
 

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from toolrelay.simulator.config import SimulatorConfig
+from toolrelay.simulator.constraint import constrained
 from toolrelay.simulator.request import Turn, token_count
 from toolrelay.simulator.reword import reworded
 from toolrelay.simulator.scenario import Answer, Match, ToolCallSpec
@@ -200,6 +201,10 @@ def _render(
             finish_reason = finish_reason or "stop"
     if turn.single_call:
         calls = calls[:1]
+    if turn.constraint is not None and config.constraints == "honour":
+        content, calls = constrained(turn.constraint, content, calls)
+        if turn.constraint.schema is not None:
+            finish_reason = "stop"  # the answer is the JSON the schema admits
     content, stop_reason = _stopped(content, turn.stop)
     if stop_reason is not None:
         # Generation ends at the stop sequence: nothing after it is written.

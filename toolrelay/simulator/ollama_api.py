@@ -44,6 +44,8 @@ async def chat(request: Request) -> Response:
     refused = refusal(config, turn, request.url.path)
     if refused is not None:
         return refused
+    if turn.constraint is not None and config.constraints == "refuse":
+        return ollama_error(f"this server does not take '{turn.constraint.field}'", 400)
     reply = respond(config, turn)
     if isinstance(reply, Failure):
         if reply.body is not None:

@@ -17,6 +17,7 @@ import orjson
 
 from toolrelay.correction import CORRECTION_MARKER
 from toolrelay.simulator.config import SimulatorConfig
+from toolrelay.simulator.constraint import Requested, requested
 from toolrelay.simulator.scenario import ToolsMode
 
 # The rescue path renders tools into the system prompt as [TOOL_CALL] blocks
@@ -84,6 +85,8 @@ class Turn:
     # The rescue-framed results after the last question: its closed [TOOL_RESULT]
     # blocks, verbatim, one per line (what --echo-history repeats).
     framed_history: str = ""
+    # The constraint the request carries (None under --constraints ignore).
+    constraint: Requested | None = None
 
 
 def openai_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
@@ -113,6 +116,7 @@ def openai_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
         single_call=single_call,
         stop=tuple(item for item in stop or () if item),
         max_tokens=_budget(body.get("max_completion_tokens") or body.get("max_tokens")),
+        constraint=None if config.constraints == "ignore" else requested(body),
     )
 
 
@@ -124,7 +128,17 @@ def ollama_turn(body: Any, config: SimulatorConfig, digest: str) -> Turn:
     options = body.get("options")
     budget = _budget(options.get("num_predict")) if isinstance(options, Mapping) else None
     # Ollama has no tool_choice: the model always decides.
-    return _turn(body, tools, "auto" if tools else "none", stream, False, digest, max_tokens=budget)
+    constraint = None if config.constraints == "ignore" else requested(body, ollama=True)
+    return _turn(
+        body,
+        tools,
+        "auto" if tools else "none",
+        stream,
+        False,
+        digest,
+        max_tokens=budget,
+        constraint=constraint,
+    )
 
 
 def _budget(value: Any) -> int | None:
@@ -186,6 +200,7 @@ def _turn(
     single_call: bool = False,
     stop: tuple[str, ...] = (),
     max_tokens: int | None = None,
+    constraint: Requested | None = None,
 ) -> Turn:
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -226,6 +241,7 @@ def _turn(
         stop=stop,
         max_tokens=max_tokens,
         framed_history=_framed_history(messages),
+        constraint=constraint,
     )
 
 

@@ -137,6 +137,7 @@ class Settings(_Strict):
     close_after_stream: bool | None = None
     status: int | None = Field(default=None, ge=400, le=599)
     request_log: int | None = Field(default=None, ge=0)
+    constraints: Literal["honour", "ignore", "refuse"] | None = None
 
 
 class Scenario(_Strict):

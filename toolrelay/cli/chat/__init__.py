@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from toolrelay.cli.flags import BACKEND_KINDS
+from toolrelay.cli.flags import add_backend, add_log_level, add_tool_mode
 
 DEFAULT_MAX_ROUNDS = 10
 # Tokens one answer may take. Without a limit some servers (llama-server) write
@@ -33,15 +33,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "commands (after a yes), the HTTP tools of --tools and the tools of MCP servers "
         "(--mcp-config), on any model server."
     )
-    parser.add_argument(
-        "--backend", help="the model server's base URL, e.g. http://127.0.0.1:8000/v1"
-    )
+    add_backend(parser)
     parser.add_argument("--model", help="default: the first model the server lists")
-    parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
-    parser.add_argument(
-        "--tool-mode",
-        choices=("auto", "native", "rescue"),
-        help="native tools, tools in the prompt (rescue), or decide per model (auto, the default)",
+    add_tool_mode(
+        parser,
+        "native tools, tools in the prompt (rescue), or decide per model (auto, the default)",
     )
     parser.add_argument("--config", help="a YAML or JSON config file (as for toolrelay serve)")
     parser.add_argument("-m", "--message", help="ask this, print the answer and exit")
@@ -93,11 +89,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="run_command stops a command after this long (default 60)",
     )
-    parser.add_argument(
-        "--log-level",
-        default="error",
-        choices=("debug", "info", "warning", "error"),
-        help="toolrelay's own log on standard error (default: error; the trace shows the rest)",
+    add_log_level(
+        parser,
+        "error",
+        "toolrelay's own log on standard error (default: error; the trace shows the rest)",
     )
     parser.add_argument(
         "--max-result-chars",

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from toolrelay.cli.flags import BACKEND_KINDS, given
+from toolrelay.cli.flags import add_backend, add_log_level, add_tool_mode, given
 from toolrelay.cli.launch.clients import CLIENTS, Client, Target
 
 DEFAULT_GATEWAY = "http://127.0.0.1:8787"
@@ -60,11 +60,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help=f"with --print: the gateway's URL (default: {DEFAULT_GATEWAY})",
     )
-    parser.add_argument(
-        "--backend", help="the model server's base URL, e.g. http://127.0.0.1:8000/v1"
-    )
-    parser.add_argument("--backend-kind", choices=BACKEND_KINDS, help="default: auto (detected)")
-    parser.add_argument("--tool-mode", choices=("auto", "native", "rescue"), help="default: auto")
+    add_backend(parser)
+    add_tool_mode(parser)
     parser.add_argument(
         "--model",
         help="the backend's model; every model name the client asks for goes to it "
@@ -76,12 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="append the gateway's log to FILE (default: none; the client owns the terminal)",
     )
-    parser.add_argument(
-        "--log-level",
-        default="info",
-        choices=("debug", "info", "warning", "error"),
-        help="with --log-file: what the log shows (default: info)",
-    )
+    add_log_level(parser, "info", "with --log-file: what the log shows (default: info)")
 
 
 def run(args: argparse.Namespace) -> int:

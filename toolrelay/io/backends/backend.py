@@ -45,6 +45,9 @@ _LESSONS: dict[Fact, str] = {
         "starts its answers inside reasoning (its chat template opens it): the text "
         "before the closing tag is parsed as reasoning"
     ),
+    "takes_json_schema": "decodes under a JSON schema (response_format)",
+    "takes_grammar": "decodes under a GBNF grammar (grammar, grammar_lazy)",
+    "takes_structural_tag": "decodes under a structural tag (response_format)",
 }
 
 # Renderings of chat templates kept (distinct models and chat_template_kwargs).

@@ -27,6 +27,11 @@ Fact = Literal[
     "emits_text_calls",
     "swallows_streamed_calls",
     "opens_reasoning",
+    # Constrained decoding (toolrelay.constrain): True once a constrained answer
+    # came back within its constraint, False once the backend refused or ignored it.
+    "takes_json_schema",
+    "takes_grammar",
+    "takes_structural_tag",
 ]
 FACTS: frozenset[str] = frozenset(get_args(Fact))
 
@@ -40,6 +45,9 @@ EVIDENCE: dict[Fact, str] = {
         "streaming brought one"
     ),
     "opens_reasoning": "an answer held a closing reasoning tag it never opened",
+    "takes_json_schema": "an answer constrained by a JSON schema was a valid call",
+    "takes_grammar": "an answer constrained by a grammar held only valid calls",
+    "takes_structural_tag": "an answer constrained by a structural tag held only valid calls",
 }
 SHARED_REASON = "learned by another replica (shared through Redis)"
 

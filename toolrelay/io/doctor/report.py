@@ -7,6 +7,7 @@ from typing import Any
 
 from toolrelay.errors import ToolrelayError
 from toolrelay.io.backends import Backend, BackendError
+from toolrelay.io.doctor.constraints import ConstraintVerdict, probe_constraints
 from toolrelay.io.doctor.diagnose import Diagnosis, diagnose
 from toolrelay.io.doctor.endpoints import SelfDescription, describe
 from toolrelay.io.doctor.probes import Observation, Progress, run_probes
@@ -27,6 +28,8 @@ class Report:
     description: SelfDescription
     observations: tuple[Observation, ...]
     diagnosis: Diagnosis
+    # What the server does with each kind of constrained decoding.
+    constraints: tuple[ConstraintVerdict, ...] = ()
 
     def settings(self) -> dict[str, Any]:
         """The model's settings as a config file writes them: mode and format always."""
@@ -55,6 +58,9 @@ class Report:
                 for c in self.diagnosis.checks
             },
             "probes": [_probe_dict(o) for o in self.observations],
+            "constrained_decoding": {
+                v.kind: {"verdict": v.verdict, "detail": v.detail} for v in self.constraints
+            },
             "settings": self.settings(),
             "config": self.config(),
             "server_fixes": [
@@ -81,6 +87,7 @@ async def examine(backend: Backend, model: str | None, progress: Progress | None
     if kind == "openai":
         kind = description.kind_hint() or kind
     observations = await run_probes(backend, model, progress)
+    constraints = await probe_constraints(backend, model, kind)
     by_name = {o.probe.name: o for o in observations}
     return Report(
         url=backend.config.url,
@@ -90,6 +97,7 @@ async def examine(backend: Backend, model: str | None, progress: Progress | None
         description=description,
         observations=tuple(observations),
         diagnosis=diagnose(kind, model, description, by_name),
+        constraints=tuple(constraints),
     )
 
 

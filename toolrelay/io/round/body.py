@@ -1,7 +1,7 @@
 """What the backend is sent for a round, and how its answer is read.
 
 :func:`backend_body` is the request body for a round in a mode (native or
-rescue, a strict re-ask, guided decoding); :func:`read_answer` reads a
+rescue, a strict re-ask, a constraint); :func:`read_answer` reads a
 finished answer into a :class:`Reply` and :class:`ChunkReader` reads a
 streamed one into the parsing core's events. Both parse calls written as
 text, apply the call limit and name the finish reason the same way.
@@ -32,6 +32,7 @@ from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.native import NativeStream, message_calls
 from toolrelay.io.counters import Counters
+from toolrelay.io.round.constraints import Constraint
 from toolrelay.io.round.request import TOOL_FIELDS, Reply, RoundRequest, StreamItem
 from toolrelay.names import ToolSet
 from toolrelay.parse import parse_output
@@ -55,20 +56,19 @@ async def backend_body(
     mode: RoundMode,
     *,
     strict: bool = False,
-    constrained: bool = False,
+    constraint: Constraint | None = None,
 ) -> dict[str, Any]:
     """The body the backend receives for this round in this mode.
 
     ``strict`` is the re-ask of a ``required`` choice: the rescue path's strict
     directive, or on a native round one demanding a call through the
-    backend's own tool calling. ``constrained`` adds a JSON-schema
-    ``response_format`` that only admits a call to an allowed tool, for
-    backend kinds with guided decoding.
+    backend's own tool calling. ``constraint`` adds its fields
+    (:mod:`~toolrelay.io.round.constraints`).
     """
     body = dict(req.body)
     messages = body["messages"] = conform(req.messages, IdMap(id_style(req.format, req.model)))
-    if constrained and "response_format" not in body:
-        body["response_format"] = _call_format(req.plan.tools)
+    if constraint is not None:
+        body.update(constraint.fields)
     if mode == "native" and strict:
         body["messages"] = append_note(
             messages, native_directive(req.plan.declared, req.tool_choice)
@@ -90,23 +90,6 @@ async def backend_body(
         # We speak Ollama's OpenAI-compatible /v1, not its native /api/chat.
         body = apply_profile(body, req.profile, "ollama-openai" if kind == "ollama" else kind)
     return body
-
-
-def _call_format(tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
-    """A ``response_format`` whose only valid outputs are ``{"name", "arguments"}``
-    objects calling one of ``tools``."""
-    variants = [
-        {
-            "type": "object",
-            "properties": {"name": {"const": tool.name}, "arguments": dict(tool.parameters)},
-            "required": ["name", "arguments"],
-        }
-        for tool in tools
-    ]
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": "tool_call", "schema": {"anyOf": variants}},
-    }
 
 
 def injected_texts(req: RoundRequest, mode: RoundMode, *, strict: bool = False) -> tuple[str, ...]:

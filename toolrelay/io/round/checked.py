@@ -245,8 +245,22 @@ def _correction_request(
     # The directive is ours: a model that repeats it has not answered with it.
     injected = (*req.injected, messages[-1]["content"])
     return replace(
-        req, body={**req.body, "messages": messages}, messages=messages, injected=injected
+        req,
+        body={**req.body, "messages": messages},
+        messages=messages,
+        injected=injected,
+        correcting=_corrected_tools(req, problems),
     )
+
+
+def _corrected_tools(req: RoundRequest, problems: Sequence[Problem]) -> tuple[str, ...]:
+    """What the re-ask's answer is constrained to: a call of the tool whose call it
+    corrects (any allowed tool when that call named none we know). Several calls
+    to correct are asked for unconstrained: a constraint holds one call."""
+    if len(problems) != 1:
+        return ()
+    call = problems[0].call
+    return (call.name,) if call is not None else tuple(tool.name for tool in req.plan.tools)
 
 
 def _count_checked(

@@ -11,14 +11,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError, Refusal
 from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because
 from toolrelay.io.round.body import backend_body, read_answer
-from toolrelay.io.round.observed import observe
+from toolrelay.io.round.constraints import (
+    judge,
+    learn_refused,
+    refused,
+    round_constraint,
+    without,
+)
+from toolrelay.io.round.observed import ObservedAttempt, observe
 from toolrelay.io.round.request import Reply, RoundRequest, has_tool_history
 
 log = logging.getLogger("toolrelay.rounds")
@@ -29,9 +36,6 @@ REQUIRED_UNMET = (
     "tool_choice required a tool call, but the model answered without one "
     "(also after one re-ask with a stricter directive)"
 )
-# Backend kinds whose OpenAI endpoint takes a json_schema response_format and
-# enforces it while decoding.
-GUIDED_KINDS = frozenset({"vllm", "sglang", "llamacpp", "lmstudio"})
 
 
 async def round_mode(backend: Backend, req: RoundRequest) -> RoundMode:
@@ -54,7 +58,7 @@ async def complete_handling_required(
         counters.quality.add(backend.name, req.model, "required", "first_attempt")
     if req.plan.mode == "required" and not reply.calls:
         # The backend ignored the requirement: ask once more, as plainly as we
-        # can, and with guided decoding where the backend has it.
+        # can, and constrained to a call where the backend takes a constraint.
         counters.inc("fallbacks", "required_reask")
         log.info(
             "model %s answered a required tool_choice without a call: asking once more, "
@@ -101,43 +105,53 @@ async def _complete_single_attempt(
     counters: Counters,
     *,
     strict: bool = False,
-    constrained: bool = False,
+    whole: bool = False,
 ) -> Reply:
-    """One request to the backend and its answer read."""
-    body = await backend_body(backend, req, mode, strict=strict, constrained=constrained)
+    """One request to the backend and its answer read; constrained where the
+    round and the backend allow (``whole``: to one call), and asked again
+    unconstrained when the backend refuses the constraint."""
+    constraint = await round_constraint(backend, req, mode, whole=whole)
+    body = await backend_body(backend, req, mode, strict=strict, constraint=constraint)
     observed = observe(backend, req, mode, body, stream=False)
-    if observed is None:
-        answer = await backend.complete(body, auth=req.auth)
-        reply = read_answer(backend, req, mode, counters, answer, strict=strict)
-    else:
-        try:
-            answer = await backend.complete(body, auth=req.auth)
-        except BackendError as exc:
-            observed.failed(exc.message)
+    try:
+        answer = await _sent(backend, req, body, observed)
+    except BackendError as exc:
+        if constraint is None or not refused(exc):
             raise
-        reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+        learn_refused(backend, req, constraint, exc)
+        counters.inc("constraints", "refused")
+        body = without(body, constraint)
+        constraint = None
+        observed = observe(backend, req, mode, body, stream=False)
+        answer = await _sent(backend, req, body, observed)
+    reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+    if observed is not None:
         observed.answered(answer, reply)
+    if constraint is not None:
+        counters.inc("constraints", constraint.kind)
+        judge(backend, req, constraint, reply)
     if req.has_tools:
         counters.inc("rounds", mode)
         watch_silence(backend, req, mode, bool(reply.calls))
     return reply
 
 
+async def _sent(
+    backend: Backend, req: RoundRequest, body: dict[str, Any], observed: ObservedAttempt | None
+) -> dict[str, Any]:
+    try:
+        return await backend.complete(body, auth=req.auth)
+    except BackendError as exc:
+        if observed is not None:
+            observed.failed(exc.message)
+        raise
+
+
 async def _reask(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
     # Configured native means native: the re-ask is no rescue round either.
     native = (req.tool_mode or backend.config.tool_mode) == "native"
     mode: RoundMode = "native" if native else "rescue"
-    if await backend.kind() in GUIDED_KINDS:
-        try:
-            return await _complete_single_attempt(
-                backend, req, mode, counters, strict=True, constrained=True
-            )
-        except BackendError as exc:
-            if exc.upstream_status is None or exc.upstream_status >= 500:
-                raise
-            # This server or model rejects the schema (or, natively, the schema
-            # beside tools): ask without it.
-    return await _complete_single_attempt(backend, req, mode, counters, strict=True)
+    return await _complete_single_attempt(backend, req, mode, counters, strict=True, whole=True)
 
 
 async def rescued(

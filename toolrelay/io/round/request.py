@@ -27,7 +27,7 @@ from toolrelay.events import (
     ToolCallStart,
 )
 from toolrelay.io.backends.backend import RoundMode
-from toolrelay.io.settings import Settings, ToolMode, ValidateMode
+from toolrelay.io.settings import ConstrainMode, Settings, ToolMode, ValidateMode
 from toolrelay.names import ToolSet
 
 # Request fields a tool-less (rescued) backend must not receive.
@@ -55,6 +55,11 @@ class RoundRequest:
     profile: str | None = None
     finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls"
     validate: ValidateMode = "repair"
+    # Constrained decoding (toolrelay.io.round.constraints).
+    constrain: ConstrainMode = "auto"
+    # The correction re-ask: the names of the tools whose calls it corrects (the
+    # answer is constrained to a call of one of them); () on every other round.
+    correcting: tuple[str, ...] = ()
     # False: a streamed round with tools is asked without streaming.
     stream_tools: bool = True
     # The model's answers start inside reasoning; None: the backend finds out.

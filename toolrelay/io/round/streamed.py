@@ -39,6 +39,12 @@ from toolrelay.io.round.complete import (
     round_mode,
     watch_silence,
 )
+from toolrelay.io.round.constraints import (
+    learn_refused,
+    refused,
+    round_constraint,
+    without,
+)
 from toolrelay.io.round.observed import ObservedAttempt, observe
 from toolrelay.io.round.request import (
     Finish,
@@ -91,7 +97,7 @@ async def _stream_handling_refusals(
     mode = await round_mode(backend, req)
 
     async def attempt(mode: RoundMode) -> tuple[RoundMode, _Opened]:
-        return mode, await _open(backend, req, mode, patience)
+        return mode, await _open(backend, req, mode, counters, patience)
 
     try:
         mode, (chunks, first, observed) = await attempt(mode)
@@ -112,12 +118,39 @@ _Opened = tuple[ChunkStream, _FirstRead, "ObservedAttempt | None"]
 
 
 async def _open(
-    backend: Backend, req: RoundRequest, mode: RoundMode, patience: float | None
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    counters: Counters,
+    patience: float | None,
 ) -> _Opened:
-    """The backend's stream and its first read, awaited up to ``patience``
-    seconds: an error event first thing in a 200 stream (LM Studio's template
-    errors) is a refusal to start, like an error status."""
-    body = await backend_body(backend, req, mode)
+    """The backend's stream (constrained where the round and the backend allow,
+    opened again unconstrained when the backend refuses the constraint) and its
+    first read, awaited up to ``patience`` seconds: an error event first thing
+    in a 200 stream (LM Studio's template errors) is a refusal to start, like
+    an error status."""
+    constraint = await round_constraint(backend, req, mode, whole=False)
+    body = await backend_body(backend, req, mode, constraint=constraint)
+    try:
+        opened = await _opened(backend, req, mode, body, patience)
+    except BackendError as exc:
+        if constraint is None or not refused(exc):
+            raise
+        learn_refused(backend, req, constraint, exc)
+        counters.inc("constraints", "refused")
+        return await _opened(backend, req, mode, without(body, constraint), patience)
+    if constraint is not None:
+        counters.inc("constraints", constraint.kind)
+    return opened
+
+
+async def _opened(
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    body: dict[str, Any],
+    patience: float | None,
+) -> _Opened:
     observed = observe(backend, req, mode, body, stream=True)
     try:
         chunks = await backend.open_stream(body, auth=req.auth)

@@ -21,7 +21,12 @@ _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "functio
 _NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 _INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
 # toolrelay's own request fields: read here, never sent to a backend.
-_OWN_FIELDS = ("toolrelay_profile", "toolrelay_stuck_mode", "toolrelay_validate")
+_OWN_FIELDS = (
+    "toolrelay_profile",
+    "toolrelay_stuck_mode",
+    "toolrelay_validate",
+    "toolrelay_constrain",
+)
 
 
 @dataclass

@@ -1,0 +1,355 @@
+"""Constrained decoding through the gateway, against the simulator playing each
+backend kind: what is sent when, and what a server that honours, ignores or
+refuses the constraint leads to (docs/constrained.md).
+
+The simulated model is weak: asked with tools it writes prose, or a call with
+wrong arguments; only a constraint makes it call well.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.gateway.serve_process import serve_process
+from tests.gateway.support import TIME_TOOL, GatewayServer, gateway
+from toolrelay.io.settings import Settings
+from toolrelay.simulator import Simulator, SimulatorConfig
+
+WEATHER: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    },
+}
+TOOLS = [WEATHER, TIME_TOOL]
+WRONG_CALL = '[TOOL_CALL]{"name": "get_weather", "arguments": {"days": "three"}}[/TOOL_CALL]'
+RULES: list[dict[str, Any]] = [
+    {
+        "match": {"last_user": "^native wrong", "tools": "native"},
+        "answer": {"tool_calls": [{"name": "get_weather", "arguments": {"days": "three"}}]},
+    },
+    {"match": {"last_user": "^wrong"}, "answer": {"content": "Let me look. " + WRONG_CALL}},
+    {"answer": {"content": "I think it is sunny."}},
+]
+KINDS = ["llamacpp", "vllm", "sglang", "ollama", "lmstudio"]
+STREAM = pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+
+
+@contextmanager
+def _stack(
+    kind: str, constraints: str = "honour", sim: dict[str, Any] | None = None, **settings: Any
+) -> Iterator[tuple[Simulator, GatewayServer]]:
+    config = SimulatorConfig.load({"rules": RULES}, constraints=constraints, **(sim or {}))
+    with (
+        Simulator(config) as simulator,
+        gateway(simulator.openai_url, backend_kind=kind, **settings) as gw,
+    ):
+        yield simulator, gw
+
+
+def _ask(
+    gw: GatewayServer, text: str, *, stream: bool, tools: Any = None, **extra: Any
+) -> dict[str, Any]:
+    """The answer as one dict: content, calls (name, arguments), finish reason, warning."""
+    body = {
+        "model": "sim",
+        "messages": [{"role": "user", "content": text}],
+        "tools": tools or TOOLS,
+        "stream": stream,
+        **extra,
+    }
+    response = httpx.post(gw.url + "/v1/chat/completions", json=body, timeout=20)
+    assert response.status_code == 200, response.text
+    if not stream:
+        answer = response.json()
+        message = answer["choices"][0]["message"]
+        return {
+            "content": message.get("content"),
+            "calls": [
+                (c["function"]["name"], json.loads(c["function"]["arguments"]))
+                for c in message.get("tool_calls") or []
+            ],
+            "finish_reason": answer["choices"][0]["finish_reason"],
+            "warning": answer.get("toolrelay_warning"),
+        }
+    content, calls, finish, warning = "", {}, None, None
+    for line in response.text.splitlines():
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[len("data: ") :])
+        warning = chunk.get("toolrelay_warning") or warning
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            content += delta.get("content") or ""
+            for part in delta.get("tool_calls") or ():
+                entry = calls.setdefault(part["index"], ["", ""])
+                entry[0] += part.get("function", {}).get("name") or ""
+                entry[1] += part.get("function", {}).get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    return {
+        "content": content or None,
+        "calls": [(name, json.loads(arguments)) for name, arguments in calls.values()],
+        "finish_reason": finish,
+        "warning": warning,
+    }
+
+
+def _completions(sim: Simulator) -> list[Any]:
+    return [r.body for r in sim.requests if r.path.endswith("/chat/completions")]
+
+
+def _learned(gw: GatewayServer) -> dict[str, Any]:
+    health = httpx.get(gw.url + "/health", timeout=10).json()
+    return {
+        item["fact"]: (item["value"], item["reason"])
+        for item in health["backends"][0]["learned"]
+        if item["fact"].startswith("takes_")
+    }
+
+
+def _schema(body: dict[str, Any]) -> dict[str, Any]:
+    response_format = body["response_format"]
+    assert response_format["type"] == "json_schema"
+    return dict(response_format["json_schema"]["schema"])
+
+
+# --- required and named: the first attempt constrained ------------------------------
+
+
+@STREAM
+@pytest.mark.parametrize("kind", KINDS)
+def test_required_on_the_rescue_path_is_one_constrained_request(kind: str, stream: bool) -> None:
+    with _stack(kind, tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "weather in Paris?", stream=stream, tool_choice="required")
+        sent = _completions(sim)
+        learned = _learned(gw)
+    assert answer["calls"] == [("get_weather", {"city": "example"})]
+    assert answer["finish_reason"] == "tool_calls" and answer["warning"] is None
+    assert len(sent) == 1, "no re-ask"
+    names = [variant["properties"]["name"]["const"] for variant in _schema(sent[0])["anyOf"]]
+    assert names == ["get_weather", "get_time"]
+    assert "tools" not in sent[0]
+    assert learned["takes_json_schema"][0] is True
+
+
+@pytest.mark.parametrize("kind", ["vllm", "ollama"])
+def test_a_named_choice_is_constrained_to_that_tool(kind: str) -> None:
+    named = {"type": "function", "function": {"name": "get_time"}}
+    with _stack(kind, tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "time?", stream=False, tool_choice=named)
+        sent = _completions(sim)
+    assert answer["calls"] == [("get_time", {"tz": "example"})]
+    schema = _schema(sent[0])
+    assert schema["properties"]["name"] == {"const": "get_time"}
+    assert schema["properties"]["arguments"] == TIME_TOOL["function"]["parameters"]
+
+
+def test_a_native_required_call_is_left_to_a_server_that_honours_tool_choice() -> None:
+    with _stack("vllm", tool_mode="native") as (sim, gw):
+        answer = _ask(gw, "weather?", stream=False, tool_choice="required")
+        sent = _completions(sim)
+    assert answer["calls"] and len(sent) == 1
+    assert "response_format" not in sent[0] and sent[0]["tool_choice"] == "required"
+
+
+@STREAM
+def test_ollama_ignores_tool_choice_so_its_native_required_call_is_constrained(
+    stream: bool,
+) -> None:
+    with _stack("ollama", sim={"ignore_tool_choice": True}, tool_mode="native") as (sim, gw):
+        answer = _ask(gw, "weather?", stream=stream, tool_choice="required")
+        sent = _completions(sim)
+    assert answer["calls"] == [("get_weather", {"city": "example"})]
+    assert len(sent) == 1 and sent[0]["tools"] and _schema(sent[0])["anyOf"]
+
+
+def test_a_backend_of_unknown_kind_is_not_constrained() -> None:
+    with _stack("openai", tool_mode="rescue") as (sim, gw):
+        _ask(gw, "weather?", stream=False, tool_choice="required")
+        sent = _completions(sim)
+    assert not any("response_format" in body for body in sent)
+    assert len(sent) == 2, "the re-ask, as without constraints"
+
+
+# --- refused and ignored ------------------------------------------------------------
+
+
+@STREAM
+def test_a_refused_constraint_is_asked_again_without_and_remembered(stream: bool) -> None:
+    with _stack("llamacpp", constraints="refuse", tool_mode="rescue") as (sim, gw):
+        first = _ask(gw, "weather?", stream=stream, tool_choice="required")
+        before = len(_completions(sim))
+        _ask(gw, "weather?", stream=stream, tool_choice="required")
+        sent = _completions(sim)
+        learned = _learned(gw)
+    # The model stays weak without its constraint: required unmet, but no error.
+    assert first["calls"] == [] and "required" in first["warning"]
+    assert ["response_format" in body for body in sent[:before]] == [True, False, False]
+    assert not any("response_format" in body for body in sent[before:])
+    value, reason = learned["takes_json_schema"]
+    assert value is False and "400" in reason and "response_format" in reason
+
+
+def test_an_ignored_constraint_is_remembered() -> None:
+    with _stack("vllm", constraints="ignore", tool_mode="rescue") as (sim, gw):
+        _ask(gw, "weather?", stream=False, tool_choice="required")
+        sent = _completions(sim)
+        learned = _learned(gw)
+    assert ["response_format" in body for body in sent] == [True, False]
+    value, reason = learned["takes_json_schema"]
+    assert value is False and "outside" in reason
+
+
+# --- the rescue path under auto: a lazy constraint ------------------------------------
+
+
+@STREAM
+@pytest.mark.parametrize("kind", ["vllm", "sglang"])
+def test_a_structural_tag_holds_the_call_after_the_marker(kind: str, stream: bool) -> None:
+    with _stack(kind, tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "wrong weather in Paris", stream=stream)
+        sent = _completions(sim)
+    assert answer["calls"] == [("get_weather", {"city": "example"})]
+    assert answer["content"].strip() == "Let me look."
+    assert len(sent) == 1, "valid by construction: no correction re-ask"
+    tag = sent[0]["response_format"]
+    assert tag["type"] == "structural_tag" and tag["triggers"] == ["[TOOL_CALL]"]
+    assert [s["begin"] for s in tag["structures"]] == [
+        '[TOOL_CALL]{"name": "get_weather", "arguments": ',
+        '[TOOL_CALL]{"name": "get_time", "arguments": ',
+    ]
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_llama_cpp_gets_a_lazy_grammar_triggered_by_the_marker(parallel: bool) -> None:
+    """One call block, then the answer ends, either way: a weak model under a
+    grammar that admits more repeats its block until the token budget ends."""
+    with _stack("llamacpp", tool_mode="rescue") as (sim, gw):
+        _ask(gw, "weather?", stream=False, parallel_tool_calls=parallel)
+        sent = _completions(sim)
+    body = sent[0]
+    assert body["grammar_lazy"] is True
+    assert body["grammar_triggers"] == [{"type": 1, "value": "[TOOL_CALL]"}]
+    assert 'name ::= "\\"get_weather\\"" | "\\"get_time\\""' in body["grammar"]
+    assert body["grammar"].startswith("root ::= block\n")
+    assert "response_format" not in body
+
+
+@pytest.mark.parametrize("kind", ["ollama", "lmstudio"])
+def test_servers_without_a_lazy_constraint_get_none_under_auto(kind: str) -> None:
+    with _stack(kind, tool_mode="rescue") as (sim, gw):
+        _ask(gw, "weather?", stream=False)
+        sent = _completions(sim)
+    assert not {"response_format", "grammar"} & set(sent[0])
+
+
+def test_a_lazy_grammar_the_server_refuses_is_asked_again_without() -> None:
+    with _stack("llamacpp", constraints="refuse", tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "weather?", stream=True)
+        sent = _completions(sim)
+        learned = _learned(gw)
+    assert answer["content"] == "I think it is sunny."
+    assert ["grammar" in body for body in sent] == [True, False]
+    assert learned["takes_grammar"][0] is False
+
+
+# --- the correction re-ask, tool_choice none, settings ---------------------------------
+
+
+@STREAM
+def test_the_correction_re_ask_is_constrained_to_the_tool_corrected(stream: bool) -> None:
+    with _stack("vllm", tool_mode="native") as (sim, gw):
+        answer = _ask(gw, "native wrong weather", stream=stream)
+        sent = _completions(sim)
+    assert answer["calls"] == [("get_weather", {"city": "example"})]
+    assert len(sent) == 2 and "response_format" not in sent[0]
+    schema = _schema(sent[1])
+    assert schema["properties"]["name"] == {"const": "get_weather"}
+
+
+@pytest.mark.parametrize("kind", ["llamacpp", "vllm"])
+def test_tool_choice_none_on_the_rescue_path(kind: str) -> None:
+    """llama.cpp gets a grammar of text without the call marker; servers with no
+    grammar get nothing."""
+    with _stack(kind, tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "weather?", stream=False, tool_choice="none")
+        sent = _completions(sim)
+    assert answer["calls"] == [] and answer["content"] == "I think it is sunny."
+    assert "response_format" not in sent[0]
+    if kind == "llamacpp":
+        assert sent[0]["grammar"].startswith("root ::= s0\n")
+        assert "grammar_lazy" not in sent[0]
+    else:
+        assert "grammar" not in sent[0]
+
+
+def test_constrain_off_per_request_and_a_kind_per_model(tmp_path: Any) -> None:
+    with _stack("vllm", tool_mode="rescue", models={"sim": {"constrain": "grammar"}}) as (sim, gw):
+        _ask(gw, "weather?", stream=False, toolrelay_constrain="off")
+        _ask(gw, "weather?", stream=False)
+        sent = _completions(sim)
+    assert not {"response_format", "grammar", "toolrelay_constrain"} & set(sent[0])
+    # The model's setting names the grammar: sent although vLLM's kind would take a tag.
+    assert "grammar" in sent[1] and "response_format" not in sent[1]
+
+
+def test_an_unknown_constrain_value_is_a_400() -> None:
+    with _stack("vllm") as (_, gw):
+        body = {"model": "sim", "messages": [{"role": "user", "content": "hi"}]}
+        response = httpx.post(
+            gw.url + "/v1/chat/completions",
+            json={**body, "toolrelay_constrain": "regex"},
+            timeout=10,
+        )
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "toolrelay_constrain"
+
+
+def test_a_schema_no_engine_takes_goes_unconstrained(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "toolrelay.constrain")
+    recursive = {
+        "type": "function",
+        "function": {
+            "name": "walk",
+            "parameters": {
+                "type": "object",
+                "properties": {"node": {"$ref": "#/$defs/node"}},
+                "$defs": {"node": {"properties": {"next": {"$ref": "#/$defs/node"}}}},
+            },
+        },
+    }
+    with _stack("vllm", tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "walk", stream=False, tools=[recursive], tool_choice="required")
+        sent = _completions(sim)
+    assert answer["calls"] == [] and "required" in answer["warning"]
+    assert not any("response_format" in body for body in sent)
+    assert any("cannot be constrained" in r.getMessage() for r in caplog.records)
+
+
+def test_constrain_off_in_a_yaml_config_is_off() -> None:
+    """YAML 1.1 reads a bare `off` as false: the setting still means off."""
+    loaded = yaml.safe_load("constrain: off\nmodels:\n  m:\n    constrain: off\n")
+    settings = Settings(backend="http://127.0.0.1:1/v1", **loaded)
+    assert settings.round_options("m")["constrain"] == "off"
+    assert settings.round_options("other")["constrain"] == "off"
+
+
+def test_serve_takes_constrain_as_a_flag() -> None:
+    with Simulator(SimulatorConfig()) as sim:
+        args = ("--backend", sim.openai_url, "--constrain", "structural_tag")
+        with serve_process(*args) as served:
+            health = httpx.get(served.url + "/health", timeout=30).json()
+    assert health["settings"]["constrain"] == "structural_tag"
