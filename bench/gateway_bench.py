@@ -88,6 +88,7 @@ def process(
     ready_url: str,
     cwd: Path | str | None = None,
     env: dict[str, str] | None = None,
+    startup: float = 20,
 ) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
         args,
@@ -97,7 +98,7 @@ def process(
         env={**os.environ, **(env or {})},
     )
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + startup
         while True:
             try:
                 if httpx.get(ready_url, timeout=1).status_code < 500:

@@ -14,6 +14,9 @@ parser leaves them too.
 A line is held back only while it could still be an echo: once it differs
 from every injected line it goes out at once, so a stream is delayed by at
 most one line, and only by a line that starts like one of ours.
+
+What is left goes through `toolrelay.reworded`, which drops
+the lines and sentences that reword the prompt rather than repeat it.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from toolrelay.examples import reject_copies
 from toolrelay.formats import opener_table
 from toolrelay.formats.echoes import DIRECTIVE_MARKER, WRAPPERS
 from toolrelay.parse import parse_tool_calls
+from toolrelay.reworded import Rewordings
 from toolrelay.types import Tool
 
 _SPACES = re.compile(r"\s+")
@@ -53,9 +57,12 @@ def _normalize(text: str) -> str:
 class EchoFilter:
     """Feed the content of one answer; what comes back is it without echoed lines."""
 
-    __slots__ = ("_held", "_lines", "_norm", "_set", "_undecided")
+    __slots__ = ("_held", "_lines", "_norm", "_reworded", "_set", "_undecided")
 
     def __init__(self, injected: Iterable[str]) -> None:
+        injected = tuple(injected)
+        # What is left goes on to the sentences that reword the prompt.
+        self._reworded = Rewordings(injected)
         lines = {
             _normalize(line)
             for text in injected
@@ -68,9 +75,18 @@ class EchoFilter:
         self._undecided = True  # False once the current line is known not to be an echo
 
     def __bool__(self) -> bool:
-        return bool(self._lines)
+        return bool(self._lines) or bool(self._reworded)
 
     def feed(self, text: str) -> str:
+        return self._reworded.feed(self._exact(text))
+
+    def close(self) -> str:
+        held = "" if self._echo() else "".join(self._held)
+        self._reset()
+        return self._reworded.feed(held) + self._reworded.close()
+
+    def _exact(self, text: str) -> str:
+        """``text`` without the lines that repeat an injected one."""
         out: list[str] = []
         start = 0
         while start < len(text):
@@ -84,11 +100,6 @@ class EchoFilter:
             self._reset()
             start = newline + 1
         return "".join(out)
-
-    def close(self) -> str:
-        held = "" if self._echo() else "".join(self._held)
-        self._reset()
-        return held
 
     def _echo(self) -> bool:
         """Whether the held line, now complete, repeats an injected one."""

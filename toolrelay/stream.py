@@ -199,6 +199,9 @@ class StreamParser:
                 break
             start, marker, factory = found
             if factory is None:
+                # Waiting on this marker: a longer one may begin before it and run past
+                # the buffer's end (MiniMax-M3's "]<]minimax[>[<tool_call>" holds a "[").
+                start = min(start, self._table.safe_end(buf, pos))
                 self._emit_content(buf[pos:start])
                 pos = keep_from = start
                 break

@@ -29,6 +29,8 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
+from toolrelay.schema import coerce_text
+
 TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "templates"
 # A text no template writes: where the assistant's own text ends in a rendering.
 SENTINEL = "Zq7Sentinel"
@@ -150,6 +152,50 @@ UNQUOTED = Limit(
     {"text": "it's"},
 )
 
+GEMMA_DELIMITER = Limit(
+    'the template writes a string between <|"|> delimiters raw: one holding <|"|> ends there',
+    containing('<|"|>'),
+    {"text": 'a<|"|>b'},
+)
+MINIMAX_NS = "]<]minimax[>["
+
+
+def _untyped_inside(arguments: Any) -> bool:
+    # Inside a list or an object the template writes every scalar as bare text, an
+    # empty container as nothing, and a list as <item> elements.
+    def lost(value: Any) -> bool:
+        if isinstance(value, str):
+            return coerce_text(value, None) != value
+        if isinstance(value, dict):
+            if not value or set(value) == {"item"}:
+                return True
+            return any(lost(v) for v in value.values())
+        if isinstance(value, list):
+            return not value or any(lost(v) for v in value)
+        return False
+
+    return any(
+        isinstance(v, (dict, list))
+        and any(lost(x) for x in (v.values() if isinstance(v, dict) else v))
+        for v in arguments.values()
+    )
+
+
+MINIMAX_NESTED = Limit(
+    "the template writes a scalar inside a list or an object as bare text, an empty list "
+    "or object as nothing, and a list as <item> elements: without a schema for the inside, "
+    "a string that reads as a JSON literal, an empty container and an object of one 'item' "
+    "key read otherwise",
+    _untyped_inside,
+    {"items": ["7"]},
+)
+MINIMAX_MARKER = Limit(
+    "the template writes a string raw: one holding the namespace marker and a closing tag "
+    "ends there",
+    containing(MINIMAX_NS),
+    {"text": f"a{MINIMAX_NS}</text>b"},
+)
+
 
 @dataclass(frozen=True)
 class Spec:
@@ -173,6 +219,10 @@ class Spec:
     # False: the template writes calls only for an assistant message without content.
     content_with_calls: bool = True
     mutable: bool = False  # the template changes its lists: llama.cpp renders it
+    # The model writes the template's end of message itself (Kimi K3's
+    # "<|close|>message<|sep|><|end_of_msg|>", kept by servers that keep its special
+    # tokens): its output runs to the end of the rendering.
+    whole_turn: bool = False
     # What the template cannot say: the generator avoids each, a test proves each real.
     limits: tuple[Limit, ...] = ()
 
@@ -289,7 +339,7 @@ def render_turn(
     full = _render(spec, [USER, assistant], tools, False, **extra)
     plain = _render(spec, [USER, {"role": "assistant", "content": SENTINEL}], tools, False, **extra)
     closing = plain[plain.rindex(SENTINEL) + len(SENTINEL) :]
-    end = len(full) - _end_of_turn(full, plain, closing)
+    end = len(full) if spec.whole_turn else len(full) - _end_of_turn(full, plain, closing)
     start = _common_prefix(prompt, full[:end])
     # Back to where the prompt's reasoning markup begins, if it ends in some.
     backs = [
@@ -393,10 +443,25 @@ SPECS = (
     Spec("Kimi-K2-Instruct.jinja", "kimi_k2", mutable=True),
     Spec("Kimi-K2-Thinking.jinja", "kimi_k2", mutable=True),
     Spec("moonshotai-Kimi-K2.jinja", "kimi_k2"),
+    # Thinking is on unless told off; string values are raw, so one holding the
+    # argument's closing tag ends there.
+    Spec(
+        "Kimi-K3.jinja",
+        "kimi_k3",
+        kwargs={"thinking": False},
+        whole_turn=True,
+        limits=(closing_tag("<|close|>argument<|sep|>"),),
+    ),
     Spec("LFM2.5-8B-A1B.jinja", "lfm2", limits=(UNQUOTED, PYTHON_REPR)),
     Spec("MiMo-VL.jinja", "hermes"),
     Spec("MiniMax-M1.jinja", "minimax_m1"),
     Spec("MiniMax-M2.jinja", "minimax_m2", limits=(closing_tag("</parameter>"),)),
+    Spec(
+        "MiniMax-M3.jinja",
+        "minimax_m3",
+        thinking={"thinking_mode": "enabled"},
+        limits=(MINIMAX_NESTED, MINIMAX_MARKER),
+    ),
     Spec("Mistral-Small-3.2-24B-Instruct-2506.jinja", "mistral"),
     Spec("mistralai-Ministral-3-14B-Reasoning-2512.jinja", "mistral"),
     Spec("mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral"),
@@ -445,8 +510,8 @@ SPECS = (
     Spec("deepseek-ai-DeepSeek-V3.2.jinja", "deepseek_v32"),
     Spec("deepseek-ai-DeepSeek-V4.jinja", "deepseek_v32"),
     Spec("deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "deepseek_v32"),
-    Spec("google-gemma-4-31B-it.jinja", "gemma4"),
-    Spec("google-gemma-4-31B-it-interleaved.jinja", "gemma4"),
+    Spec("google-gemma-4-31B-it.jinja", "gemma4", limits=(GEMMA_DELIMITER,)),
+    Spec("google-gemma-4-31B-it-interleaved.jinja", "gemma4", limits=(GEMMA_DELIMITER,)),
     Spec("meta-llama-Llama-3.1-8B-Instruct.jinja", "bare_json", single=True),
     Spec("meta-llama-Llama-3.2-3B-Instruct.jinja", "bare_json", single=True),
     Spec("meta-llama-Llama-3.3-70B-Instruct.jinja", "bare_json", single=True),

@@ -83,8 +83,12 @@ def test_nothing_injected_nothing_removed() -> None:
 def test_a_line_that_diverges_is_released_at_once() -> None:
     echo = EchoFilter(INJECTED)
     assert echo.feed("If a tool") == ""  # could still be the directive
-    assert echo.feed(" were") == "If a tool were"  # no injected line goes on like this
-    assert echo.feed(" here") == " here"
+    # No injected line goes on like this, but a rewording of one still could.
+    assert echo.feed(" were") == ""
+    assert echo.feed(" in Oslo") == ""  # "Oslo" may go on: the word is not complete
+    # A second word the prompt never uses: it cannot be a rewording either.
+    assert echo.feed(" today") == "If a tool were in Oslo today"
+    assert echo.feed(" again") == " again"
 
 
 TEXTS = st.sampled_from(

@@ -46,6 +46,8 @@ MARKERS = (
     "}}",
     "]]>",
     "&quot;",
+    "<|open|>tools<|sep|>",
+    "<|close|>call<|sep|>",
 )
 _NAME = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True)
 _TEXT = st.one_of(

@@ -81,7 +81,9 @@ def test_a_repaired_request_appears_live_and_shows_its_raw_answer_and_repair(
     from playwright.sync_api import expect, sync_playwright
 
     env = {**os.environ, "TOOLRELAY_ADMIN_TOKEN": TOKEN}
-    args = ["--backend", simulator, "--tool-mode", "rescue", "--inspector"]
+    # Unconstrained, as in test_inspector.py: the page shows the scripted weak model's
+    # own attempts and their repair (constrained rounds: test_constrained.py).
+    args = ["--backend", simulator, "--tool-mode", "rescue", "--constrain", "off", "--inspector"]
     with serve_process(*args, env=env) as gateway, sync_playwright() as playwright:
         browser = playwright.chromium.launch_persistent_context(
             str(tmp_path / "profile"),  # a fresh profile

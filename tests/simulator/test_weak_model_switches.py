@@ -119,6 +119,26 @@ def test_copy_prompt_answers_with_the_prompt_toolrelay_wrote(start_simulator, wi
     assert plain.choices[0].message.content == "Hello!"
 
 
+def test_reword_prompt_answers_with_the_directive_in_other_words(
+    start_simulator, wire, weather_tool
+):
+    sim = start_simulator(HELLO, reword_prompt=True)
+    client = wire.openai(sim)
+    messages = _rescued(weather_tool)
+    reworded = client.chat.completions.create(model="m", messages=messages).choices[0].message
+    lines = reworded.content.splitlines()
+    # The directive's sentences, each in other words; then its example call, verbatim.
+    assert "a single call per block having only a JSON object inside it." in lines
+    assert "to call multiple tools write multiple blocks a single after another." in lines
+    assert (
+        lines[-1]
+        == '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "<city>"}}[/TOOL_CALL]'
+    )
+    assert "[SYSTEM DIRECTIVE]" not in reworded.content
+    plain = client.chat.completions.create(model="m", messages=ASK)
+    assert plain.choices[0].message.content == "Hello!"
+
+
 def test_echo_history_repeats_the_framed_blocks_then_answers(start_simulator, wire, weather_tool):
     sim = start_simulator(
         {"rules": [{"match": {"tool_result": "sunny"}, "answer": {"content": "It is sunny."}}]},

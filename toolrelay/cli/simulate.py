@@ -24,6 +24,8 @@ _SWITCHES = {
     "echo_directive": "a weak model: start every answer by repeating the late [SYSTEM DIRECTIVE]",
     "copy_prompt": "a weak model: with tools in the prompt (or asked to correct its calls), "
     "answer with a copy of that prompt",
+    "reword_prompt": "a weak model: with tools in the prompt, answer with the late directive "
+    "reworded, then its example call",
     "echo_history": "a weak model: after a tool result, first repeat the [TOOL_RESULT] "
     "blocks it was given",
     "refuse_tools_in_stream": "a streamed refusal (--refuse-tools) comes in a 200 stream",

@@ -4,7 +4,8 @@
 ``<seed:think>`` (Seed-OSS), ``<|START_THINKING|>`` (Command R7B and
 Command A, whose answer may start with ``<|START_TEXT|>`` without closing
 the thinking first), ``<|inner_prefix|>`` (Apertus), ``[THINK]`` (Magistral,
-Ministral 3) and Gemma 4's ``<|channel>thought…<channel|>``.
+Ministral 3) Gemma 4's ``<|channel>thought…<channel|>`` and Kimi K3's
+``<|open|>think<|sep|>…<|close|>think<|sep|>`` and MiniMax-M3's ``<mm:think>``.
 
 Many templates open the reasoning in the prompt (``<think>\\n`` after the
 assistant header), so the output starts inside it and shows only the
@@ -42,6 +43,8 @@ WRAPPERS = (
     # Gemma 4: the channel's name and the line break after it are its header.
     ("<|channel>thought\n", "<channel|>"),
     ("<|channel>thought", "<channel|>"),
+    ("<|open|>think<|sep|>", "<|close|>think<|sep|>"),  # Kimi K3
+    ("<mm:think>", "</mm:think>"),  # MiniMax-M3
 )
 # Markers that end reasoning too, without closing it first (Command A's answer).
 ALSO_ENDS = {"<|START_THINKING|>": ("<|START_TEXT|>",)}

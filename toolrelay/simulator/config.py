@@ -47,6 +47,9 @@ class SimulatorConfig:
     # A weak model: given tools in the prompt (or a correction re-ask), it answers with a
     # copy of the prompt toolrelay wrote instead of an answer.
     copy_prompt: bool = False
+    # A weak model: given tools in the prompt, it answers with the late directive's
+    # sentences in its own words (as SmolLM2-135M does), then the example call.
+    reword_prompt: bool = False
     # A weak model: after a tool result it first repeats the rescue-framed results
     # ([TOOL_RESULT] blocks) it was given, then answers.
     echo_history: bool = False

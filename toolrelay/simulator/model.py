@@ -16,6 +16,7 @@ import orjson
 from toolrelay.simulator.config import SimulatorConfig
 from toolrelay.simulator.constraint import constrained
 from toolrelay.simulator.request import Turn, token_count
+from toolrelay.simulator.reword import reworded
 from toolrelay.simulator.scenario import Answer, Match, ToolCallSpec
 
 NO_RULE_TEXT = "[toolrelay simulator] no scenario rule matched this request."
@@ -165,6 +166,8 @@ def _render(
         # ... or the whole prompt toolrelay wrote: the correction it was sent, else
         # the tool listing and the late directive.
         content, calls = _copied_prompt(turn), []
+    if config.reword_prompt and turn.tools_mode == "prompt" and turn.directive:
+        content, calls = f"{reworded(turn.directive)}\n{turn.example_call}", []
     if config.echo_history and turn.is_tool_result and turn.framed_history:
         content = f"{turn.framed_history}\n{content}"
     if config.echo_directive and turn.directive:

@@ -126,6 +126,7 @@ class Settings(_Strict):
     echo_example: bool | None = None
     echo_directive: bool | None = None
     copy_prompt: bool | None = None
+    reword_prompt: bool | None = None
     echo_history: bool | None = None
     refuse_tools: str | None = None
     refuse_tools_status: int | None = Field(default=None, ge=400, le=599)

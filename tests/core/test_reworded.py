@@ -1,0 +1,201 @@
+"""A model's rewording of toolrelay's own prompt is an echo; ordinary prose is not.
+
+The rewordings are made from the prompt text itself (every sentence of the
+listing's preamble, both directives and the correction's fixed lines): words
+dropped, punctuation and case changed, function words swapped.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolrelay.correction import CORRECTION_HEADER, CORRECTION_TAIL
+from toolrelay.echo import EchoFilter, remove_echoes
+from toolrelay.parse import parse_tool_calls
+from toolrelay.rescue import directive, render_tools_prompt
+from toolrelay.reworded import MIN_WORDS, content_words, remove_rewordings
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+INJECTED = (
+    render_tools_prompt([WEATHER]),
+    directive([WEATHER], None),
+    directive([WEATHER], None, strength="strict"),
+    directive([WEATHER], "required", strength="strict"),
+    CORRECTION_HEADER,
+    CORRECTION_TAIL,
+)
+# SmolLM2-135M's streamed answer on llama-server (rescue path, tool_choice auto,
+# "What is the capital of France?").
+REAL = "To call multiple tools, write a single block, with only the JSON object inside it."
+
+
+def _sentences() -> list[str]:
+    """Every sentence toolrelay wrote, as text, with enough words to be taken."""
+    found = []
+    for text in INJECTED:
+        ours = parse_tool_calls(text).content.split("\n### ", 1)[0]
+        for line in ours.splitlines():
+            found += re.split(r"(?<=[.!?:;])\s+", line.strip(" -"))
+    return sorted({s for s in found if len(content_words(s)) >= MIN_WORDS + 1})
+
+
+SENTENCES = _sentences()
+_SWAPS = {"the": "a", "several": "multiple", "one": "a single", "to": "in order to",
+          "with": "having", "is": "will be", "each": "every", "your": "the"}  # fmt: skip
+
+
+def _reword(sentence: str, drop: int, case: str, stop: str) -> str:
+    """``sentence`` with its ``drop``-th content word left out, function words
+    swapped, commas gone, its case and its final stop changed."""
+    words = sentence.rstrip(".:;!?").replace(",", "").split()
+    content = [i for i, word in enumerate(words) if content_words(word)]
+    del words[content[drop % len(content)]]
+    swapped = " ".join(_SWAPS.get(word.lower(), word) for word in words)
+    return {"lower": swapped.lower(), "upper": swapped.upper(), "title": swapped.title()}[
+        case
+    ] + stop
+
+
+def test_there_are_sentences_to_reword() -> None:
+    assert len(SENTENCES) >= 12
+
+
+@pytest.mark.parametrize("sentence", SENTENCES)
+def test_each_prompt_sentence_reworded_is_removed(sentence: str) -> None:
+    for drop in range(3):
+        copy = _reword(sentence, drop, "lower", ".")
+        assert remove_echoes(f"{copy}\nParis is the capital of France.", INJECTED) == (
+            "Paris is the capital of France."
+        ), copy
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(SENTENCES),
+    st.integers(min_value=0, max_value=20),
+    st.sampled_from(["lower", "upper", "title"]),
+    st.sampled_from([".", "!", "", " :)"]),
+)
+def test_any_rewording_of_a_prompt_sentence_is_removed(
+    sentence: str, drop: int, case: str, stop: str
+) -> None:
+    copy = _reword(sentence, drop, case, stop)
+    assert remove_rewordings(f"Hello.\n{copy}\nBye.", INJECTED) == "Hello.\nBye."
+
+
+def test_the_real_models_answer_is_removed_and_the_answer_kept() -> None:
+    text = f"{REAL}\n{REAL}\nParis is the capital of France."
+    assert remove_echoes(text, INJECTED) == "Paris is the capital of France."
+    # Within a line of the model's own, only the rewording goes.
+    mixed = f"Paris is the capital of France. {REAL} Bye now.\nOK."
+    assert remove_echoes(mixed, INJECTED) == "Paris is the capital of France. Bye now.\nOK."
+
+
+ANSWERS = [
+    "Paris is the capital of France.",
+    "Paris is the capital.",
+    "It is sunny and 21 degrees in Paris today.",
+    "I don't need to call a tool to answer this question.",
+    "I will call the get_weather tool to get the weather in Paris.",
+    "The capital of France is Paris, a city of about two million people on the Seine.",
+    'Sure! Here is a JSON object: {"a": 1}.',
+    "To answer your question: the results show rain in Oslo tomorrow.",
+    "Write the code in a single block, then run the tests again.",
+    "One more thing: the next message will have the details you asked for.",
+    "Use the weather tool when you need a forecast for your trip to Rome.",
+    "1. Preheat the oven.\n2. Mix the flour and the eggs.\n3. Bake for forty minutes.",
+]
+
+
+@pytest.mark.parametrize("text", ANSWERS)
+def test_real_looking_answers_stay(text: str) -> None:
+    assert remove_echoes(text, INJECTED) == text
+
+
+_EVERYDAY = [
+    "paris", "france", "capital", "city", "weather", "sunny", "rain", "tomorrow", "river",
+    "museum", "bread", "coffee", "train", "ticket", "holiday", "mountain", "friend", "music",
+    "garden",
+]  # fmt: skip
+_PROMPT_WORDS = sorted({w for s in SENTENCES for w in s.lower().rstrip(".:").split()})
+_PROSE_WORD = st.one_of(st.sampled_from(_EVERYDAY), st.sampled_from(_PROMPT_WORDS))
+
+
+@st.composite
+def _prose(draw: st.DrawFn) -> str:
+    """Sentences about something else: at least two everyday words in each,
+    mixed with any words of the prompt, and arbitrary text between them."""
+    sentences = []
+    for _ in range(draw(st.integers(1, 4))):
+        words = draw(st.lists(_PROSE_WORD, min_size=0, max_size=12))
+        words += draw(st.lists(st.sampled_from(_EVERYDAY), min_size=2, max_size=3, unique=True))
+        sentences.append(" ".join(draw(st.permutations(words))).capitalize() + ".")
+    noise = draw(st.text(max_size=20))
+    return draw(st.sampled_from([" ", "\n"])).join(sentences) + noise
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_prose(), st.text(max_size=200)))
+def test_prose_is_never_removed(text: str) -> None:
+    assert remove_rewordings(text, INJECTED) == text
+
+
+_STREAMED = st.one_of(
+    _prose(),
+    st.builds(
+        lambda sentence, drop, before, after: (
+            f"{before}{_reword(sentence, drop, 'lower', '.')}{after}"
+        ),
+        st.sampled_from(SENTENCES),
+        st.integers(0, 5),
+        st.sampled_from(["", "Sure. ", "Hello.\n", "Paris is the capital of France. "]),
+        st.sampled_from(["", "\n", " Bye.", "\nParis.\n", f"\n{REAL}"]),
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_STREAMED, st.lists(st.integers(min_value=1, max_value=400), max_size=30))
+def test_streamed_equals_finished_over_any_chunking(text: str, cuts: list[int]) -> None:
+    echo = EchoFilter(INJECTED)
+    out, start = [], 0
+    for cut in sorted({c for c in cuts if 0 < c < len(text)}):
+        out.append(echo.feed(text[start:cut]))
+        start = cut
+    out.append(echo.feed(text[start:]))
+    out.append(echo.close())
+    assert "".join(out) == remove_echoes(text, INJECTED)
+
+
+def test_a_sentence_of_prose_is_held_only_until_its_second_word_the_prompt_never_uses() -> None:
+    echo = EchoFilter(INJECTED)
+    assert echo.feed("Paris is the ") == ""  # could still go on as a rewording
+    assert echo.feed("capital of France.") == "Paris is the capital of France."
+    assert echo.feed(" It is") == " "  # a new sentence: it could be one again
+    assert echo.feed(" big and sunny.") == "It is big and sunny."
+
+
+def test_the_hold_ends_after_a_bounded_number_of_words() -> None:
+    # Only the prompt's own words, in an order no sentence of it has: the hold
+    # ends once more words could no longer make half of them shared.
+    echo = EchoFilter(INJECTED)
+    fed = 0
+    while not echo.feed("block tool "):
+        fed += 1
+        assert fed < 40, "held for 80 words"
+    assert fed >= 2
