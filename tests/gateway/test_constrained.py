@@ -353,3 +353,18 @@ def test_serve_takes_constrain_as_a_flag() -> None:
         with serve_process(*args) as served:
             health = httpx.get(served.url + "/health", timeout=30).json()
     assert health["settings"]["constrain"] == "structural_tag"
+
+
+@pytest.mark.parametrize("budget", [8, 10, 12])
+def test_a_constrained_answer_cut_by_the_token_limit_teaches_nothing(budget: int) -> None:
+    # Cut mid-call, the answer shows the budget, not whether the server honours the
+    # schema: learning "ignored" from it would turn constraints off for the model.
+    with _stack("vllm", tool_mode="rescue") as (sim, gw):
+        _ask(gw, "weather?", stream=False, tool_choice="required", max_tokens=budget)
+        cut = _learned(gw)
+        _ask(gw, "weather in Paris?", stream=False, tool_choice="required")
+        sent = _completions(sim)
+        after = _learned(gw)
+    assert "takes_json_schema" not in cut
+    assert "response_format" in sent[-1], "the next request is constrained still"
+    assert after["takes_json_schema"][0] is True
