@@ -355,14 +355,33 @@ def test_serve_takes_constrain_as_a_flag() -> None:
     assert health["settings"]["constrain"] == "structural_tag"
 
 
-@pytest.mark.parametrize("budget", [8, 10, 12])
+ADD: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "numbers": {"type": "array", "items": {"type": "integer"}},
+                "label": {"type": "string"},
+            },
+            "required": ["numbers", "label"],
+        },
+    },
+}
+
+
+# The simulator writes {"name": "add", "arguments": {"numbers": [], "label": "example"}}
+# and a budget of N tokens keeps 4N characters: 10 cuts inside "numbers", 11-13 after
+# it (the lenient reader makes a call of it that lacks "label"), 14 inside "label".
+@pytest.mark.parametrize("budget", [10, 11, 12, 13, 14])
 def test_a_constrained_answer_cut_by_the_token_limit_teaches_nothing(budget: int) -> None:
     # Cut mid-call, the answer shows the budget, not whether the server honours the
     # schema: learning "ignored" from it would turn constraints off for the model.
     with _stack("vllm", tool_mode="rescue") as (sim, gw):
-        _ask(gw, "weather?", stream=False, tool_choice="required", max_tokens=budget)
+        _ask(gw, "add?", stream=False, tools=[ADD], tool_choice="required", max_tokens=budget)
         cut = _learned(gw)
-        _ask(gw, "weather in Paris?", stream=False, tool_choice="required")
+        _ask(gw, "add them", stream=False, tools=[ADD], tool_choice="required")
         sent = _completions(sim)
         after = _learned(gw)
     assert "takes_json_schema" not in cut

@@ -249,6 +249,12 @@ def stop_sequence(req: RoundRequest, choice: dict[str, Any]) -> str | None:
     return said if said == stop or (isinstance(stop, list) and said in stop) else None
 
 
+def cut_by_the_limit(answer: dict[str, Any]) -> bool:
+    """Whether the backend stopped the answer at its token limit (an answer
+    :func:`read_answer` has read: its first choice is an object)."""
+    return bool(answer["choices"][0].get("finish_reason") == "length")
+
+
 def _choice_message(answer: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The answer's first choice and its message; a 502 saying what is wrong
     when the answer is not a chat completion (never an empty reply instead)."""

@@ -17,7 +17,7 @@ from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError, Refusal
 from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because
-from toolrelay.io.round.body import backend_body, read_answer
+from toolrelay.io.round.body import backend_body, cut_by_the_limit, read_answer
 from toolrelay.io.round.constraints import (
     judge,
     learn_refused,
@@ -129,7 +129,7 @@ async def _complete_single_attempt(
         observed.answered(answer, reply)
     if constraint is not None:
         counters.inc("constraints", constraint.kind)
-        judge(backend, req, constraint, reply)
+        judge(backend, req, constraint, reply, cut=cut_by_the_limit(answer))
     if req.has_tools:
         counters.inc("rounds", mode)
         watch_silence(backend, req, mode, bool(reply.calls))

@@ -208,13 +208,17 @@ def learn_refused(
     backend.learn(req.model, FACT_OF[constraint.kind], False, reason=reason)
 
 
-def judge(backend: Backend, req: RoundRequest, constraint: Constraint, reply: Reply) -> None:
+def judge(
+    backend: Backend, req: RoundRequest, constraint: Constraint, reply: Reply, *, cut: bool
+) -> None:
     """Learn from a constrained answer: one outside its constraint shows the
-    backend ignored it (an answer cut by the token limit shows nothing). Only
+    backend ignored it (an answer the backend cut at its token limit, ``cut``,
+    shows nothing: the lenient reader may still make a call of what was cut,
+    without the arguments the limit kept it from writing). Only
     a whole-call answer that is one valid call shows it honoured: prose with a
     valid call may come as well without a lazy constraint. Streamed answers
     are not judged (their calls are released as they come)."""
-    if reply.finish_reason == "length":
+    if cut:
         return
     if constraint.whole:
         within = len(reply.calls) == 1 and not reply.rejected and _valid(constraint, reply)
