@@ -31,6 +31,17 @@ def opens_in_reasoning(text: str, tools: Any = None, fmt: str = "auto") -> bool:
     return parser.orphan_close
 
 
+def pieces(text: str, cuts: list[int]) -> list[str]:
+    """``text`` cut at the given positions (those inside it, each once, in order)."""
+    out, start = [], 0
+    for cut in sorted(set(cuts)):
+        if start < cut < len(text):
+            out.append(text[start:cut])
+            start = cut
+    out.append(text[start:])
+    return out
+
+
 def stream(
     text: str,
     cuts: list[int],
@@ -42,12 +53,8 @@ def stream(
     None: not known, as for a gateway's first streams of a model (toolrelay.undecided)."""
     parser = stream_parser(tools, fmt, reasoning_open=reasoning_open)
     events: list[Any] = []
-    start = 0
-    for cut in sorted(set(cuts)):
-        if 0 < cut < len(text):
-            events += parser.feed(text[start:cut])
-            start = cut
-    events += parser.feed(text[start:])
+    for piece in pieces(text, cuts):
+        events += parser.feed(piece)
     events += parser.close()
     return events
 

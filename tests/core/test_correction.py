@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from streamcheck import pieces  # type: ignore[import-not-found]
 
 from toolrelay.correction import (
     CORRECTION_MARKER,
@@ -173,17 +174,12 @@ def test_a_coerced_call_goes_out_in_as_many_deltas_as_it_came(
 ) -> None:
     sent = {"city": city, "days": str(days)}
     text = orjson.dumps(sent).decode()
-    pieces, start = [], 0
-    for cut in sorted(set(cuts)):
-        if start < cut < len(text):
-            pieces.append(text[start:cut])
-            start = cut
-    pieces.append(text[start:])
-    out = _feed(CallHold(TOOLS), _streamed(0, call(sent), pieces))
+    came = pieces(text, cuts)
+    out = _feed(CallHold(TOOLS), _streamed(0, call(sent), came))
     deltas = [e.text for e in out if isinstance(e, ToolCallArgumentsDelta)]
     end = out[-1]
     assert isinstance(end, ToolCallEnd)
     assert end.call.arguments == {"city": city, "days": days}
-    assert len(deltas) == len(pieces)
+    assert len(deltas) == len(came)
     assert "".join(deltas) == end.call.arguments_json
     assert orjson.loads(end.call.arguments_json) == {"city": city, "days": days}
