@@ -218,6 +218,8 @@ class EchoCleaner:
                     out.append(ContentDelta(text))
             elif isinstance(event, ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd):
                 self._call_event(event, out)
+            elif isinstance(event, CallRejected) and event.index is not None:
+                self._cut_call(event, out)
             else:
                 out.append(event)
         return out
@@ -227,6 +229,17 @@ class EchoCleaner:
         self._held.clear()
         text = self._text.close() if self._text else ""
         return [ContentDelta(text)] if text else []
+
+    def _cut_call(self, event: CallRejected, out: list[Event]) -> None:
+        """A started call whose text ended inside a string: held, it never went out."""
+        if self._tools is None:
+            index = event.index
+            assert index is not None
+            out.append(replace(event, index=index - self.removed_calls))
+            return
+        self._held.clear()
+        self.removed_calls += 1
+        out.append(CallRejected(event.call))
 
     def _call_event(
         self, event: ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd, out: list[Event]

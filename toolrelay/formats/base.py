@@ -36,6 +36,10 @@ from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value, load_written
 from toolrelay.strictjson import read_member, strict_json
 
 
+# Why a call whose text ends inside a string is rejected (``Call.cut_short``).
+CUT_SHORT = "the arguments could not be read as a JSON object: a string in the call never ends"
+
+
 class Status(enum.Enum):
     CONTINUE = 0  # give me more text
     DONE = 1  # the region is over; the parser resumes at the returned position
@@ -199,7 +203,8 @@ class Call:
     A call that cannot be used (``reject``: its name is unknown or
     ambiguous, its arguments are not an object) is dropped; ``close`` ends
     the call, reporting a rejected one as ``CallRejected`` with its text.
-    Once started a call is never rejected: what streamed stands.
+    Once started a call is rejected only when its text ends inside one of its
+    strings (``cut_short``): whatever that string was, its value would be cut.
     """
 
     __slots__ = (
@@ -250,13 +255,21 @@ class Call:
         self.rejection = reason
         self.dropped = True
 
+    def cut_short(self) -> None:
+        """The call's text ended inside one of its strings: rejected, even once started
+        (its ``CallRejected`` then carries its index, and no ``ToolCallEnd`` follows)."""
+        if self.dropped:
+            return
+        self.rejection = CUT_SHORT
+        self.dropped = True
+
     def close(self, pos: int) -> None:
         """The call's text ends at ``buf[pos]``: end it, or report why it was rejected."""
         rejected = self.take_rejection(pos)
         if rejected is None:
             self.end()
         else:
-            self._ctx.events.append(CallRejected(rejected))
+            self._ctx.events.append(CallRejected(rejected, self.index if self.started else None))
         self._ctx.unmark()
 
     def take_rejection(self, pos: int) -> RejectedCall | None:
@@ -409,6 +422,8 @@ class ArgumentStream:
         self._call.arguments(text)
         if not self.started:
             self._call.reject("the arguments are not a JSON object")
+        elif self._lexer.in_string:
+            self._call.cut_short()  # the output ended inside a string of them
         elif not self.readable:
             self._call.reject("the arguments could not be read as a JSON object")
 

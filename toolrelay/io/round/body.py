@@ -376,7 +376,10 @@ class ChunkReader:
             if isinstance(event, ContentDelta):
                 self.saw_text = self.saw_text or not event.text.isspace()
                 out.append(event)
-            elif isinstance(event, (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)):
+            elif isinstance(event, (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)) or (
+                isinstance(event, CallRejected) and event.index is not None
+            ):
+                # (A rejection with an index ends a started call: it was cut short.)
                 if self._open is not None and self._open is not native:
                     self._waiting.append((native, event))
                 else:
@@ -387,7 +390,7 @@ class ChunkReader:
 
     def _call_event(
         self,
-        event: ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd,
+        event: ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd | CallRejected,
         native: bool,
         out: list[StreamItem],
     ) -> None:
@@ -400,7 +403,14 @@ class ChunkReader:
             else:
                 self.dropped.append(event.name)
             self._open = native
-        index = indices.get(event.index)
+        if isinstance(event, CallRejected):
+            self.rejected += 1
+            self._open = None
+            assert event.index is not None
+            out.append(replace(event, index=indices.get(event.index)))
+            index = None
+        else:
+            index = indices.get(event.index)
         if isinstance(event, ToolCallEnd):
             self._open = None
         if index is not None:
