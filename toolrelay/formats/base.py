@@ -35,7 +35,6 @@ from toolrelay.names import ToolSet
 from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value, load_written
 from toolrelay.strictjson import read_member, strict_json
 
-
 # Why a call whose text ends inside a string is rejected (``Call.cut_short``).
 CUT_SHORT = "the arguments could not be read as a JSON object: a string in the call never ends"
 
@@ -255,12 +254,12 @@ class Call:
         self.rejection = reason
         self.dropped = True
 
-    def cut_short(self) -> None:
+    def cut_short(self, reason: str = CUT_SHORT) -> None:
         """The call's text ended inside one of its strings: rejected, even once started
         (its ``CallRejected`` then carries its index, and no ``ToolCallEnd`` follows)."""
         if self.dropped:
             return
-        self.rejection = CUT_SHORT
+        self.rejection = reason
         self.dropped = True
 
     def close(self, pos: int) -> None:
