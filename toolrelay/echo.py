@@ -198,13 +198,14 @@ class EchoCleaner:
     events pass as they are.
     """
 
-    __slots__ = ("_held", "_text", "_tools", "removed_calls")
+    __slots__ = ("_held", "_shift", "_text", "_tools", "removed_calls")
 
     def __init__(self, injected: Iterable[str], tools: Sequence[Tool] | None = None) -> None:
         self._text = EchoFilter(injected)
         self._tools = tools
         self._held: list[Event] = []
-        self.removed_calls = 0
+        self.removed_calls = 0  # copies of examples, rejected
+        self._shift = 0  # calls that never went out: later indices close the gap
 
     def __bool__(self) -> bool:
         return bool(self._text) or self._tools is not None
@@ -235,17 +236,17 @@ class EchoCleaner:
         if self._tools is None:
             index = event.index
             assert index is not None
-            out.append(replace(event, index=index - self.removed_calls))
+            out.append(replace(event, index=index - self._shift))
             return
         self._held.clear()
-        self.removed_calls += 1
+        self._shift += 1
         out.append(CallRejected(event.call))
 
     def _call_event(
         self, event: ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd, out: list[Event]
     ) -> None:
-        if self.removed_calls:
-            event = replace(event, index=event.index - self.removed_calls)
+        if self._shift:
+            event = replace(event, index=event.index - self._shift)
         if self._tools is None:
             out.append(event)
             return
@@ -256,6 +257,7 @@ class EchoCleaner:
         if copies:
             out.append(CallRejected(copies[0]))
             self.removed_calls += 1
+            self._shift += 1
         else:
             out.extend(self._held)
         self._held.clear()

@@ -290,6 +290,7 @@ class ChunkReader:
         "_open",
         "_waiting",
         "calls",
+        "cut",
         "dropped",
         "finish",
         "finish_choice",
@@ -312,6 +313,8 @@ class ChunkReader:
         self.native = native
         self.limit = limit
         self.calls = 0
+        # Calls that started, then were cut short (rejected: their text ended in a string).
+        self.cut = 0
         # Names of the calls over the limit, left out.
         self.dropped: list[str] = []
         # Calls that could not be used: the stream did hold a call.
@@ -407,7 +410,9 @@ class ChunkReader:
             self.rejected += 1
             self._open = None
             assert event.index is not None
-            out.append(replace(event, index=indices.get(event.index)))
+            index = indices.get(event.index)
+            self.cut += index is not None
+            out.append(replace(event, index=index))
             index = None
         else:
             index = indices.get(event.index)
