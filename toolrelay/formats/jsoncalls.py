@@ -15,7 +15,9 @@ complete, so a call that turns out to be broken is rejected before anything
 of it was emitted: a name that is not declared, arguments that are not an
 object or cannot be read as one (``{invalid json}`` is not made ``{}``; a
 first string that never ends, swallowing the block's end marker, is not a
-value).
+value). A call whose text ends inside any of its strings is rejected even
+after it started (``Call.cut_short``); the block's end marker inside a string
+ends the block unless the string's quote follows (``_marker_in_string``).
 A call without ``arguments`` is a call with ``{}`` (a tool that takes no
 parameters); in unmarked text only when its name is a declared tool.
 

@@ -20,8 +20,10 @@ others an object (a name repeated collects its values in a list), and a
 text that is a JSON literal is that value. Each parameter is written once
 its closing tag is read; the call starts with its first complete parameter,
 so a call whose first parameter never closes, or whose body is not
-parameter elements, is rejected, never given ``{}``. A later parameter cut
-short is kept as it stood (the call is streaming by then). Reasoning is
+parameter elements, is rejected, never given ``{}``. A later parameter the
+call's end cuts short (its closing tag left out) is kept as it stood; one the
+end of the output cuts short rejects the call, even once it has started (its
+value would be cut). Reasoning is
 ``<mm:think>…</mm:think>`` (reasoning.py).
 """
 
