@@ -187,7 +187,7 @@ class JsonLexer:
         look (the quote, a raw control character, an odd or cut escape).
         """
         stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
-        if self.stop:
+        if self.stop and buf.find(self.stop[0], pos, stop) >= 0:
             stop = self._before_stop(buf, pos, stop, final)
         if stop == pos or buf.find("\\", pos, stop) < 0:
             return buf[pos:stop], stop
@@ -202,7 +202,7 @@ class JsonLexer:
         if self.quote != '"':
             return "", pos
         stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
-        if self.stop:
+        if self.stop and buf.find(self.stop[0], pos, stop) >= 0:
             stop = self._before_stop(buf, pos, stop, final)
         if (
             stop == pos
@@ -226,7 +226,7 @@ class JsonLexer:
         else:
             found = self._special.search(buf, pos)
             stop = end if found is None else found.start()
-            if self.stop:
+            if self.stop and buf.find(self.stop[0], pos, stop) >= 0:
                 stop = self._before_stop(buf, pos, stop, final)
             if stop > pos:
                 return Tok.STRING_CHUNK, buf[pos:stop], stop
@@ -244,7 +244,8 @@ class JsonLexer:
 
     def _before_stop(self, buf: str, pos: int, stop: int, final: bool) -> int:
         """Where a run of string text from ``pos`` to ``stop`` ends before the stop marker:
-        at the marker, or (more text to come) at what may be its beginning at the end."""
+        at the marker, or (more text to come) at what may be its beginning at the end.
+        (Called only when the marker's first character is in the run.)"""
         marker = self.stop
         found = buf.find(marker, pos, stop)  # (no character of it ends a run)
         if found >= 0:

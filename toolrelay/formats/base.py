@@ -211,6 +211,7 @@ class Call:
         "_ctx",
         "_decoded",
         "_held",
+        "_raw",
         "dropped",
         "id",
         "index",
@@ -235,6 +236,7 @@ class Call:
         self.started = False
         self.dropped = False
         self.rejection: str | None = None  # why the call cannot be used
+        self._raw: str | None = None  # its text up to where it started (keep_raw)
 
     def set_name(self, raw_name: str) -> bool:
         """Resolve the model's name; False (and the call is rejected) when it is not declared."""
@@ -271,13 +273,20 @@ class Call:
             self._ctx.events.append(CallRejected(rejected, self.index if self.started else None))
         self._ctx.unmark()
 
+    def keep_raw(self, pos: int) -> None:
+        """Keep the call's text so far, up to ``buf[pos]``: its text if it is rejected
+        (cut short) after it started, once the context no longer keeps it (``unmark``)."""
+        self._raw = self._ctx.raw(pos)
+
     def take_rejection(self, pos: int) -> RejectedCall | None:
-        """The call's rejection, its text ending at ``buf[pos]``; handed out once."""
+        """The call's rejection, its text ending at ``buf[pos]`` (or as ``keep_raw``
+        kept it, for a call that had started); handed out once."""
         reason = self.rejection
         if reason is None:
             return None
         self.rejection = None
-        return RejectedCall(self.raw_name, self._ctx.raw(pos), reason)
+        raw = self._ctx.raw(pos) if self._raw is None or not self.started else self._raw
+        return RejectedCall(self.raw_name, raw, reason)
 
     def start(self) -> None:
         if self.started or self.dropped or self.name is None:

@@ -774,6 +774,10 @@ class JsonCallsRegion:
             self._whole = None
             self._maybe_start(record)
             return
+        if self._options.marked:
+            # What a call cut short after it started shows (the same however the text
+            # was cut into deltas): its text up to its arguments.
+            record.call.keep_raw(self._end)
         value = _Value("args", record)
         record.args_writer = value.writer
         self._frames.append(value)
@@ -864,6 +868,11 @@ class JsonCallsRegion:
         ):
             call.start()
             self._started_any = True
+            if self._options.marked:
+                # In a marked block the next call object marks its own beginning, and a
+                # started call that is then cut short is shown by its text up to its
+                # arguments (_begin_arguments): the rest need not be kept.
+                self._ctx.unmark()
 
     def _end_object(self, record: _CallRecord) -> None:
         """A call object closed (or the text ended inside it): emit or reject the call."""
