@@ -127,7 +127,7 @@ class JsonLexer:
     whether the marker ends the block or is data (then it is passed as string text).
     """
 
-    __slots__ = ("_atom", "_special", "quote", "stop")
+    __slots__ = ("_atom", "_run_buf", "_run_end", "_special", "quote", "stop")
 
     def __init__(self, stop: str = "") -> None:
         self.quote = ""  # the open string's quote character, "" outside strings
@@ -135,6 +135,10 @@ class JsonLexer:
         self._atom: list[str] = []  # a long bare word read so far (see ATOM_HOLD)
         # Holds no quote, backslash or control character: inside a string it is plain text.
         self.stop = stop
+        # With a stop marker, where the last run of string text found in ``_run_buf``
+        # ends: a run cut at a marker that was data goes on to there, not searched again.
+        self._run_buf: str | None = None
+        self._run_end = -1
 
     @property
     def in_string(self) -> bool:
@@ -186,9 +190,10 @@ class JsonLexer:
         the C decoder; ``("", pos)`` when what is at ``pos`` needs a closer
         look (the quote, a raw control character, an odd or cut escape).
         """
-        stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
-        if self.stop and buf.find(self.stop[0], pos, stop) >= 0:
-            stop = self._before_stop(buf, pos, stop, final)
+        if self.stop:
+            stop = self._stopped_run(buf, pos, final)
+        else:
+            stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
         if stop == pos or buf.find("\\", pos, stop) < 0:
             return buf[pos:stop], stop
         return _decoded_run(buf, pos, stop, final)
@@ -201,9 +206,10 @@ class JsonLexer:
         """
         if self.quote != '"':
             return "", pos
-        stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
-        if self.stop and buf.find(self.stop[0], pos, stop) >= 0:
-            stop = self._before_stop(buf, pos, stop, final)
+        if self.stop:
+            stop = self._stopped_run(buf, pos, final)
+        else:
+            stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
         if (
             stop == pos
             or buf.find("\\", pos, stop) < 0
@@ -224,8 +230,13 @@ class JsonLexer:
             if stop > pos:
                 return Tok.STRING_CHUNK, text, stop
         else:
-            found = self._special.search(buf, pos)
-            stop = end if found is None else found.start()
+            if self.stop and buf is self._run_buf and pos < self._run_end:
+                stop = self._run_end  # (see _stopped_run)
+            else:
+                found = self._special.search(buf, pos)
+                stop = end if found is None else found.start()
+                if self.stop:
+                    self._run_buf, self._run_end = buf, stop
             if self.stop and buf.find(self.stop[0], pos, stop) >= 0:
                 stop = self._before_stop(buf, pos, stop, final)
             if stop > pos:
@@ -241,6 +252,19 @@ class JsonLexer:
         if char != "\\":
             return Tok.STRING_CHUNK, char, pos + 1  # a raw control character
         return self._escape(buf, pos, final)
+
+    def _stopped_run(self, buf: str, pos: int, final: bool) -> int:
+        """Where a run of double-quoted string text at ``pos`` ends, the stop marker
+        included among what ends it (one search of the run however many markers it
+        holds: the run's end is kept for the same buffer)."""
+        if buf is self._run_buf and pos < self._run_end:
+            stop = self._run_end
+        else:
+            stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+            self._run_buf, self._run_end = buf, stop
+        if buf.find(self.stop[0], pos, stop) >= 0:
+            return self._before_stop(buf, pos, stop, final)
+        return stop
 
     def _before_stop(self, buf: str, pos: int, stop: int, final: bool) -> int:
         """Where a run of string text from ``pos`` to ``stop`` ends before the stop marker:

@@ -471,16 +471,6 @@ class XmlParamsRegion:
             self._json = ArgumentStream(self._call)
             self._state = _State.JSON
             return pos, None
-        # Another format's marker inside the call (the call's closing tags left out, as
-        # an unclosed <seed:tool_call> before a MiniMax-M3 block): the call ends there,
-        # and the parser reads the marker.
-        openers = self._ctx.openers
-        if openers.search_marked(buf, pos, min(len(buf), pos + openers.longest)) == pos:
-            self._unread = True  # no parameter before it: the call is not made {}
-            self._end_call(pos)
-            return pos, Status.DONE
-        if not final and openers.safe_end(buf, pos) == pos:
-            return pos, Status.CONTINUE  # what may be such a marker's beginning
         # Stray text inside a call is garbage inside markup: skip it (a call that has
         # nothing else is not read as one without arguments: see _end_call).
         self._unread = True
