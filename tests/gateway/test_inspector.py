@@ -86,6 +86,7 @@ def test_a_repaired_rescue_request_shows_each_attempt_raw_and_parsed(
     assert rejected["name"] == "get_wether" and "no tool named 'get_wether'" in rejected["reason"]
     assert repair["raw"] == RIGHT
     assert repair["parsed"]["calls"][0]["name"] == "get_weather"
+    assert repair["parsed"]["calls"][0]["format"] == "bracket"
     assert repair["parsed"]["calls"][0]["arguments"] == {"city": "Paris"}
     assert "get_weather" in record["client_got"]
 
@@ -129,7 +130,8 @@ def test_the_models_page_has_quality_and_learned_facts_and_forgets(sim: Simulato
         gateway_state.backends.for_model("sim").learn("sim", "opens_reasoning")
         (page,) = _get(gw, "/ui/api/models", "sesame").json()["models"]
         assert page["summary"] == (
-            "sim@default: 0.0% valid on arrival, 100.0% after repair, 1 rejected (unknown tool 1)"
+            "sim@default: 0.0% valid on arrival, 100.0% after repair, 1 rejected (unknown tool 1), "
+            "text calls bracket 1"
         )
         assert page["series"]["repairs"] == {"asked": 1, "won": 1}
         assert [fact["fact"] for fact in page["facts"]] == ["opens_reasoning"]

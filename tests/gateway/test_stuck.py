@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 
 from tests.gateway.support import GatewayServer, gateway
 from tests.weather import ASK_WEATHER, WEATHER_TOOL
+from toolrelay.io.settings import Settings
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 SCENARIO = {
@@ -157,3 +159,34 @@ def test_bad_stuck_mode_is_a_400(gw: GatewayServer) -> None:
             extra_headers={"x-toolrelay-stuck-mode": "sometimes"},
         )
     assert caught.value.param == "toolrelay_stuck_mode"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("mode", ["enforce", "observe"])
+def test_a_loop_verdict_counts_for_the_backend_that_served_the_round(
+    mode: str, stream: bool
+) -> None:
+    # The first backend answers 500: the round is served by the second (failover).
+    with ExitStack() as stack:
+        broken = stack.enter_context(Simulator(SimulatorConfig.load(SCENARIO, status=500)))
+        good = stack.enter_context(Simulator(SimulatorConfig.load(SCENARIO)))
+        settings = Settings(
+            backend=broken.openai_url,
+            backend_replicas=[good.openai_url],
+            backend_kind="openai",
+            health_interval=0,
+            stuck_mode=mode,
+        )
+        gw = stack.enter_context(GatewayServer(settings))
+        reply: Any = gw.client().chat.completions.create(
+            model="toolrelay-sim", messages=LOOP, tools=[WEATHER_TOOL], stream=stream
+        )
+        if stream:
+            list(reply)
+        metrics = httpx.get(gw.url + "/metrics", timeout=10).text
+    assert any(r.path.endswith("/chat/completions") for r in good.requests)
+    assert (
+        f'toolrelay_quality_loop_verdicts_total{{backend="default-2",mode="{mode}",'
+        'model="toolrelay-sim"} 1.0' in metrics
+    )
+    assert 'loop_verdicts_total{backend="-"' not in metrics

@@ -67,6 +67,7 @@ def end_attempt(
     usage: dict[str, Any] | None = None,
     finish_reason: str | None = None,
     calls: list[str] | None = None,
+    formats: list[str] | None = None,
     rejected: int = 0,
     error: str | None = None,
 ) -> None:
@@ -83,6 +84,9 @@ def end_attempt(
         span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
     if calls is not None:
         span.set_attribute("gen_ai.response.tool_calls", calls)
+    if formats:
+        # The text formats the calls were parsed from (toolrelay.format is the one asked).
+        span.set_attribute("toolrelay.call_formats", formats)
     if rejected:
         span.set_attribute("toolrelay.rejected_calls", rejected)
     if error is not None:

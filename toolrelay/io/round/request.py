@@ -122,6 +122,8 @@ class Reply:
     stop_sequence: str | None = None
     # The backend's text as it came, before markup and echoes were taken out.
     raw: str | None = None
+    # A call parsed from text: its id -> the format it was written in (hermes, ...).
+    formats: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
