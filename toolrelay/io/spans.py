@@ -112,6 +112,36 @@ def tool_span(name: str, call_id: str) -> Any:
     )
 
 
+def turn_span(model: str, path: str) -> Any:
+    """The span of one agent turn that is no HTTP request of its own (a ``/ws``
+    session's turn: the root of its attempts and tool runs), as a context manager
+    giving the span (None when traces are off)."""
+    if _tracer is None:
+        return _NO_SPAN
+    from opentelemetry.trace import SpanKind
+
+    return _tracer.start_as_current_span(
+        "invoke_agent toolrelay",
+        kind=SpanKind.SERVER,
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "toolrelay",
+            "gen_ai.request.model": model,
+            "url.path": path,
+        },
+    )
+
+
+def under(span: Any) -> Any:
+    """A context manager making ``span`` the current one: the parent of the spans
+    made in a task other than the request's (the MCP SDK runs a call in its own)."""
+    if _tracer is None or span is None:
+        return _NO_SPAN
+    from opentelemetry.trace import use_span
+
+    return use_span(span, end_on_exit=False)
+
+
 class _NoSpan:
     def __enter__(self) -> None:
         return None
