@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from tests.gateway.inspected import lookup_tools_file
 from tests.gateway.support import GatewayServer, gateway
+from tests.tools.service import Service
 from tests.weather import ASK_WEATHER, WEATHER_TOOL
 from toolrelay.io.settings import Settings
 from toolrelay.simulator import Simulator, SimulatorConfig
@@ -190,3 +193,27 @@ def test_a_loop_verdict_counts_for_the_backend_that_served_the_round(
         'model="toolrelay-sim"} 1.0' in metrics
     )
     assert 'loop_verdicts_total{backend="-"' not in metrics
+
+
+def test_a_loop_verdict_in_a_turn_with_server_tools_counts_for_its_backend(
+    tmp_path: Path,
+) -> None:
+    # The gateway runs its own tools: the turn goes to the agent loop, not the routed round.
+    answered = {"rules": [{"match": {"tool_result": "."}, "answer": {"content": "done"}}]}
+    with (
+        Service() as service,
+        Simulator(SimulatorConfig.load(answered)) as sim,
+        gateway(
+            sim.openai_url,
+            backend_kind="openai",
+            stuck_mode="observe",
+            tools_file=lookup_tools_file(service.url, tmp_path),
+        ) as gw,
+    ):
+        reply = gw.client().chat.completions.create(model="toolrelay-sim", messages=LOOP)
+        metrics = httpx.get(gw.url + "/metrics", timeout=10).text
+    assert reply.choices[0].message.content == "done"
+    assert (
+        'toolrelay_quality_loop_verdicts_total{backend="default",mode="observe",'
+        'model="toolrelay-sim"} 1.0' in metrics
+    )

@@ -37,6 +37,13 @@ def served_by() -> str:
     return _SERVED_BY.get()
 
 
+def serving(backend: Backend) -> Backend:
+    """``backend``, noted as the one this request's rounds go to (an agent turn's
+    backend, chosen once for all its rounds)."""
+    _SERVED_BY.set(backend.name)
+    return backend
+
+
 class _Tally(Counters):
     """The gateway's counters, passed through, noting whether a call came out bad."""
 
@@ -92,8 +99,7 @@ async def _complete_on(
     pool: Pool, backend: Backend, req: RoundRequest, counters: Counters
 ) -> Reply:
     tally = _Tally(counters) if pool.judges_quality and req.has_tools else None
-    _SERVED_BY.set(backend.name)
-    lease = pool.lease(backend)
+    lease = pool.lease(serving(backend))
     try:
         reply = await complete_round(backend, pool.round_for(req, backend), tally or counters)
     except BaseException as exc:
@@ -115,8 +121,7 @@ async def stream_routed(
     retried = False
     while True:
         tally = _Tally(counters) if pool.judges_quality and req.has_tools else None
-        _SERVED_BY.set(backend.name)
-        lease = pool.lease(backend)
+        lease = pool.lease(serving(backend))
         items = stream_round(
             backend, pool.round_for(req, backend), tally or counters, patience=patience
         )
