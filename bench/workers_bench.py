@@ -161,7 +161,7 @@ def machine_busy() -> float:
     return (sum(fields[:8]) - idle) / CLOCK_TICKS
 
 
-def connections(pids: list[int], port: int) -> list[int]:
+def held_connections(pids: list[int], port: int) -> list[int]:
     """Established connections to ``port`` held by each process (/proc/net/tcp, /proc/PID/fd)."""
     established = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -269,7 +269,11 @@ def measure(
         backend_before, machine_before = cpu_seconds(backend_pid), machine_busy()
         workers_only = gateway[1:] if workers > 1 else gateway
         held: list[int] = []
-        sample = threading.Timer(seconds / 2, lambda: held.extend(connections(workers_only, port)))
+
+        def count() -> None:
+            held.extend(held_connections(workers_only, port))
+
+        sample = threading.Timer(seconds / 2, count)
         sample.start()
         started = time.monotonic()
         rate, errors, client = run_wrk(
