@@ -243,7 +243,7 @@ class TurnRoute(Generic[TurnT]):
             finally:
                 writer.stop()
             if not writer.ended:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await writer.end(b"")  # with anything still held
             return outcome
         finally:
             # Closing the round closes the backend's stream (the client left, say).
