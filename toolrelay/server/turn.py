@@ -325,24 +325,29 @@ async def _relay(
 
 
 class _StreamWriter:
-    """Sends SSE bytes, and ``keepalive`` whenever nothing was sent for a while."""
+    """Sends SSE bytes, and ``keepalive`` whenever nothing was sent for a while.
+
+    The keep-alive is a timer, not a task: most streams end before their first
+    one is due, and a timer costs them less than a task started and cancelled."""
 
     def __init__(self, send: Send, interval: float, keepalive: bytes) -> None:
         self._send = send
         self._last = time.monotonic()
         self._held = b""
         self.ended = False  # the body's end was sent (:meth:`end`)
-        self._keepalive = (
-            asyncio.create_task(self._beat(interval, keepalive)) if interval > 0 else None
-        )
+        self._interval = interval
+        self._keepalive = keepalive
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(interval, self._due) if interval > 0 else None
+        self._beat: asyncio.Task[None] | None = None
 
     def hold(self, data: bytes) -> None:
         """Send ``data`` with the next write, whatever it is."""
         self._held += data
 
     async def write(self, data: bytes) -> None:
-        # No lock against the keep-alive task: each send is one whole SSE
-        # message, so a keep-alive can only ever land between two events.
+        # No lock against the keep-alive: each send is one whole SSE message,
+        # so a keep-alive can only ever land between two events.
         self._last = time.monotonic()
         if self._held:
             data, self._held = self._held + data, b""
@@ -354,15 +359,26 @@ class _StreamWriter:
         data, self._held = self._held + data, b""
         await self._send({"type": "http.response.body", "body": data, "more_body": False})
 
-    async def _beat(self, interval: float, keepalive: bytes) -> None:
-        while not self.ended:
-            await asyncio.sleep(interval - (time.monotonic() - self._last))
-            if not self.ended and time.monotonic() - self._last >= interval:
-                await self.write(keepalive)
+    def _due(self) -> None:
+        """The timer: a keep-alive when nothing was sent for ``interval``, else wait on."""
+        if self.ended:
+            return
+        wait = self._interval - (time.monotonic() - self._last)
+        if wait > 0:
+            self._timer = self._loop.call_later(wait, self._due)
+        else:
+            self._beat = self._loop.create_task(self._send_keepalive())
+
+    async def _send_keepalive(self) -> None:
+        await self.write(self._keepalive)
+        if not self.ended:
+            self._timer = self._loop.call_later(self._interval, self._due)
 
     def stop(self) -> None:
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._beat is not None:
+            self._beat.cancel()
 
 
 class _ClientWatch:
