@@ -15,7 +15,7 @@ inside the id, say). A later payload is read through the frame only when its
 middle holds no quote, backslash or control character and is UTF-8: then the
 middle is that one string token, and ``orjson.loads`` of the payload would give
 the learned chunk with the middle as its content. Anything else is decoded the
-usual way (tests/io/test_plain_chunks.py holds the two paths to each other).
+usual way (tests/gateway/test_plain_chunks.py holds the two paths to each other).
 """
 
 from __future__ import annotations
