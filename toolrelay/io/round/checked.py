@@ -61,6 +61,8 @@ def stream_checked(
     """The stream of :func:`~toolrelay.io.round.answered.stream_round`, its calls
     checked (``req.validate``): each held until complete and valid."""
     items = stream_handling_fallbacks(backend, req, counters, patience=patience)
+    if not req.has_tools:
+        return items  # no parser, no native calls: nothing to note
     if not _checks_calls(req):
         return _noted_stream(req, items)
     return _checked_stream(backend, req, counters, items)
