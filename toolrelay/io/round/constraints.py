@@ -18,8 +18,9 @@ where the server is known to ignore it (Ollama).
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toolrelay.constrain import (
@@ -221,7 +222,11 @@ def judge(
     if cut:
         return
     if constraint.whole:
-        within = len(reply.calls) == 1 and not reply.rejected and _valid(constraint, reply)
+        # The answer's own text an instance of the schema: within, though a value in
+        # it may still be rejected (a placeholder copied from the prompt's example).
+        within = _instance(constraint, reply.raw) or (
+            len(reply.calls) == 1 and not reply.rejected and _valid(constraint, reply)
+        )
     else:
         # A lazy constraint holds the names, not the values: a call rejected for a
         # value copied from the prompt's example does not show it ignored.
@@ -237,6 +242,44 @@ def judge(
             False,
             reason=f"an answer constrained by {constraint.kind} held a call outside it",
         )
+
+
+def _instance(constraint: Constraint, text: str | None) -> bool:
+    """Whether ``text`` is one call as the whole-call schema has it."""
+    try:
+        call = json.loads(text or "")
+    except ValueError:
+        return False
+    if not isinstance(call, dict) or set(call) != {"name", "arguments"}:
+        return False
+    tool = next((tool for tool in constraint.tools if tool.name == call["name"]), None)
+    arguments = call["arguments"]
+    return (
+        tool is not None and isinstance(arguments, dict) and validate_arguments(tool, arguments).ok
+    )
+
+
+def cut_call(req: RoundRequest, reply: Reply) -> Reply:
+    """A whole-call answer the backend cut at its token limit: no call (what the
+    lenient reader makes of a cut call, the limit kept from being written), its
+    finish reason ``length`` and a warning saying so. It is not asked again: under
+    the same limit a constrained answer can do no better."""
+    limit = req.body.get("max_completion_tokens") or req.body.get("max_tokens")
+    budget = f"max_tokens ({limit})" if limit else "the backend's own token limit"
+    said = (
+        f"the tool call was cut at {budget} before it was complete: it is not passed "
+        "on, and not asked for again (it would be cut again); raise the token limit"
+    )
+    warning = "; ".join(part for part in (reply.warning, said) if part)
+    return replace(
+        reply,
+        content=None,
+        calls=[],
+        rejected=[],
+        finish_reason="length",
+        cut=True,
+        warning=warning,
+    )
 
 
 def _valid(constraint: Constraint, reply: Reply) -> bool:
