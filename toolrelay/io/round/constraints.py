@@ -9,8 +9,8 @@ Two uses (values from :mod:`toolrelay.constrain`):
   ``response_format``, which every kind below reads on its OpenAI endpoint
   (Ollama's ``/v1`` turns it into its ``format``);
 - a *lazy* one: on a rescue round under ``auto``, prose runs free and what
-  follows ``[TOOL_CALL]`` must be a call: a structural tag (vLLM, SGLang) or a
-  lazy GBNF grammar (llama.cpp).
+  follows ``[TOOL_CALL]`` must be a call: a structural tag (vLLM, SGLang), or
+  a lazy GBNF grammar (llama.cpp) where ``constrain: grammar`` asks for it.
 
 Native rounds are left to the server's own ``tool_choice`` handling, except
 where the server is known to ignore it (Ollama).
@@ -63,6 +63,16 @@ FIELDS_OF: dict[ConstraintKind, tuple[str, ...]] = {
     "grammar": ("grammar", "grammar_lazy", "grammar_triggers", "preserved_tokens"),
     "structural_tag": ("response_format",),
 }
+# The lazy constraints of a rescue round under auto, by whether ``constrain`` is
+# auto: there, only one that leaves the text before the marker alone. On
+# llama-server any grammar, lazy or not, changes what a model writes before its
+# trigger (SmolLM2-135M at temperature 0 wrote a call to an unfitting tool where
+# it wrote prose without one, even with a trigger it never wrote): a false call
+# made by the constraint. ``constrain: grammar`` still sends it.
+_LAZY_UNDER: dict[bool, tuple[ConstraintKind, ...]] = {
+    True: ("structural_tag",),
+    False: ("structural_tag", "grammar"),
+}
 # llama.cpp's COMMON_GRAMMAR_TRIGGER_TYPE_WORD.
 _TRIGGER_WORD = 1
 
@@ -110,7 +120,7 @@ async def _chosen(
         return _whole(backend, req, kind, tools)
     if mode != "rescue" or req.plan.mode != "auto":
         return None
-    for constraint_kind in ("structural_tag", "grammar"):
+    for constraint_kind in _LAZY_UNDER[req.constrain == "auto"]:
         if _usable(backend, req, kind, constraint_kind):
             return _lazy(req, constraint_kind, tools)
     return None
