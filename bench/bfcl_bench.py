@@ -28,7 +28,7 @@ BFCL does for OpenAI-style APIs) and calls BFCL's ``ast_checker`` unchanged.
     python bench/bfcl_bench.py --bfcl /tmp/bfcl/lib/python3.11/site-packages \\
         [--simple 5] [--multiple 5] [--irrelevance 2] [--skip 0] [--budget 1200] [--out FILE]
         [--setup rescue|native] [--choices "none given,required,named"] [--stream]
-        [--routes direct,off,constrained]
+        [--routes direct,off,constrained] [--tool-mode auto|native|rescue]
     python bench/bfcl_bench.py --table FILE   # the table of a (partial) run
 """
 
@@ -275,7 +275,7 @@ def run(args: argparse.Namespace) -> None:
         settings = Settings(
             backend=server + "/v1",
             backend_kind="llamacpp",
-            tool_mode="rescue" if args.setup == "rescue" else "native",
+            tool_mode=args.tool_mode or ("rescue" if args.setup == "rescue" else "native"),
             inspector=True,
         )
         with BackgroundServer(create_app(settings)) as gateway:
@@ -294,7 +294,7 @@ def run(args: argparse.Namespace) -> None:
                             "category": category,
                             "choice": choice,
                             "route": route,
-                            "setup": args.setup,
+                            "setup": "/".join(filter(None, (args.setup, args.tool_mode))),
                             "stream": args.stream,
                             "seconds": round(seconds, 2),
                             "error": error,
@@ -389,6 +389,9 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--routes", type=lambda text: text.split(","), default=list(ROUTES))
     parser.add_argument("--stream", action="store_true", help="ask with stream: true")
+    parser.add_argument(
+        "--tool-mode", choices=("auto", "native", "rescue"), help="the gateway's (else the setup's)"
+    )
     parser.add_argument("--table", type=Path, help="print the table of a run's outcomes")
     args = parser.parse_args()
     if args.table:
