@@ -157,10 +157,10 @@ def create_app(settings: Settings) -> Starlette:
     )
     tracer = make_tracer() if traces_wanted(settings) else None
 
-    def watched(route: ASGIApp) -> ASGIApp:
+    def watched(route: ASGIApp, operation: str | None = "chat") -> ASGIApp:
         if inspector is not None:
             route = inspector.wrap(route)
-        return Traced(route, tracer) if tracer is not None else route
+        return Traced(route, tracer, operation) if tracer is not None else route
 
     chat = watched(TurnRoute(gateway, ChatFront(settings)))
     messages = watched(TurnRoute(gateway, MessagesFront(settings)))
@@ -191,7 +191,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/api/facts", facts_api.delete, methods=["DELETE"]),
             Route("/api/facts/{fact}", facts_api.delete, methods=["DELETE"]),
             WebSocketRoute("/ws", websocket_endpoint),
-            Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
+            Route(MCP_PATH, watched(mcp, operation=None), methods=["GET", "POST", "DELETE"]),
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/docs", docs, methods=["GET"]),
             Mount("/docs/assets", StaticFiles(directory=SWAGGER_ASSETS)),

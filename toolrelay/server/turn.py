@@ -36,6 +36,7 @@ from toolrelay.io.round import (
     RoundRequest,
     StreamItem,
     complete_routed,
+    served_by,
     stream_routed,
 )
 from toolrelay.io.settings import Settings
@@ -50,7 +51,7 @@ from toolrelay.server.asgi import Headers, decode, read_body, send_json
 from toolrelay.server.errors import APIError, api_error
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import note
-from toolrelay.stuck import Mode
+from toolrelay.stuck import Mode, Verdict
 
 log = logging.getLogger("toolrelay.server")
 
@@ -180,9 +181,28 @@ class TurnRoute(Generic[TurnT]):
             turn.round.affinity = affinity(gateway.settings, turn.round, scope["headers"])
             extra: dict[str, Any] = {}
             warn(extra, turn.warning)
-            verdict = loop_guard.check(
+            found = loop_guard.check(
                 turn.round, turn.stuck_mode, gateway.settings, gateway.counters
             )
+        except Exception as exc:
+            return await self._refuse(exc, send)
+        try:
+            return await self._answer(turn, found, extra, scope, send)
+        finally:
+            loop_guard.counted(gateway.counters, turn.round.model, found, served_by())
+
+    async def _answer(
+        self,
+        turn: TurnT,
+        found: Verdict | None,
+        extra: dict[str, Any],
+        scope: Scope,
+        send: Send,
+    ) -> str:
+        """Answer a read request (``found``: a loop in its history); the outcome."""
+        gateway = self.gateway
+        try:
+            verdict = found if found is not None and found.enforced else None
             if verdict is not None:
                 turn.round = loop_guard.final_answer_request(turn.round, verdict)
                 extra["toolrelay_stuck"] = verdict.to_public_dict()
