@@ -127,7 +127,16 @@ class JsonLexer:
     whether the marker ends the block or is data (then it is passed as string text).
     """
 
-    __slots__ = ("_atom", "_run_buf", "_run_end", "_special", "quote", "stop")
+    __slots__ = (
+        "_atom",
+        "_run_at",
+        "_run_buf",
+        "_run_end",
+        "_run_resume",
+        "_special",
+        "quote",
+        "stop",
+    )
 
     def __init__(self, stop: str = "") -> None:
         self.quote = ""  # the open string's quote character, "" outside strings
@@ -135,9 +144,12 @@ class JsonLexer:
         self._atom: list[str] = []  # a long bare word read so far (see ATOM_HOLD)
         # Holds no quote, backslash or control character: inside a string it is plain text.
         self.stop = stop
-        # With a stop marker, where the last run of string text found in ``_run_buf``
-        # ends: a run cut at a marker that was data goes on to there, not searched again.
+        # A run of string text cut at a stop marker (at ``_run_at``) in ``_run_buf``:
+        # looked at again at the marker, or resumed right after it (it was data), it
+        # goes on to ``_run_end``, not searched again.
         self._run_buf: str | None = None
+        self._run_at = -1
+        self._run_resume = -1
         self._run_end = -1
 
     @property
@@ -162,6 +174,7 @@ class JsonLexer:
         if structural is not None:
             return structural, char, pos + 1
         if char == '"' or char == "'":
+            self._run_buf = None  # (a run of an earlier string is no longer resumed)
             self.quote = char
             self._special = _DOUBLE_QUOTED_SPECIAL if char == '"' else _SINGLE_QUOTED_SPECIAL
             return Tok.STRING_START, char, pos + 1
@@ -230,13 +243,11 @@ class JsonLexer:
             if stop > pos:
                 return Tok.STRING_CHUNK, text, stop
         else:
-            if self.stop and buf is self._run_buf and pos < self._run_end:
+            if (pos == self._run_resume or pos == self._run_at) and buf is self._run_buf:
                 stop = self._run_end  # (see _stopped_run)
             else:
                 found = self._special.search(buf, pos)
                 stop = end if found is None else found.start()
-                if self.stop:
-                    self._run_buf, self._run_end = buf, stop
             if self.stop and buf.find(self.stop[0], pos, stop) >= 0:
                 stop = self._before_stop(buf, pos, stop, final)
             if stop > pos:
@@ -257,11 +268,10 @@ class JsonLexer:
         """Where a run of double-quoted string text at ``pos`` ends, the stop marker
         included among what ends it (one search of the run however many markers it
         holds: the run's end is kept for the same buffer)."""
-        if buf is self._run_buf and pos < self._run_end:
+        if (pos == self._run_resume or pos == self._run_at) and buf is self._run_buf:
             stop = self._run_end
         else:
             stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
-            self._run_buf, self._run_end = buf, stop
         if buf.find(self.stop[0], pos, stop) >= 0:
             return self._before_stop(buf, pos, stop, final)
         return stop
@@ -273,6 +283,8 @@ class JsonLexer:
         marker = self.stop
         found = buf.find(marker, pos, stop)  # (no character of it ends a run)
         if found >= 0:
+            self._run_buf, self._run_at, self._run_end = buf, found, stop
+            self._run_resume = found + len(marker)
             return found
         if final or stop < len(buf):
             return stop
