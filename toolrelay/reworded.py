@@ -21,7 +21,12 @@ toolrelay's words: a model may say them again in its answer.
 :class:`Rewordings` runs two such filters one after the other: whole lines
 against the prompt's lines and sentences first (a line that rewords several
 sentences at once), then the sentences left against the prompt's sentences (a
-rewording inside a line of the model's own).
+rewording inside a line of the model's own). Of a line taken as a whole, the
+sentences with none of the prompt's words stay ("Sure." before a rewording).
+
+What gets through: a rewording of fewer than :data:`MIN_WORDS` content words
+(too short to tell from the model's own prose), and what goes: a word of the
+model's own inside the rewording's sentence ("Sure, to call…").
 
 In a stream, a sentence is held only while it could still become such a rewording
 (an upper bound on what more words can add); once it cannot, what was held goes
@@ -285,10 +290,26 @@ class RewordFilter:
         if self._undecided:
             if not self._reworded():
                 out.extend(self._held)
+            elif kept := self._own_words():
+                out.append(kept + "\n" if newline else kept)
             elif newline and not self._line_start:
                 out.append("\n")  # the line goes on: what came before it ends here
         self._line_start = newline
         self._reset()
+
+    def _own_words(self) -> str:
+        """The sentences of a reworded line that hold none of the prompt's words
+        ("Sure." before a rewording): the one word the prompt never uses that a
+        rewording may carry is the model's own, and it stays when it is a sentence
+        of its own."""
+        vocabulary = self._prompt.vocabulary
+        kept = [
+            sentence
+            for sentence in _SPLIT.split("".join(self._held).strip())
+            if _WORD.search(sentence)
+            and not any(word in vocabulary for word in content_words(sentence))
+        ]
+        return " ".join(kept)
 
     def _reset(self) -> None:
         self._held.clear()

@@ -117,6 +117,29 @@ def test_the_real_models_answer_is_removed_and_the_answer_kept() -> None:
     assert remove_echoes(mixed, INJECTED) == "Paris is the capital of France. Bye now.\nOK."
 
 
+@pytest.mark.parametrize(
+    ("text", "left"),
+    [
+        (
+            f"Sure. {REAL}\nParis is the capital of France.",
+            "Sure.\nParis is the capital of France.",
+        ),
+        (f"{REAL} Sure!\nParis.", "Sure!\nParis."),
+        (f"Sure, here it is. {REAL}", "Sure, here it is."),
+        (f"OK. {REAL}", "OK."),
+    ],
+)
+def test_a_filler_sentence_on_the_line_of_a_rewording_stays(text: str, left: str) -> None:
+    assert remove_echoes(text, INJECTED) == left
+    echo = EchoFilter(INJECTED)
+    assert "".join([*(echo.feed(c) for c in text), echo.close()]) == left
+
+
+def test_a_filler_inside_the_rewordings_own_sentence_goes_with_it() -> None:
+    # The known limit (docs/gateway.md): one sentence is kept or removed whole.
+    assert remove_echoes(f"Sure, {REAL[0].lower()}{REAL[1:]}\nParis.", INJECTED) == "Paris."
+
+
 ANSWERS = [
     "Paris is the capital of France.",
     "Paris is the capital.",
