@@ -588,8 +588,10 @@ def run_setup(
     logs: Path,
     warm: int,
     timings: dict[tuple[str, str], Timing],
+    outcomes: list[Outcome],
     routes: tuple[str, ...] = ROUTES,
-) -> list[Outcome]:
+) -> None:
+    """Each route's outcomes, added to ``outcomes`` once the route is done."""
     port = free_port()
     command = [
         str(binary),
@@ -611,9 +613,9 @@ def run_setup(
         *setup.flags,
     ]
     backend = f"http://127.0.0.1:{port}"
-    outcomes: list[Outcome] = []
     with process(command, backend + "/health", logs / f"llama-server-{setup.name}.log"):
         for route in routes:
+            done: list[Outcome] = []
             with route_url(route, backend, logs / f"toolrelay-{setup.name}-{route}.log") as url:
                 client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=300)
                 warm_up(client, 1)  # probes and kind detection are not the stream's time
@@ -623,17 +625,17 @@ def run_setup(
                     for choice in CHOICES:
                         for stream in (False, True):
                             outcome = ask(client, setup.name, route, prompt, choice, stream)
-                            outcomes.append(outcome)
+                            done.append(outcome)
                             sent += 1
                 for stream in (False, True):
                     second = ask(client, setup.name, route, SECOND, "auto", stream, SECOND_ROUND)
-                    outcomes.append(second)
+                    done.append(second)
                     sent += 1
                 warm_up(client, max(warm - sent, 0))
                 sent = max(warm, sent)
                 timings[(setup.name, route)] = Timing(fresh, first_chunk_median(client), sent)
+                outcomes += done
                 print(f"  {setup.name} / {route}: done", flush=True)
-    return outcomes
 
 
 @contextlib.contextmanager
@@ -935,8 +937,11 @@ def main() -> None:
     if args.combine:
         outcomes, timings = load(args.combine)
     else:
-        outcomes, timings = run(args, cache)
-        save(args.save or cache / "outcomes.json", outcomes, timings)
+        outcomes, timings = [], {}
+        try:
+            run(args, cache, outcomes, timings)
+        finally:  # stopped from outside too: the routes done are kept
+            save(args.save or cache / "outcomes.json", outcomes, timings)
     # The setups, routes and prompts as the outcomes have them, in the usual order.
     setups = [
         name
@@ -963,9 +968,13 @@ def main() -> None:
 
 
 def run(
-    args: argparse.Namespace, cache: Path
-) -> tuple[list[Outcome], dict[tuple[str, str], Timing]]:
-    """The run the arguments ask for: each setup's server, direct and through each route."""
+    args: argparse.Namespace,
+    cache: Path,
+    outcomes: list[Outcome],
+    timings: dict[tuple[str, str], Timing],
+) -> None:
+    """The run the arguments ask for: each setup's server, direct and through each
+    route, into ``outcomes`` and ``timings`` a route at a time."""
     logs = cache / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     model = model_file(cache, args.wheel)
@@ -976,11 +985,8 @@ def run(
     setups = [setup for setup in server_setups(sources) if setup.name in wanted]
     asked = args.routes.split(",")
     routes = tuple(route for route in ROUTES if route == "direct" or route in asked)
-    outcomes: list[Outcome] = []
-    timings: dict[tuple[str, str], Timing] = {}
     for setup in setups:
-        outcomes += run_setup(setup, binary, model, prompts, logs, args.warm, timings, routes)
-    return outcomes, timings
+        run_setup(setup, binary, model, prompts, logs, args.warm, timings, outcomes, routes)
 
 
 if __name__ == "__main__":
