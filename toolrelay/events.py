@@ -37,12 +37,18 @@ class RejectedCall:
 
 @dataclass(frozen=True)
 class ParseResult:
-    """What a finished model output holds once its tool-call markup is taken out."""
+    """What a finished model output holds once its tool-call markup is taken out.
+
+    ``formats`` names the text format each call was written in, one per call in
+    order (``hermes``, ``mistral``, ``qwen3_coder``, ``bracket`` for the rescue
+    prompt's ``[TOOL_CALL]`` blocks, …): see ``toolrelay.formats.format_names()``.
+    """
 
     calls: list[ToolCall]
     content: str
     reasoning: str | None = None
     rejected: list[RejectedCall] = field(default_factory=list)
+    formats: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -151,4 +151,5 @@ def parse_one_call(
     call_id = f"call_{secrets.token_hex(8)}0"
     head = lead + text[prose_at:start]
     call = ToolCall(call_id, name, arguments, arguments_json)
-    return ParseResult([call], head + tail, reasoning or None), opened
+    written_in = table.format_of[_BLOCKS[marker][1].region]
+    return ParseResult([call], head + tail, reasoning or None, formats=[written_in]), opened

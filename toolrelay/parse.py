@@ -79,14 +79,15 @@ def replay_output(
         parser = StreamParser(tools, format, reasoning_open=True)
         events = parser.feed(text) + parser.close()
         opened = True
-    return _result(events), opened
+    return _result(events, parser), opened
 
 
-def _result(events: list[Event]) -> ParseResult:
+def _result(events: list[Event], parser: StreamParser) -> ParseResult:
     calls: list[ToolCall] = []
     content: list[str] = []
     reasoning: list[str] = []
     rejected: list[RejectedCall] = []
+    indices: list[int] = []
     for event in events:
         if isinstance(event, ContentDelta):
             content.append(event.text)
@@ -94,6 +95,10 @@ def _result(events: list[Event]) -> ParseResult:
             reasoning.append(event.text)
         elif isinstance(event, ToolCallEnd):
             calls.append(event.call)
+            indices.append(event.index)
         elif isinstance(event, CallRejected):
             rejected.append(event.call)
-    return ParseResult(calls, "".join(content), "".join(reasoning) if reasoning else None, rejected)
+    formats = [parser.call_format(index) for index in indices]
+    return ParseResult(
+        calls, "".join(content), "".join(reasoning) if reasoning else None, rejected, formats
+    )

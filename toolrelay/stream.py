@@ -117,6 +117,11 @@ class StreamParser:
         """A reasoning block was opened: no closing tag after this is an orphan."""
         return self._ctx.reasoning_seen
 
+    def call_format(self, index: int) -> str:
+        """The text format call ``index`` was written in (``hermes``, ``mistral``,
+        ``bracket`` for the rescue prompt's blocks, …), once it has started."""
+        return self._ctx.formats.get(index, "")
+
     def feed(self, delta: str) -> list[Event]:
         if self._closed:
             raise RuntimeError("feed() after close()")
@@ -209,6 +214,7 @@ class StreamParser:
             self._opener = marker
             keep_from = start
             ctx.mark(start)  # a call the region rejects is reported from its opener on
+            ctx.region_format = self._table.format_of.get(factory, "")
             region = self._region = factory(ctx, marker)
             if marker == bracket.MARKER:
                 if self._fences is not None and self._fences.holding:

@@ -27,8 +27,9 @@ ToolChoice = str | Mapping[str, Any] | None
 # Token counts as a backend reports them (``prompt_tokens``, ...).
 Usage = dict[str, Any]
 
-# Where a tool comes from: the client's request, toolrelay's declarative HTTP
-# tools, or an MCP server.
+# Where a tool comes from: the client's request (or, in a program that runs
+# the agent loop itself, its own functions: toolrelay chat's file tools),
+# toolrelay's declarative HTTP tools, or an MCP server.
 ToolSource = Literal["client", "http", "mcp"]
 
 # The parameters of a tool that declares none (or declares them as something

@@ -79,6 +79,10 @@ class UndecidedStreamParser:
         """A closing reasoning tag came before any opening one (as StreamParser's)."""
         return self._probe.orphan_close
 
+    def call_format(self, index: int) -> str:
+        """As StreamParser's: the format call ``index`` was written in."""
+        return (self._parser or self._probe).call_format(index)
+
     def feed(self, delta: str) -> list[Event]:
         if self._parser is not None:
             return self._parser.feed(delta)

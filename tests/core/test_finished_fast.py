@@ -145,7 +145,7 @@ def _comparable(result: ParseResult) -> tuple[Any, ...]:
         )
         for c in result.calls
     ]
-    return calls, result.content, result.reasoning, result.rejected
+    return calls, result.content, result.reasoning, result.rejected, result.formats
 
 
 def _assert_same(text: str, tools: Any, format: str, reasoning_open: bool | None) -> None:

@@ -107,9 +107,12 @@ def _read(text: str, spec: Spec, tools: Any, reasoning_open: bool, fmt: str) -> 
     # One character at a time, the stream gives the same.
     parser = StreamParser(tools, fmt, reasoning_open=reasoning_open)
     events = [e for ch in text for e in parser.feed(ch)] + parser.close()
-    assert [(e.call.name, e.call.arguments) for e in events if isinstance(e, ToolCallEnd)] == [
+    ends = [e for e in events if isinstance(e, ToolCallEnd)]
+    assert [(e.call.name, e.call.arguments) for e in ends] == [
         (c.name, c.arguments) for c in result.calls
     ]
+    # Each call's format, as the stream knew it, is the finished parse's.
+    assert [parser.call_format(e.index) for e in ends] == result.formats
     assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == result.content
     assert ("".join(e.text for e in events if isinstance(e, ReasoningDelta)) or None) == (
         result.reasoning
@@ -132,6 +135,8 @@ def round_trip(
         result = _read(text, spec, tools, turn.reasoning_open, fmt)
         got = [(c.name, c.arguments) for c in result.calls]
         assert got == calls, f"{spec.file} [{fmt}] read {got!r} from {text!r}"
+        if fmt == spec.format:
+            assert result.formats == [spec.format] * len(calls), result.formats
         assert not result.rejected, result.rejected
         # Only the turn's own prose is content: no markup around it. (Some templates
         # write no content beside calls; gpt-oss writes it in the analysis channel.)

@@ -6,20 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import websockets
 
 from tests.engine.support import completions, weather_tool
-from tests.gateway.support import gateway, silent_backend
+from tests.gateway.support import gateway, read_turn, silent_backend, wait_until_up
+from tests.mcp.support import free_port
 from tests.tools.service import Service
 from toolrelay.server.background import BackgroundServer
 from toolrelay.simulator import Simulator, SimulatorConfig
@@ -45,24 +43,6 @@ def verification_script() -> tuple[str, str]:
     )
     assert match, "docs/agent.md lost the verification script"
     return match.group(1), match.group(2)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_up(url: str, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise AssertionError(f"{url} did not come up")
 
 
 def test_the_seed_verification_script_prints_the_call_then_the_end(
@@ -111,18 +91,6 @@ def test_the_seed_verification_script_prints_the_call_then_the_end(
 # --- the session through a real server ------------------------------------------
 
 
-async def turn(ws: Any, text: str | None = None) -> list[dict[str, Any]]:
-    """Send ``text`` (when given) and read events up to and including assistant_end."""
-    if text is not None:
-        await ws.send(json.dumps({"type": "user_text", "text": text}))
-    events = []
-    while True:
-        event = json.loads(await asyncio.wait_for(ws.recv(), 20))
-        events.append(event)
-        if event["type"] == "assistant_end":
-            return events
-
-
 def talk(url: str, script: Any) -> Any:
     async def main() -> Any:
         async with websockets.connect(url.replace("http", "ws", 1) + "/ws") as ws:
@@ -142,7 +110,7 @@ def test_events_in_order_with_prose_before_the_call_and_no_markup(
         Simulator(SimulatorConfig.load(None, strip_tools=True, chunk=1)) as sim,
         gateway(sim.openai_url, **settings) as gw,
     ):
-        events = talk(gw.url, lambda ws: turn(ws, PARIS))
+        events = talk(gw.url, lambda ws: read_turn(ws, PARIS))
     kinds = [event["type"] for event in events]
     first_call = kinds.index("tool_call")
     assert set(kinds[:first_call]) == {"assistant_delta"}
@@ -183,7 +151,7 @@ def test_bad_messages_get_an_error_and_the_connection_stays_usable(
         for message in bad:
             await ws.send(message)
             errors.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
-        return errors, await turn(ws, PARIS)
+        return errors, await read_turn(ws, PARIS)
 
     with (
         Simulator(SimulatorConfig.load(None)) as sim,
@@ -209,7 +177,7 @@ def test_bad_messages_get_an_error_and_the_connection_stays_usable(
 def test_the_conversation_persists_and_its_oldest_turns_are_dropped(tmp_path: Path) -> None:
     async def script(ws: Any) -> None:
         for n in range(4):
-            await turn(ws, f"message {n}")
+            await read_turn(ws, f"message {n}")
 
     with (
         Simulator(SimulatorConfig.load(None)) as sim,
@@ -242,7 +210,7 @@ def test_a_second_message_during_a_turn_is_refused(service: Service, tmp_path: P
         await ws.send(json.dumps({"type": "user_text", "text": "nap"}))
         first = json.loads(await asyncio.wait_for(ws.recv(), 10))
         await ws.send(json.dumps({"type": "user_text", "text": "and again"}))
-        return [first, *await turn(ws)]
+        return [first, *await read_turn(ws)]
 
     with (
         Simulator(SimulatorConfig.load(scenario)) as sim,
@@ -295,7 +263,7 @@ def test_a_client_that_leaves_cancels_the_backend_request() -> None:
 
 def test_a_backend_failure_is_an_error_then_the_end_of_the_turn() -> None:
     async def script(ws: Any) -> list[dict[str, Any]]:
-        return await turn(ws, "hello")
+        return await read_turn(ws, "hello")
 
     with (
         Simulator(SimulatorConfig.load(None, status=500)) as sim,

@@ -3,13 +3,19 @@ front of a simulator (a test double for a model), and openai SDK clients."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import openai
 import orjson
+import websockets
 
 from toolrelay.io.settings import Settings
 from toolrelay.server import create_app
@@ -88,3 +94,35 @@ def silent_backend(closed: threading.Event) -> Any:
         closed.set()
 
     return app
+
+
+def wait_until_up(url: str, process: subprocess.Popen[str], seconds: float = 30) -> None:
+    """Wait for ``url`` to answer, failing at once (with its stderr) if ``process`` exits."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise AssertionError(f"{url} did not come up")
+
+
+async def read_turn(ws: Any, text: str | None = None) -> list[dict[str, Any]]:
+    """On a ``/ws`` connection: send ``text`` (when given) as the user's, and read the
+    turn's events up to and including ``assistant_end``."""
+    if text is not None:
+        await ws.send(json.dumps({"type": "user_text", "text": text}))
+    events = []
+    while True:
+        event = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        events.append(event)
+        if event["type"] == "assistant_end":
+            return events
+
+
+async def ws_turn(url: str, text: str) -> list[dict[str, Any]]:
+    """One turn on a new ``/ws`` session of the server at ``url``."""
+    async with websockets.connect(url.replace("http", "ws", 1) + "/ws") as ws:
+        return await read_turn(ws, text)

@@ -4,16 +4,21 @@ guard, its redaction and its bounds; and nothing recorded when it is off."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+from mcp import Client
+from mcp_types import TextContent
 
-from tests.gateway.inspected import QUESTION, RIGHT, WEATHER, WRONG, scenario
-from tests.gateway.support import GatewayServer, gateway
+from tests.gateway.inspected import QUESTION, RIGHT, WEATHER, WRONG, lookup_tools_file, scenario
+from tests.gateway.support import GatewayServer, gateway, ws_turn
+from tests.tools.service import Service
 from toolrelay.io import recording
 from toolrelay.server.inspector import api as inspector_api
 from toolrelay.simulator import Simulator, SimulatorConfig
@@ -86,8 +91,61 @@ def test_a_repaired_rescue_request_shows_each_attempt_raw_and_parsed(
     assert rejected["name"] == "get_wether" and "no tool named 'get_wether'" in rejected["reason"]
     assert repair["raw"] == RIGHT
     assert repair["parsed"]["calls"][0]["name"] == "get_weather"
+    assert repair["parsed"]["calls"][0]["format"] == "bracket"
     assert repair["parsed"]["calls"][0]["arguments"] == {"city": "Paris"}
     assert "get_weather" in record["client_got"]
+
+
+def test_a_ws_turn_is_recorded_with_its_attempts_and_what_the_client_got(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    with Service() as service:
+        tools = lookup_tools_file(service.url, tmp_path)
+        with _inspected(sim, tools_file=tools, model="sim") as gw:
+            events = asyncio.run(ws_turn(gw.url, "Lookup Paris"))
+            (newest,) = _get(gw, "/ui/api/requests").json()["requests"]
+            record = _get(gw, f"/ui/api/requests/{newest['id']}").json()
+    assert events[-1] == {"type": "assistant_end", "text": "It is sunny.", "finish_reason": "stop"}
+    assert (newest["front"], newest["model"], newest["status"]) == ("/ws", "sim", 200)
+    assert newest["calls"] == 1 and newest["attempts"] == 2 and newest["done"]
+    assert record["client_sent"] == {"type": "user_text", "text": "Lookup Paris"}
+    call_round, answer_round = record["attempts"]
+    assert (call_round["why"], call_round["mode"]) == ("first", "rescue")
+    (call,) = call_round["parsed"]["calls"]
+    assert (call["name"], call["arguments"], call["format"]) == (
+        "lookup",
+        {"city": "Paris"},
+        "bracket",
+    )
+    assert answer_round["raw"] == "It is sunny."
+    got = [orjson.loads(line) for line in record["client_got"].splitlines()]
+    assert [event["type"] for event in got] == [event["type"] for event in events]
+    assert got[-1]["text"] == "It is sunny."
+
+
+def test_mcp_requests_are_recorded(sim: Simulator, tmp_path: Path) -> None:
+    async def call(url: str) -> Any:
+        async with Client(url + "/mcp") as client:
+            return await client.call_tool("lookup", {"city": "Paris"})
+
+    with Service() as service:
+        tools = lookup_tools_file(service.url, tmp_path)
+        with _inspected(sim, tools_file=tools) as gw:
+            result = asyncio.run(asyncio.wait_for(call(gw.url), 30))
+            listed = _get(gw, "/ui/api/requests").json()["requests"]
+            records = [_get(gw, f"/ui/api/requests/{entry['id']}").json() for entry in listed]
+    assert not result.is_error
+    assert {entry["front"] for entry in listed} == {"/mcp"}
+    (called,) = [
+        r for r in records if isinstance(r["client_sent"], dict)
+        and r["client_sent"].get("method") == "tools/call"
+    ]  # fmt: skip
+    assert called["status"] == 200 and called["done"]
+    sent = called["client_sent"]["params"]
+    assert (sent["name"], sent["arguments"]) == ("lookup", {"city": "Paris"})
+    # What the client got holds the tool's result, as the SDK read it.
+    (text,) = [block.text for block in result.content if isinstance(block, TextContent)]
+    assert text and orjson.dumps(text).decode()[1:-1] in called["client_got"]
 
 
 def test_the_live_list_announces_each_request_as_it_starts_and_ends(sim: Simulator) -> None:
@@ -129,7 +187,8 @@ def test_the_models_page_has_quality_and_learned_facts_and_forgets(sim: Simulato
         gateway_state.backends.for_model("sim").learn("sim", "opens_reasoning")
         (page,) = _get(gw, "/ui/api/models", "sesame").json()["models"]
         assert page["summary"] == (
-            "sim@default: 0.0% valid on arrival, 100.0% after repair, 1 rejected (unknown tool 1)"
+            "sim@default: 0.0% valid on arrival, 100.0% after repair, 1 rejected (unknown tool 1), "
+            "text calls bracket 1"
         )
         assert page["series"]["repairs"] == {"asked": 1, "won": 1}
         assert [fact["fact"] for fact in page["facts"]] == ["opens_reasoning"]

@@ -135,7 +135,7 @@ def test_a_repaired_request_appears_live_and_shows_its_raw_answer_and_repair(
             page.goto(gateway.url + "/ui#/models")
             expect(page.locator("[data-testid=summary]")).to_have_text(
                 "sim@default: 0.0% valid on arrival, 100.0% after repair, "
-                "1 rejected (unknown tool 1)"
+                "1 rejected (unknown tool 1), text calls bracket 1"
             )
             page.screenshot(path=str(tmp_path / "inspector-models.png"), full_page=True)
         finally:

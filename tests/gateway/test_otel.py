@@ -4,20 +4,21 @@ attributes; checked with the SDK's in-memory exporter."""
 
 from __future__ import annotations
 
-import json
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from tests.gateway.inspected import QUESTION, WEATHER, scenario
-from tests.gateway.support import gateway
+from tests.gateway.inspected import QUESTION, WEATHER, lookup_tools_file, scenario
+from tests.gateway.support import gateway, ws_turn
 from tests.tools.service import Service
 from toolrelay.io import spans
 from toolrelay.simulator import Simulator, SimulatorConfig
@@ -38,18 +39,7 @@ def exporter() -> InMemorySpanExporter:
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[Simulator]:
-    rules = scenario()["rules"]
-    tool_round = [
-        {"match": {"tool_result": "."}, "answer": {"content": "It is sunny."}},
-        {
-            "match": {"last_user": "^Lookup", "tools": "prompt"},
-            "answer": {
-                "content": '[TOOL_CALL]{"name": "lookup", "arguments": {"city": "Paris"}}'
-                "[/TOOL_CALL]"
-            },
-        },
-    ]
-    with Simulator(SimulatorConfig.load({"rules": [*tool_round, *rules]})) as simulator:
+    with Simulator(SimulatorConfig.load(scenario())) as simulator:
         yield simulator
 
 
@@ -99,17 +89,10 @@ def test_a_tool_run_is_a_span_of_its_own(
     sim: Simulator, exporter: InMemorySpanExporter, tmp_path: Path
 ) -> None:
     exporter.clear()
-    tool = {
-        "name": "lookup",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-    }
-    with Service() as service:
-        path = tmp_path / "tools.json"
-        path.write_text(json.dumps([{**tool, "url": service.url + "/lookup"}]), encoding="utf-8")
-        with gateway(sim.openai_url, tool_mode="rescue", tools_file=str(path), otel=True) as gw:
-            reply = gw.client().chat.completions.create(
-                model="sim", messages=[{"role": "user", "content": "Lookup Paris"}]
-            )
+    with Service() as service, _lookup_gateway(sim, service, tmp_path) as gw:
+        reply = gw.client().chat.completions.create(
+            model="sim", messages=[{"role": "user", "content": "Lookup Paris"}]
+        )
     assert reply.choices[0].message.content == "It is sunny."
     finished = exporter.get_finished_spans()
     (request,) = _by_name(finished, "POST /v1/chat/completions")
@@ -120,6 +103,60 @@ def test_a_tool_run_is_a_span_of_its_own(
     assert attributes["gen_ai.tool.call.id"]
     assert run.context.trace_id == request.context.trace_id
     assert len(_by_name(finished, "chat sim")) == 2  # the call, then the answer
+
+
+def _lookup_gateway(sim: Simulator, service: Service, folder: Path, **settings: Any) -> Any:
+    """A traced gateway whose tools file declares ``lookup`` (on ``service``)."""
+    path = lookup_tools_file(service.url, folder)
+    return gateway(sim.openai_url, tool_mode="rescue", tools_file=path, otel=True, **settings)
+
+
+def test_a_ws_turn_is_a_span_over_its_attempts_and_tool_runs(
+    sim: Simulator, exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    exporter.clear()
+    with Service() as service, _lookup_gateway(sim, service, tmp_path, model="sim") as gw:
+        events = asyncio.run(ws_turn(gw.url, "Lookup Paris"))
+    assert [e["type"] for e in events][-1] == "assistant_end"
+    assert events[-1]["text"] == "It is sunny."
+    finished = exporter.get_finished_spans()
+    (turn,) = _by_name(finished, "invoke_agent toolrelay")
+    assert turn.kind is SpanKind.SERVER
+    attributes: Any = turn.attributes
+    assert attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert attributes["gen_ai.request.model"] == "sim" and attributes["url.path"] == "/ws"
+    assert attributes["toolrelay.tool_calls"] == 1 and attributes["toolrelay.status"] == 200
+    attempts = _by_name(finished, "chat sim")
+    (run,) = _by_name(finished, "execute_tool lookup")
+    assert len(attempts) == 2  # the call, then the answer
+    for child in (*attempts, run):
+        assert child.parent is not None and child.parent.span_id == turn.context.span_id
+        assert child.context.trace_id == turn.context.trace_id
+
+
+def test_an_mcp_call_is_a_span_over_its_tool_run(
+    sim: Simulator, exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    exporter.clear()
+
+    async def call(url: str) -> Any:
+        async with Client(url + "/mcp") as client:
+            return await client.call_tool("lookup", {"city": "Paris"})
+
+    with Service() as service, _lookup_gateway(sim, service, tmp_path) as gw:
+        result = asyncio.run(asyncio.wait_for(call(gw.url), 30))
+    assert not result.is_error
+    finished = exporter.get_finished_spans()
+    posts = _by_name(finished, "POST /mcp")
+    (request,) = [s for s in posts if (s.attributes or {}).get("mcp.method.name") == "tools/call"]
+    attributes: Any = request.attributes
+    assert request.kind is SpanKind.SERVER
+    assert attributes["gen_ai.operation.name"] == "execute_tool"
+    assert attributes["gen_ai.tool.name"] == "lookup"
+    assert attributes["http.response.status_code"] == 200
+    (run,) = _by_name(finished, "execute_tool lookup")
+    assert run.parent is not None and run.parent.span_id == request.context.span_id
+    assert run.context.trace_id == request.context.trace_id
 
 
 def test_off_no_span_is_made(sim: Simulator, exporter: InMemorySpanExporter) -> None:

@@ -34,6 +34,16 @@ def _written(name: str, arguments: dict[str, Any]) -> str:
     return "[TOOL_CALL]" + json.dumps({"name": name, "arguments": arguments}) + "[/TOOL_CALL]"
 
 
+# One call, to get_weather with RIGHT, in each format's own markup.
+IN_FORMAT = {
+    "hermes": '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}'
+    "</tool_call>",
+    "mistral": 'Sure. [TOOL_CALLS]get_weather{"city": "Paris", "days": 3}',
+    "qwen3_coder": "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+    "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+}
+
+
 def _answer(native: bool, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     if native:
         return {"tool_calls": [{"name": name, "arguments": arguments}]}
@@ -68,6 +78,11 @@ def _rules() -> list[dict[str, Any]]:
             "answer": {"content": _written("get_weather", RIGHT)},
         }
     )
+    # A model that writes its own format's call, whatever it is asked for.
+    rules += [
+        {"match": {"last_user": f"^in {name}$"}, "answer": {"content": text}}
+        for name, text in IN_FORMAT.items()
+    ]
     return [*rules, {"answer": {"content": "no rule"}}]
 
 
@@ -132,9 +147,11 @@ def test_quality_series_count_arrivals_repairs_and_rejections(
     assert _value(series, rejected, reason="invalid_arguments") == 1
     assert _value(series, "toolrelay_quality_repairs_total", outcome="asked") == 2
     assert _value(series, "toolrelay_quality_repairs_total", outcome="won") == 1
+    # On the rescue path every call was a [TOOL_CALL] block; native calls are no text's.
+    written = ", text calls bracket 6" if mode == "rescue" else ""
     assert health["quality"] == [
         "sim@default: 60.0% valid on arrival, 80.0% after repair, "
-        "2 rejected (invalid args 1, unknown tool 1)"
+        "2 rejected (invalid args 1, unknown tool 1)" + written
     ]
 
 
@@ -148,6 +165,45 @@ def test_calls_written_as_text_on_the_native_path_count_as_text_and_markup_remov
     assert _value(series, "toolrelay_quality_calls_total", source="text") == 1
     assert _value(series, "toolrelay_quality_calls_total", source="native") == 0
     assert _value(series, "toolrelay_quality_markup_removed_total", what="tool_calls") == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("mode", ["native", "rescue"])
+def test_calls_are_counted_by_the_format_they_were_written_in(
+    sim: Simulator, mode: str, stream: bool
+) -> None:
+    with gateway(sim.openai_url, tool_mode=mode, constrain="off", inspector=True) as gw:
+        for name in ("hermes", "mistral", "qwen3_coder", "qwen3_coder"):
+            _ask(gw, f"in {name}", stream=stream)
+        series = _series(gw)
+        health = httpx.get(gw.url + "/health").json()
+        (page,) = httpx.get(gw.url + "/ui/api/models").json()["models"]
+        newest = httpx.get(gw.url + "/ui/api/requests").json()["requests"][0]
+        record = httpx.get(gw.url + f"/ui/api/requests/{newest['id']}").json()
+    by_format = "toolrelay_quality_calls_by_format_total"
+    counted = {name: _value(series, by_format, format=name) for name in IN_FORMAT}
+    assert counted == {"hermes": 1, "mistral": 1, "qwen3_coder": 2}
+    source = "text" if mode == "native" else "rescue"
+    assert _value(series, "toolrelay_quality_calls_total", source=source) == 4
+    assert health["quality"] == [
+        "sim@default: 100.0% valid on arrival, 100.0% after repair, "
+        "text calls qwen3_coder 2, hermes 1, mistral 1"
+    ]
+    assert page["series"]["calls_by_format"] == {"hermes": 1, "mistral": 1, "qwen3_coder": 2}
+    (call,) = record["attempts"][-1]["parsed"]["calls"]
+    assert (call["name"], call["format"]) == ("get_weather", "qwen3_coder")
+
+
+def test_native_calls_are_no_texts_format(sim: Simulator) -> None:
+    with gateway(sim.openai_url, tool_mode="native", inspector=True) as gw:
+        _ask(gw, "good", stream=True)
+        series = _series(gw)
+        newest = httpx.get(gw.url + "/ui/api/requests").json()["requests"][0]
+        record = httpx.get(gw.url + f"/ui/api/requests/{newest['id']}").json()
+    assert _value(series, "toolrelay_quality_calls_total", source="native") == 1
+    assert not any(name == "toolrelay_quality_calls_by_format_total" for name, _ in series)
+    (call,) = record["attempts"][-1]["parsed"]["calls"]
+    assert call["format"] == "native"
 
 
 def test_required_met_on_the_first_attempt_is_counted_once(sim: Simulator) -> None:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from tests.gateway.inspected import lookup_tools_file
 from tests.gateway.support import GatewayServer, gateway
+from tests.tools.service import Service
 from tests.weather import ASK_WEATHER, WEATHER_TOOL
+from toolrelay.io.settings import Settings
 from toolrelay.simulator import Simulator, SimulatorConfig
 
 SCENARIO = {
@@ -157,3 +162,58 @@ def test_bad_stuck_mode_is_a_400(gw: GatewayServer) -> None:
             extra_headers={"x-toolrelay-stuck-mode": "sometimes"},
         )
     assert caught.value.param == "toolrelay_stuck_mode"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("mode", ["enforce", "observe"])
+def test_a_loop_verdict_counts_for_the_backend_that_served_the_round(
+    mode: str, stream: bool
+) -> None:
+    # The first backend answers 500: the round is served by the second (failover).
+    with ExitStack() as stack:
+        broken = stack.enter_context(Simulator(SimulatorConfig.load(SCENARIO, status=500)))
+        good = stack.enter_context(Simulator(SimulatorConfig.load(SCENARIO)))
+        settings = Settings(
+            backend=broken.openai_url,
+            backend_replicas=[good.openai_url],
+            backend_kind="openai",
+            health_interval=0,
+            stuck_mode=mode,
+        )
+        gw = stack.enter_context(GatewayServer(settings))
+        reply: Any = gw.client().chat.completions.create(
+            model="toolrelay-sim", messages=LOOP, tools=[WEATHER_TOOL], stream=stream
+        )
+        if stream:
+            list(reply)
+        metrics = httpx.get(gw.url + "/metrics", timeout=10).text
+    assert any(r.path.endswith("/chat/completions") for r in good.requests)
+    assert (
+        f'toolrelay_quality_loop_verdicts_total{{backend="default-2",mode="{mode}",'
+        'model="toolrelay-sim"} 1.0' in metrics
+    )
+    assert 'loop_verdicts_total{backend="-"' not in metrics
+
+
+def test_a_loop_verdict_in_a_turn_with_server_tools_counts_for_its_backend(
+    tmp_path: Path,
+) -> None:
+    # The gateway runs its own tools: the turn goes to the agent loop, not the routed round.
+    answered = {"rules": [{"match": {"tool_result": "."}, "answer": {"content": "done"}}]}
+    with (
+        Service() as service,
+        Simulator(SimulatorConfig.load(answered)) as sim,
+        gateway(
+            sim.openai_url,
+            backend_kind="openai",
+            stuck_mode="observe",
+            tools_file=lookup_tools_file(service.url, tmp_path),
+        ) as gw,
+    ):
+        reply = gw.client().chat.completions.create(model="toolrelay-sim", messages=LOOP)
+        metrics = httpx.get(gw.url + "/metrics", timeout=10).text
+    assert reply.choices[0].message.content == "done"
+    assert (
+        'toolrelay_quality_loop_verdicts_total{backend="default",mode="observe",'
+        'model="toolrelay-sim"} 1.0' in metrics
+    )

@@ -14,12 +14,15 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.engine.support import weather_tool
 from tests.mcp.support import http_server, stdio_entry
 from toolrelay.events import ToolCall
 from toolrelay.io.mcp.config import parse_config
 from toolrelay.io.mcp.servers import McpServers, McpStartupError
 from toolrelay.io.mcp.tools import Naming
-from toolrelay.io.tools import Toolbox, ToolOutput
+from toolrelay.io.tools import FunctionTool, HttpTool, Toolbox, ToolOutput
+from toolrelay.io.tools.definition import parse_definitions
+from toolrelay.io.tools.http import HttpToolClient
 from toolrelay.io.tools.results import TRUNCATION_MARK
 
 T = TypeVar("T")
@@ -297,3 +300,26 @@ def test_a_child_that_dies_while_idle_is_noticed_and_restarted() -> None:
     assert states == ["ready", "failed", "ready"]
     assert output.text == "Sunny in Oslo, 21 °C"
     assert second > 0
+
+
+def test_a_toolbox_reads_each_tool_into_a_spec_with_its_source() -> None:
+    """What the agent loop's rounds read the tools as (``ToolSpec.source``): an MCP
+    server's tools say ``mcp``, the declarative HTTP tools ``http``, a program's own
+    functions ``client``; the order and schemas are the declarations'."""
+    # Never run here: no service behind its URL.
+    http = HttpTool(parse_definitions([weather_tool("http://127.0.0.1:9")])[0], HttpToolClient())
+    own = FunctionTool("echo", lambda text: text, parameters={"type": "object"})
+
+    async def body(mcp: McpServers) -> Toolbox:
+        return Toolbox([http, *mcp.tools(("get_weather", "echo")), own])
+
+    toolbox = running(servers({"weather": stdio_entry(include=["forecast"])}), body)
+    specs = toolbox.specs()
+    assert [(spec.name, spec.source) for spec in specs] == [
+        ("get_weather", "http"),
+        ("forecast", "mcp"),
+        ("echo", "client"),
+    ]
+    assert [dict(spec.parameters) for spec in specs] == [
+        d["function"]["parameters"] for d in toolbox.declarations()
+    ]

@@ -11,14 +11,18 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import websockets
 
 from tests.engine.support import completions, weather_tool
-from tests.gateway.support import TIME_TOOL, GatewayServer, gateway
+from tests.gateway.support import (
+    TIME_TOOL,
+    GatewayServer,
+    gateway,
+    wait_until_up,
+    ws_turn,
+)
 from tests.mcp.support import config_file, free_port, http_server, stdio_entry
 from tests.tools.service import Service
 from toolrelay.simulator import Simulator, SimulatorConfig
@@ -61,29 +65,6 @@ def two_servers(folder: Path, http_url: str) -> str:
     )
 
 
-async def ws_turn(url: str, text: str) -> list[dict[str, Any]]:
-    async with websockets.connect(url.replace("http", "ws", 1) + "/ws") as ws:
-        await ws.send(json.dumps({"type": "user_text", "text": text}))
-        events = []
-        while True:
-            event = json.loads(await asyncio.wait_for(ws.recv(), 30))
-            events.append(event)
-            if event["type"] == "assistant_end":
-                return events
-
-
-def wait_up(url: str, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise AssertionError(f"{url} did not come up")
-
-
 def children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -117,7 +98,7 @@ def test_a_ws_turn_calls_a_stdio_and_an_http_server_through_the_real_commands(
             text=True,
         )
         url = f"http://127.0.0.1:{port}"
-        wait_up(url + "/health", serve)
+        wait_until_up(url + "/health", serve)
         events = asyncio.run(ws_turn(url, "Weather in Oslo?"))
         child = children(serve.pid)
         for _ in range(50):  # read /proc again if it was caught between two states
@@ -331,7 +312,7 @@ def test_with_mcp_optional_serve_starts_without_its_tools(tmp_path: Path) -> Non
         env={**os.environ, "TOOLRELAY_BACKEND": "http://127.0.0.1:9/v1"},
     )
     try:
-        wait_up(f"http://127.0.0.1:{port}/health", serve)
+        wait_until_up(f"http://127.0.0.1:{port}/health", serve)
         health = httpx.get(f"http://127.0.0.1:{port}/health").json()
         tools = httpx.get(f"http://127.0.0.1:{port}/api/tools").json()["tools"]
     finally:

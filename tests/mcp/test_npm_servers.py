@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.gateway.support import gateway
+from tests.gateway.support import gateway, ws_turn
 from tests.mcp.npm import npm_servers, npx
 from tests.mcp.support import calling, config_file, free_port, wait_for_port
-from tests.mcp.test_gateway import ws_turn
 from toolrelay.cli import main
 from toolrelay.events import ToolCall
 from toolrelay.io.mcp.config import parse_config

@@ -104,11 +104,13 @@ class Context:
         "buf",
         "events",
         "format_name",
+        "formats",
         "next_index",
         "openers",
         "orphan_close",
         "read_nested",
         "reasoning_seen",
+        "region_format",
         "tools",
         "unclosed",
     )
@@ -123,6 +125,10 @@ class Context:
         self.read_nested: Callable[[Context, str], list[Event]] | None = None
         self.events: list[Event] = []
         self.next_index = 0
+        # The format whose region is being read (set by the parser as it opens one),
+        # and each call's, by index: what a caller counts calls by.
+        self.region_format = ""
+        self.formats: dict[int, str] = {}
         self.at_start = True  # nothing but whitespace has been seen so far
         self.unclosed: set[str] = set()  # closers of reasoning blocks that never close
         self.reasoning_seen = False  # a reasoning block was entered
@@ -272,6 +278,7 @@ class Call:
             return
         ctx = self._ctx
         self.index = ctx.next_index
+        ctx.formats[self.index] = ctx.region_format
         self.id = ctx.new_id(self.native_id)
         ctx.events.append(ToolCallStart(self.index, self.id, self.name))
         ctx.next_index += 1

@@ -56,6 +56,8 @@ class OpenerTable:
     pattern: re.Pattern[str]
     marked_pattern: re.Pattern[str] | None
     openers: dict[str, tuple[Opener, ...]]
+    # The format each region is read for (the first format listed, of two sharing one).
+    format_of: dict[RegionFactory, str]
     tokens: frozenset[str]  # special tokens: never content
     prefixes: frozenset[str]
     partial: re.Pattern[str]  # a proper beginning of a marker, running to the end
@@ -111,9 +113,11 @@ def compile_openers(formats: Iterable[Format]) -> OpenerTable:
     marker two claim, unless a sniff says otherwise)."""
     formats = tuple(formats)
     openers: dict[str, list[Opener]] = {}
+    format_of: dict[RegionFactory, str] = {}
     for fmt in formats:
         for opener in fmt.openers:
             openers.setdefault(opener.marker, []).append(opener)
+            format_of.setdefault(opener.region, fmt.name)
     tokens = frozenset(t for fmt in formats for t in fmt.tokens)
     for token in tokens:
         openers.setdefault(token, [stray_token(token)])  # no region reads it: dropped
@@ -137,6 +141,7 @@ def compile_openers(formats: Iterable[Format]) -> OpenerTable:
         pattern=re.compile(_trie(markers, follows)),
         marked_pattern=re.compile(_trie(multi)) if multi else None,
         openers=shared,
+        format_of=format_of,
         tokens=tokens,
         prefixes=prefixes,
         partial=re.compile(_trie(sorted(prefixes, key=len, reverse=True)) + r"\Z"),

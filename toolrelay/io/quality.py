@@ -21,6 +21,11 @@ QUALITY: dict[str, tuple[str, str]] = {
         "rescue path)",
         "source",
     ),
+    "calls_by_format": (
+        "tool calls parsed from text, by the format they were written in (hermes, "
+        "mistral, qwen3_coder, ...; bracket: the rescue prompt's [TOOL_CALL] blocks)",
+        "format",
+    ),
     "checked": (
         "tool calls checked against their tool's schema, by outcome (valid and coerced: "
         "valid on arrival; invalid: not; repaired: added by the correction re-ask; "
@@ -115,6 +120,10 @@ class ModelQuality:
             by_reason = sorted(rejected.items(), key=lambda item: (-item[1], item[0]))
             said = ", ".join(f"{_REJECTION_WORDS.get(k, k)} {n}" for k, n in by_reason)
             parts.append(f"{sum(rejected.values())} rejected ({said})")
+        formats = self.series.get("calls_by_format", {})
+        if formats:
+            by_format = sorted(formats.items(), key=lambda item: (-item[1], item[0]))
+            parts.append("text calls " + ", ".join(f"{k} {n}" for k, n in by_format))
         return f"{self.model}@{self.backend}: " + ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

@@ -218,8 +218,15 @@ class RequestRecord:
         else:
             self.client_got.append(f"[{self.budget.note(len(text))['toolrelay_truncated']}]")
 
-    def parsed(self, entry: Attempt, events: Iterable[Event], raw: str | None = None) -> None:
-        """What the parser made of the attempt's answer (its events)."""
+    def parsed(
+        self,
+        entry: Attempt,
+        events: Iterable[Event],
+        raw: str | None = None,
+        formats: dict[str, str] | None = None,
+    ) -> None:
+        """What the parser made of the attempt's answer (its events); ``formats``:
+        a call parsed from text, by id -> the format it was written in."""
         for event in events:
             # Text comes in small pieces: counted here, redacted once joined (_settle).
             if isinstance(event, ContentDelta):
@@ -230,6 +237,7 @@ class RequestRecord:
                     entry.reasoning.append(event.text)
             elif isinstance(event, ToolCallEnd):
                 call = {"id": event.call.id, "name": event.call.name}
+                call["format"] = (formats or {}).get(event.call.id, "native")
                 call["arguments"] = self.budget.keep(event.call.arguments)
                 entry.calls.append(call)
             elif isinstance(event, CallRejected):

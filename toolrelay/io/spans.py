@@ -67,6 +67,7 @@ def end_attempt(
     usage: dict[str, Any] | None = None,
     finish_reason: str | None = None,
     calls: list[str] | None = None,
+    formats: list[str] | None = None,
     rejected: int = 0,
     error: str | None = None,
 ) -> None:
@@ -83,6 +84,9 @@ def end_attempt(
         span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
     if calls is not None:
         span.set_attribute("gen_ai.response.tool_calls", calls)
+    if formats:
+        # The text formats the calls were parsed from (toolrelay.format is the one asked).
+        span.set_attribute("toolrelay.call_formats", formats)
     if rejected:
         span.set_attribute("toolrelay.rejected_calls", rejected)
     if error is not None:
@@ -106,6 +110,36 @@ def tool_span(name: str, call_id: str) -> Any:
             "gen_ai.tool.call.id": call_id,
         },
     )
+
+
+def turn_span(model: str, path: str) -> Any:
+    """The span of one agent turn that is no HTTP request of its own (a ``/ws``
+    session's turn: the root of its attempts and tool runs), as a context manager
+    giving the span (None when traces are off)."""
+    if _tracer is None:
+        return _NO_SPAN
+    from opentelemetry.trace import SpanKind
+
+    return _tracer.start_as_current_span(
+        "invoke_agent toolrelay",
+        kind=SpanKind.SERVER,
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "toolrelay",
+            "gen_ai.request.model": model,
+            "url.path": path,
+        },
+    )
+
+
+def under(span: Any) -> Any:
+    """A context manager making ``span`` the current one: the parent of the spans
+    made in a task other than the request's (the MCP SDK runs a call in its own)."""
+    if _tracer is None or span is None:
+        return _NO_SPAN
+    from opentelemetry.trace import use_span
+
+    return use_span(span, end_on_exit=False)
 
 
 class _NoSpan:

@@ -31,7 +31,15 @@ from toolrelay.io.engine import (
     clashing_names,
     run_turn,
 )
-from toolrelay.io.round import Finish, Opened, Reply, RoundRequest, StreamItem, reply_events
+from toolrelay.io.round import (
+    Finish,
+    Opened,
+    Reply,
+    RoundRequest,
+    StreamItem,
+    reply_events,
+    serving,
+)
 from toolrelay.io.settings import Settings
 from toolrelay.io.tools import Toolbox
 from toolrelay.server.errors import invalid
@@ -192,7 +200,7 @@ def _run(
     gateway: Gateway, req: RoundRequest, tools: ServerTools, *, stream: bool
 ) -> AsyncGenerator[AgentEvent, None]:
     return run_turn(
-        gateway.backends.for_model(req.model),
+        serving(gateway.backends.for_model(req.model)),
         req,
         tools.toolbox,
         replace(tools.config, stream=stream),

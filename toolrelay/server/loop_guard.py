@@ -36,8 +36,9 @@ def _config(mode: Mode, polling_exempt: bool) -> StuckConfig:
 def check(
     req: RoundRequest, requested: Mode | None, settings: Settings, counters: Counters
 ) -> Verdict | None:
-    """The loop in the client's history, if any, under the mode in force; an
-    observed loop is logged and counted here and returned as None."""
+    """The loop in the client's history, if any, under the mode in force, logged
+    and counted here; acted on only when ``verdict.enforced`` (an observed loop is not).
+    Its quality series waits for the backend that serves the round (:func:`counted`)."""
     override = settings.override_for(req.model)
     mode = requested or override.stuck or settings.stuck_mode
     if mode == "off":
@@ -54,8 +55,6 @@ def check(
     if verdict is None:
         return None
     counters.inc("stuck", f"{mode}/{verdict.pattern}/{verdict.level}")
-    # Found in the client's history, before a backend is chosen: backend "-".
-    counters.quality.add("-", req.model, "loop_verdicts", mode)
     log.warning(
         "loop in the client's history (%s): %s x%d on %s",
         mode,
@@ -63,7 +62,14 @@ def check(
         verdict.count,
         ", ".join(verdict.tool_names) or "-",
     )
-    return verdict if verdict.enforced else None
+    return verdict
+
+
+def counted(counters: Counters, model: str, verdict: Verdict | None, backend: str) -> None:
+    """A verdict in the quality series of the backend that served the round (found in
+    the history before a backend was chosen: ``-`` when the request never reached one)."""
+    if verdict is not None:
+        counters.quality.add(backend, model, "loop_verdicts", verdict.mode)
 
 
 def final_answer_request(req: RoundRequest, verdict: Verdict) -> RoundRequest:

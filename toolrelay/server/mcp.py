@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Scope, Send
 
+from toolrelay.io import spans
 from toolrelay.io.tools.registry import ToolRegistry
 from toolrelay.server.auth import is_loopback
+from toolrelay.server.logs import note
+from toolrelay.server.tracing import SPAN
 
 if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -63,7 +67,7 @@ class McpEndpoint:
             from toolrelay.io.mcp.offer import tools_server
 
             manager = StreamableHTTPSessionManager(
-                app=tools_server(self.tools.http_toolbox),
+                app=tools_server(self.tools.http_toolbox, _observed),
                 stateless=True,
                 security_settings=self._security(),
             )
@@ -94,3 +98,15 @@ class McpEndpoint:
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
+
+
+def _observed(ctx: ServerRequestContext[Any], method: str, tool: str | None) -> Any:
+    """A request's handling under its HTTP request's span, its method and tool noted
+    for the span, the access log and the inspector. The SDK runs the handler in its
+    own task, so the request's context does not reach it: its scope (the HTTP
+    request the SDK hands over) does."""
+    scope = getattr(ctx.request, "scope", None)
+    if not isinstance(scope, dict):
+        return spans.under(None)
+    note(scope, mcp_method=method, **({"tool": tool} if tool else {}))
+    return spans.under(scope.get(SPAN))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import Any
 
@@ -26,6 +27,7 @@ import orjson
 from starlette.websockets import WebSocket
 
 from toolrelay.errors import ToolrelayError
+from toolrelay.io import spans
 from toolrelay.io.backends.registry import NO_BACKEND
 from toolrelay.io.engine import (
     AgentEvent,
@@ -35,10 +37,13 @@ from toolrelay.io.engine import (
     TurnEnd,
     run_turn,
 )
+from toolrelay.io.recording import RequestRecord
 from toolrelay.io.round import build_round
 from toolrelay.server.agent import loop_config
 from toolrelay.server.errors import api_error
 from toolrelay.server.gateway import Gateway
+from toolrelay.server.inspector import Inspector
+from toolrelay.server.turn_watch import CLIENT_GONE, TurnWatch
 
 log = logging.getLogger("toolrelay.session")
 
@@ -48,9 +53,12 @@ USAGE = 'send {"type": "user_text", "text": "..."}'
 class Session:
     """One connection's conversation."""
 
-    def __init__(self, gateway: Gateway, websocket: WebSocket) -> None:
+    def __init__(
+        self, gateway: Gateway, websocket: WebSocket, inspector: Inspector | None = None
+    ) -> None:
         self.gateway = gateway
         self.websocket = websocket
+        self.inspector = inspector
         self.history: list[dict[str, Any]] = []
         self._model: str | None = gateway.settings.model
         self._send_lock = asyncio.Lock()
@@ -91,6 +99,22 @@ class Session:
                     await turn
 
     async def turn(self, text: str) -> None:
+        """One turn, recorded by the inspector and traced (a span with the attempts'
+        and tool runs' under it) when they are on."""
+        watch = TurnWatch(self.inspector, text)
+        with spans.turn_span(self._model or "-", "/ws") as span:
+            token = watch.record.enter() if watch.record is not None else None
+            try:
+                await self._turn(text, watch)
+            except asyncio.CancelledError:
+                watch.status = CLIENT_GONE
+                raise
+            finally:
+                if token is not None:
+                    RequestRecord.leave(token)
+                watch.end(span, self._model)
+
+    async def _turn(self, text: str, watch: TurnWatch) -> None:
         gateway = self.gateway
         self.history.append({"role": "user", "content": text})
         self._trim()
@@ -111,7 +135,7 @@ class Session:
             )
             async with contextlib.aclosing(turn):
                 async for event in turn:
-                    await self._relay(event)
+                    await self._relay(event, watch)
         except Exception as exc:
             message = api_error(exc, "toolrelay failed to run the turn").message
             if isinstance(exc, ToolrelayError):
@@ -121,19 +145,25 @@ class Session:
                 log.exception("agent turn failed")
             if self.history and self.history[-1].get("role") == "user":
                 self.history.pop()
-            await self.error(f"the turn failed: {message}")
-            await self.send({"type": "assistant_end", "text": "", "finish_reason": "error"})
+            watch.status = 500
+            await self._emit({"type": "error", "message": f"the turn failed: {message}"}, watch)
+            await self._emit({"type": "assistant_end", "text": "", "finish_reason": "error"}, watch)
 
-    async def _relay(self, event: AgentEvent) -> None:
+    async def _emit(self, event: dict[str, Any], watch: TurnWatch) -> None:
+        watch.sent(event)
+        await self.send(event)
+
+    async def _relay(self, event: AgentEvent, watch: TurnWatch) -> None:
+        send = functools.partial(self._emit, watch=watch)
         if isinstance(event, AssistantDelta):
-            await self.send({"type": "assistant_delta", "text": event.text})
+            await send({"type": "assistant_delta", "text": event.text})
         elif isinstance(event, ToolCallRequested):
             call = event.call
-            await self.send(
+            await send(
                 {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
             )
         elif isinstance(event, ToolResult):
-            await self.send(
+            await send(
                 {
                     "type": "tool_result",
                     "id": event.call.id,
@@ -151,7 +181,7 @@ class Session:
             }
             if event.stuck is not None:
                 end["stuck"] = event.stuck.to_public_dict()
-            await self.send(end)
+            await send(end)
 
     def _trim(self) -> None:
         """Drop the oldest turns past the configured number (the new one included)."""
@@ -191,5 +221,5 @@ def _user_text(message: Any) -> str | _Refusal:
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
-    gateway: Gateway = websocket.app.state.gateway
-    await Session(gateway, websocket).serve()
+    state = websocket.app.state
+    await Session(state.gateway, websocket, state.inspector).serve()

@@ -54,12 +54,22 @@ def make_tracer() -> Any:
     return provider.get_tracer("toolrelay", __version__)
 
 
-class Traced:
-    """An endpoint whose every request is a server span (the attempts' parent)."""
+# Where a request's server span is kept in its scope: the parent of spans made in
+# another task for it (the MCP SDK runs a tool call in its own task group).
+SPAN = "toolrelay.span"
 
-    def __init__(self, app: ASGIApp, tracer: Any) -> None:
+
+class Traced:
+    """An endpoint whose every request is a server span (the attempts' parent).
+
+    ``operation`` is the GenAI operation the endpoint serves (``chat`` for the
+    fronts; None for ``/mcp``, whose requests say theirs in the scope's notes:
+    ``mcp_method``, and ``tool`` for a call)."""
+
+    def __init__(self, app: ASGIApp, tracer: Any, operation: str | None = "chat") -> None:
         self.app = app
         self.tracer = tracer
+        self.operation = operation
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -77,12 +87,19 @@ class Traced:
         with self.tracer.start_as_current_span(
             name, kind=SpanKind.SERVER, attributes=attributes
         ) as span:
+            scope[SPAN] = span
             try:
                 await self.app(scope, receive, send_and_watch)
             finally:
                 notes = scope.get(NOTES, {})
                 span.set_attribute("http.response.status_code", status)
-                span.set_attribute("gen_ai.operation.name", "chat")
+                if self.operation is not None:
+                    span.set_attribute("gen_ai.operation.name", self.operation)
+                if notes.get("mcp_method"):
+                    span.set_attribute("mcp.method.name", notes["mcp_method"])
+                if notes.get("tool"):
+                    span.set_attribute("gen_ai.operation.name", "execute_tool")
+                    span.set_attribute("gen_ai.tool.name", notes["tool"])
                 if notes.get("model"):
                     span.set_attribute("gen_ai.request.model", notes["model"])
                 if notes.get("mode"):

@@ -47,8 +47,9 @@ from toolrelay.stuck.transcript import (
     window_start,
 )
 from toolrelay.stuck.verdict import CallAction, Decision, InvolvedCall, Level, Verdict
+from toolrelay.types import ToolSpec
 
-Tools = Sequence[Mapping[str, Any] | str]
+Tools = Sequence[Mapping[str, Any] | str | ToolSpec]
 
 _SUGGESTIONS: dict[str, tuple[str, ...]] = {
     "identical_call": ("use_previous_result", "change_arguments", "final_answer"),

@@ -9,6 +9,7 @@ import orjson
 
 from toolrelay.cli.chat.approval import Approver, Declined
 from toolrelay.io.tools import ToolOutput
+from toolrelay.types import ToolSource
 
 if TYPE_CHECKING:
     from toolrelay.io.mcp.tools import McpTool
@@ -26,6 +27,10 @@ class AskedTool:
     @property
     def name(self) -> str:
         return self.tool.name
+
+    @property
+    def source(self) -> ToolSource:
+        return self.tool.source
 
     def declaration(self) -> dict[str, Any]:
         return self.tool.declaration()

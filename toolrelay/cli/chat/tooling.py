@@ -11,6 +11,7 @@ from typing import Any, ClassVar, TypeVar
 from toolrelay.cli.chat.approval import Declined
 from toolrelay.cli.chat.workspace import OutsideWorkspace, Workspace
 from toolrelay.io.tools import ToolOutput
+from toolrelay.types import ToolSource
 
 # Seconds a built-in's work (reading, listing, searching, writing) may take.
 DEFAULT_TIMEOUT = 15.0
@@ -26,6 +27,7 @@ class BuiltinTool(ABC):
 
     name = ""
     description = ""
+    source: ToolSource = "client"  # the chat agent's own
     parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
 
     def __init__(self, workspace: Workspace, timeout: float = DEFAULT_TIMEOUT) -> None:

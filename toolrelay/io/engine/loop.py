@@ -65,7 +65,7 @@ from toolrelay.stuck import (
     apply_nudge,
     rewind,
 )
-from toolrelay.types import tool_specs
+from toolrelay.types import Tool, ToolSpec, tool_specs
 
 log = logging.getLogger("toolrelay.engine")
 
@@ -92,7 +92,7 @@ class LoopConfig:
             raise ValueError("max_iterations must be 0 or more")
 
 
-def clashing_names(toolbox: Toolbox, tools: Sequence[Mapping[str, Any]] | None) -> list[str]:
+def clashing_names(toolbox: Toolbox, tools: Sequence[Tool] | None) -> list[str]:
     """Names declared both by ``tools`` (a client's ``tools`` array) and the toolbox."""
     return [name for name in _names(tools) if name in toolbox]
 
@@ -121,7 +121,10 @@ async def run_turn(
     if clash:
         raise ValueError(f"tool {clash[0]!r} is both one of the client's and one of toolrelay's")
     client_names = set(_names(request.tools))
-    tools = toolbox.declarations() + list(request.tools or ())
+    # What the backend is sent, and the same read into specs for the round and the
+    # stuck detector (the toolbox's carry their source: http, mcp).
+    declared = toolbox.declarations() + list(request.body.get("tools") or ())
+    tools = [*toolbox.specs(), *request.plan.declared]
     detector = StuckDetector(config.stuck)
     history = [dict(message) for message in request.messages]
     turn_start = len(history)
@@ -138,7 +141,9 @@ async def run_turn(
             note = LAST_ROUND_NOTE
         sent = history if note is None else append_note(history, note)
         choice = request.tool_choice if index == 0 and request.tool_choice is not None else "auto"
-        round_request = _round_request(request, _wire(sent), offered, choice, bool(client_names))
+        round_request = _round_request(
+            request, _wire(sent), None if last else declared, offered, choice, bool(client_names)
+        )
         yield RoundStart(index, offered is not None)
         outcome = _Outcome()
         rounds = _stream(backend, round_request, counters, outcome) if config.stream else None
@@ -257,7 +262,7 @@ async def _complete(
 
 
 async def _filtered(
-    items: AsyncIterator[Any], markup_tools: list[dict[str, Any]] | None, outcome: _Outcome
+    items: AsyncIterator[Any], markup_tools: list[ToolSpec] | None, outcome: _Outcome
 ) -> AsyncGenerator[AgentEvent, None]:
     """The round's events for the caller. In the tools-free last round the
     model may still write a call as text: its markup is removed, the call dropped."""
@@ -388,14 +393,15 @@ def _wire(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def _round_request(
     request: RoundRequest,
     messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
+    declared: list[dict[str, Any]] | None,
+    tools: list[ToolSpec] | None,
     tool_choice: Any,
     client_tools: bool,
 ) -> RoundRequest:
     body = {key: value for key, value in request.body.items() if key not in TOOL_FIELDS}
     body["messages"] = messages
     if tools:
-        body["tools"] = tools
+        body["tools"] = declared
         body["tool_choice"] = tool_choice
         if "parallel_tool_calls" in request.body:
             body["parallel_tool_calls"] = request.body["parallel_tool_calls"]
@@ -460,5 +466,5 @@ def _count(counters: Counters, verdict: Verdict) -> None:
     )
 
 
-def _names(tools: Sequence[Mapping[str, Any]] | None) -> list[str]:
+def _names(tools: Sequence[Tool] | None) -> list[str]:
     return [spec.name for spec in tool_specs(tools)]

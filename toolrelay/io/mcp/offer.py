@@ -12,6 +12,7 @@ as text); a failed call is an ``isError`` result whose text says why.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import mcp_types as types
@@ -25,21 +26,33 @@ from toolrelay.io.tools import Toolbox
 
 SERVER_NAME = "toolrelay"
 
+# What the endpoint wraps each request's handling in (its trace, its notes),
+# given the SDK's context of the request, the method and the tool called.
+Around = Callable[[ServerRequestContext[Any], str, str | None], AbstractContextManager[Any]]
 
-def tools_server(current: Callable[[], Awaitable[Toolbox]]) -> Server[Any]:
+
+def _nothing(ctx: ServerRequestContext[Any], method: str, tool: str | None) -> Any:
+    return nullcontext()
+
+
+def tools_server(
+    current: Callable[[], Awaitable[Toolbox]], around: Around = _nothing
+) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        toolbox = await current()
+        with around(ctx, "tools/list", None):
+            toolbox = await current()
         return types.ListToolsResult(tools=[_tool(entry) for entry in toolbox.declarations()])
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        toolbox = await current()
         arguments = dict(params.arguments or {})
         call = ToolCall("mcp", params.name, arguments, orjson.dumps(arguments).decode())
-        output = await toolbox.run(call)
+        with around(ctx, "tools/call", params.name):
+            toolbox = await current()
+            output = await toolbox.run(call)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=output.text)], is_error=output.is_error
         )

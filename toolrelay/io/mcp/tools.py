@@ -27,6 +27,7 @@ import mcp_types as types
 from toolrelay.io.mcp.connection import Connection
 from toolrelay.io.tools.definition import ToolDefinitionError, check_parameters
 from toolrelay.io.tools.results import ToolOutput
+from toolrelay.types import ToolSource
 
 log = logging.getLogger("toolrelay.mcp")
 
@@ -38,6 +39,8 @@ _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 class McpTool:
     """One tool of one MCP server, under the name the model sees."""
+
+    source: ToolSource = "mcp"
 
     def __init__(
         self, name: str, tool: types.Tool, parameters: dict[str, Any], connection: Connection,
@@ -73,7 +76,7 @@ class McpTool:
         if self.tool.description:
             out["description"] = self.tool.description
         out["parameters"] = self.parameters
-        out["source"] = "mcp"
+        out["source"] = self.source
         out["server"] = self.server
         out["mcp_name"] = self.tool.name
         return out

@@ -38,7 +38,7 @@ from toolrelay.io.round.request import (
     build_round,
     reply_events,
 )
-from toolrelay.io.round.routed import complete_routed, stream_routed
+from toolrelay.io.round.routed import complete_routed, served_by, serving, stream_routed
 
 __all__ = [
     "TOOL_FIELDS",
@@ -51,6 +51,8 @@ __all__ = [
     "complete_round",
     "complete_routed",
     "reply_events",
+    "served_by",
+    "serving",
     "stream_round",
     "stream_routed",
 ]

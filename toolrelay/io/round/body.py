@@ -179,6 +179,7 @@ def read_answer(
     tools = parse_tools(req)
     calls: list[ToolCall] = []
     rejected: list[RejectedCall] = []
+    formats: dict[str, str] = {}  # a text call's id -> the format it was written in
     quality = counters.quality
     if mode == "native" and req.has_tools:
         calls, rejected = message_calls(message, ToolSet(tools))
@@ -203,6 +204,9 @@ def read_answer(
             rejected = [*rejected, *copies]
             source = "text" if mode == "native" else "rescue"
             quality.add(backend.name, req.model, "calls", source, len(calls))
+            written = dict(zip((call.id for call in parsed.calls), parsed.formats, strict=True))
+            formats = {call.id: written[call.id] for call in calls}
+            count_formats(counters, backend, req, calls, formats)
         if mode == "native" and (parsed.calls or parsed.rejected):
             quality.add(backend.name, req.model, "markup_removed", "tool_calls")
     injected = injected_texts(req, mode, strict=strict)
@@ -226,7 +230,22 @@ def read_answer(
         rejected=rejected,
         stop_sequence=None if calls else stop_sequence(req, choice),
         raw=raw,
+        formats=formats,
     )
+
+
+def count_formats(
+    counters: Counters,
+    backend: Backend,
+    req: RoundRequest,
+    calls: list[ToolCall],
+    formats: dict[str, str],
+) -> None:
+    """The calls parsed from text, counted by the format they were written in."""
+    for call in calls:
+        written = formats.get(call.id)
+        if written:
+            counters.quality.add(backend.name, req.model, "calls_by_format", written)
 
 
 def over_limit_warning(names: list[str]) -> str | None:
@@ -293,6 +312,7 @@ class ChunkReader:
         "dropped",
         "finish",
         "finish_choice",
+        "formats",
         "limit",
         "native",
         "parser",
@@ -321,14 +341,21 @@ class ChunkReader:
         self.finish: Any = None  # the backend's finish_reason
         self.finish_choice: dict[str, Any] | None = None  # the choice that carried it
         self.usage: dict[str, Any] | None = None
+        # A text call's id -> the format it was written in.
+        self.formats: dict[str, str] = {}
         # Per source (text, native): its index -> the client's; None: over the limit.
         self._index: tuple[dict[int, int | None], dict[int, int | None]] = ({}, {})
         self._open: bool | None = None  # the source of the call being streamed
         # Call events of the other source, held while a call is open.
         self._waiting: list[tuple[bool, Event]] = []
 
-    def take(self, chunk: dict[str, Any], out: list[StreamItem]) -> None:
-        """One ``chat.completion.chunk`` from the backend."""
+    def take(self, chunk: dict[str, Any] | str, out: list[StreamItem]) -> None:
+        """One ``chat.completion.chunk`` from the backend, or the text of one
+        that carries nothing but content (``ChunkStream``'s ``plain``)."""
+        if isinstance(chunk, str):
+            self.raw.append(chunk)
+            self.feed(chunk, out)
+            return
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         choices = chunk.get("choices")
@@ -397,6 +424,8 @@ class ChunkReader:
             indices[event.index] = self.calls if within else None
             if within:
                 self.calls += 1
+                if not native and self.parser is not None:
+                    self.formats[event.id] = self.parser.call_format(event.index)
             else:
                 self.dropped.append(event.name)
             self._open = native

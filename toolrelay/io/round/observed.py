@@ -38,6 +38,7 @@ class ObservedAttempt:
             backend.name, kind, req.model, mode, stream, why, text_format
         )
         self.calls: list[str] = []
+        self.formats: list[str] = []  # the text formats the calls were written in
         self.rejected = 0
 
     def failed(self, message: str) -> None:
@@ -47,7 +48,7 @@ class ObservedAttempt:
 
     def answered(self, answer: dict[str, Any], reply: Reply) -> None:
         """A finished answer and what was read from it."""
-        self.parsed(reply_events(reply), reply.raw)
+        self.parsed(reply_events(reply), reply.raw, formats=reply.formats)
         if self.record is not None and self.entry is not None:
             self.record.answered(self.entry, answer)
         self._end(reply.usage, reply.finish_reason)
@@ -56,26 +57,37 @@ class ObservedAttempt:
         if self.record is not None and self.entry is not None:
             self.record.chunk(self.entry, chunk)
 
-    def parsed(self, events: Iterable[Event], raw: str | None = None) -> None:
+    def parsed(
+        self, events: Iterable[Event], raw: str | None = None, *, formats: dict[str, str]
+    ) -> None:
+        """What was read; ``formats``: a text call's id -> the format it was written in."""
         events = list(events)
         for event in events:
             if isinstance(event, ToolCallEnd):
                 self.calls.append(event.call.name)
+                written = formats.get(event.call.id)
+                if written and written not in self.formats:
+                    self.formats.append(written)
             elif isinstance(event, CallRejected):
                 self.rejected += 1
         if self.record is not None and self.entry is not None:
-            self.record.parsed(self.entry, events, raw)
+            self.record.parsed(self.entry, events, raw, formats)
 
     def streamed(self, raw: str, usage: dict[str, Any] | None, finish: Any) -> None:
         """The end of a streamed attempt."""
         if self.record is not None and self.entry is not None:
-            self.record.parsed(self.entry, (), raw)
+            self.record.parsed(self.entry, (), raw, {})
             self.record.streamed(self.entry)
         self._end(usage, finish if isinstance(finish, str) else None)
 
     def _end(self, usage: dict[str, Any] | None, finish: str | None) -> None:
         spans.end_attempt(
-            self.span, usage=usage, finish_reason=finish, calls=self.calls, rejected=self.rejected
+            self.span,
+            usage=usage,
+            finish_reason=finish,
+            calls=self.calls,
+            formats=self.formats,
+            rejected=self.rejected,
         )
 
 

@@ -9,7 +9,7 @@ it, so a model's configured options (``format``, ``profile``, ``validation``,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -29,6 +29,7 @@ from toolrelay.events import (
 from toolrelay.io.backends.backend import RoundMode
 from toolrelay.io.settings import ConstrainMode, Settings, ToolMode, ValidateMode
 from toolrelay.names import ToolSet
+from toolrelay.types import Tool
 
 # Request fields a tool-less (rescued) backend must not receive.
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
@@ -45,7 +46,9 @@ class RoundRequest:
     body: dict[str, Any]
     model: str
     messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None = None
+    # The declared tools: the request's entries, or specs (the agent loop's own
+    # tools, read with their source).
+    tools: Sequence[Tool] | None = None
     tool_choice: Any = None
     parallel_tool_calls: bool = True
     format: str = "auto"
@@ -122,6 +125,11 @@ class Reply:
     stop_sequence: str | None = None
     # The backend's text as it came, before markup and echoes were taken out.
     raw: str | None = None
+    # A call parsed from text: its id -> the format it was written in (hermes, ...).
+    formats: dict[str, str] = field(default_factory=dict)
+    # A whole-call constrained answer the backend cut at its token limit: no
+    # call, and no re-ask (toolrelay.io.round.constraints.cut_call).
+    cut: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator
+from contextvars import ContextVar
 
 from toolrelay.events import CallRejected
 from toolrelay.io.backends.backend import Backend
@@ -26,6 +27,21 @@ log = logging.getLogger("toolrelay.rounds")
 
 # Validation outcomes that say a call came out bad.
 _BAD_OUTCOMES = frozenset({"repaired", "dropped", "invalid"})
+
+# The backend the request's last round went to (set as the round starts on it).
+_SERVED_BY: ContextVar[str] = ContextVar("toolrelay_served_by", default="-")
+
+
+def served_by() -> str:
+    """The name of the backend this request's last round was sent to; ``-`` before one."""
+    return _SERVED_BY.get()
+
+
+def serving(backend: Backend) -> Backend:
+    """``backend``, noted as the one this request's rounds go to (an agent turn's
+    backend, chosen once for all its rounds)."""
+    _SERVED_BY.set(backend.name)
+    return backend
 
 
 class _Tally(Counters):
@@ -83,7 +99,7 @@ async def _complete_on(
     pool: Pool, backend: Backend, req: RoundRequest, counters: Counters
 ) -> Reply:
     tally = _Tally(counters) if pool.judges_quality and req.has_tools else None
-    lease = pool.lease(backend)
+    lease = pool.lease(serving(backend))
     try:
         reply = await complete_round(backend, pool.round_for(req, backend), tally or counters)
     except BaseException as exc:
@@ -105,7 +121,7 @@ async def stream_routed(
     retried = False
     while True:
         tally = _Tally(counters) if pool.judges_quality and req.has_tools else None
-        lease = pool.lease(backend)
+        lease = pool.lease(serving(backend))
         items = stream_round(
             backend, pool.round_for(req, backend), tally or counters, patience=patience
         )

@@ -15,10 +15,10 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from toolrelay.echo import EchoCleaner
-from toolrelay.events import Event
+from toolrelay.events import Event, ToolCall, ToolCallEnd
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
-from toolrelay.io.backends.http import ChunkStream
+from toolrelay.io.backends.http import Chunk, ChunkStream
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because
@@ -26,6 +26,7 @@ from toolrelay.io.round.body import (
     ChunkReader,
     backend_body,
     call_limit,
+    count_formats,
     finish_reason,
     injected_texts,
     over_limit_warning,
@@ -113,7 +114,7 @@ async def _stream_handling_refusals(
         first.cancel()
 
 
-_FirstRead = asyncio.Future[list[dict[str, Any]]]
+_FirstRead = asyncio.Future[list[Chunk]]
 _Opened = tuple[ChunkStream, _FirstRead, "ObservedAttempt | None"]
 
 
@@ -153,7 +154,8 @@ async def _opened(
 ) -> _Opened:
     observed = observe(backend, req, mode, body, stream=True)
     try:
-        chunks = await backend.open_stream(body, auth=req.auth)
+        # A recorded or traced attempt keeps every chunk as the backend sent it.
+        chunks = await backend.open_stream(body, auth=req.auth, plain=observed is None)
         first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
         await asyncio.wait({first}, timeout=patience)
         if first.done() and isinstance(first.exception(), BackendError):
@@ -165,7 +167,7 @@ async def _opened(
     return chunks, first, observed
 
 
-async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[dict[str, Any]]]:
+async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[Chunk]]:
     try:
         yield await first
     except StopAsyncIteration:
@@ -197,18 +199,22 @@ async def _relay_single_stream(
     )
     # Copies of the examples exist only where the prompt showed them.
     cleaner = EchoCleaner(injected_texts(req, mode), tools if mode == "rescue" else None)
+    ended: list[ToolCall] = []  # the calls that went out, for their formats
     try:
         async for batch in _batches(chunks, first):
             out: list[StreamItem] = []
             for chunk in batch:
                 state.take(chunk, out)
                 if observed is not None:
+                    assert isinstance(chunk, dict)  # opened without plain
                     observed.chunk(chunk)
             if out and cleaner:
                 out = _cleaned(cleaner, out)
             if out:
+                if state.formats:  # a call parsed from text started
+                    ended += _ended(out)
                 if observed is not None:
-                    observed.parsed(_events(out))
+                    observed.parsed(_events(out), formats=state.formats)
                 yield out
     except BackendError as exc:
         # The stream started and then broke: counted by how it ended.
@@ -220,14 +226,17 @@ async def _relay_single_stream(
     state.close(last)
     if cleaner:
         last = [*_cleaned(cleaner, last), *cleaner.close()]
+    if state.formats:
+        ended += _ended(last)
     if observed is not None:
-        observed.parsed(_events(last))
+        observed.parsed(_events(last), formats=state.formats)
         observed.streamed("".join(state.raw), state.usage, state.finish)
     if state.text_calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
     if req.has_tools:
         _count_quality(counters, backend, req, mode, state, cleaner)
+        count_formats(counters, backend, req, ended, state.formats)
     _learn_reasoning(backend, req, state, opened)
     swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
     if req.has_tools and swallowed and req.plan.mode != "none":
@@ -290,6 +299,10 @@ def _finish_of(reply: Reply, usage: dict[str, Any] | None) -> Finish:
     return Finish(
         reply.finish_reason, usage, reply.warning, reply.stop_sequence, reply.raw, reply.mode
     )
+
+
+def _ended(items: list[StreamItem]) -> list[ToolCall]:
+    return [item.call for item in items if isinstance(item, ToolCallEnd)]
 
 
 def _events(items: list[StreamItem]) -> list[Event]:

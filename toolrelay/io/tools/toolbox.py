@@ -22,7 +22,7 @@ from toolrelay.io.tools.definition import ToolDefinition, is_token
 from toolrelay.io.tools.http import HttpToolClient
 from toolrelay.io.tools.request import ArgumentsError, build_request
 from toolrelay.io.tools.results import ToolOutput
-from toolrelay.types import NO_PARAMETERS
+from toolrelay.types import NO_PARAMETERS, ToolSource, ToolSpec
 from toolrelay.validate import validate_arguments
 
 log = logging.getLogger("toolrelay.tools")
@@ -33,6 +33,11 @@ DEFAULT_MAX_CHARS = 2000
 class Tool(Protocol):
     @property
     def name(self) -> str: ...
+
+    @property
+    def source(self) -> ToolSource:
+        """Where the tool comes from (its spec's ``source``)."""
+        ...
 
     def declaration(self) -> dict[str, Any]:
         """The tool's entry in an OpenAI ``tools`` array."""
@@ -45,6 +50,8 @@ class Tool(Protocol):
 
 class HttpTool:
     """A declarative HTTP tool, sent through the process's shared client."""
+
+    source: ToolSource = "http"
 
     def __init__(self, definition: ToolDefinition, client: HttpToolClient) -> None:
         self.definition = definition
@@ -72,6 +79,8 @@ class HttpTool:
 class FunctionTool:
     """A Python function as a tool: it takes the arguments as keywords and
     returns text (or awaits to it); an exception becomes an error result."""
+
+    source: ToolSource = "client"  # the program's own, as a request's tools are the client's
 
     def __init__(
         self,
@@ -115,6 +124,11 @@ class Toolbox:
             self._tools[tool.name] = tool
         self.max_chars = max_chars
         self._declarations = {name: tool.declaration() for name, tool in self._tools.items()}
+        self._specs = tuple(
+            spec
+            for name, tool in self._tools.items()
+            if (spec := ToolSpec.read(self._declarations[name], tool.source)) is not None
+        )
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -132,6 +146,10 @@ class Toolbox:
     def declarations(self) -> list[dict[str, Any]]:
         """The OpenAI ``tools`` array declaring every tool."""
         return list(self._declarations.values())
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The tools read into specs, each with its ``source`` (``http``, ``mcp``, …)."""
+        return self._specs
 
     async def run(self, call: ToolCall) -> ToolOutput:
         """The call's result for the model: never raises (but for cancellation).

@@ -42,14 +42,22 @@ class Inspector:
         """``app`` with every request recorded."""
         return _Recorded(self, app)
 
+    def start(self, method: str, path: str, record_id: str | None = None) -> RequestRecord:
+        """A new record, listed (and announced) at once; :meth:`end` it."""
+        record = RequestRecord(
+            record_id or "req_" + uuid.uuid4().hex, method, path, self.entry_bytes, self.redact
+        )
+        self._add(record)
+        return record
+
+    def end(self, record: RequestRecord, status: int, notes: dict[str, Any]) -> None:
+        record.finish(status, notes)
+        self._announce(record)
+
     async def record(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """Run ``app`` for one request, recorded."""
         notes = scope.setdefault(NOTES, {})
-        record_id = notes.get("request_id") or "req_" + uuid.uuid4().hex
-        record = RequestRecord(
-            record_id, scope["method"], scope["path"], self.entry_bytes, self.redact
-        )
-        self._add(record)
+        record = self.start(scope["method"], scope["path"], notes.get("request_id"))
         received = bytearray()
         status = 0
 
@@ -77,8 +85,7 @@ class Inspector:
             await app(scope, receive_and_keep, send_and_keep)
         finally:
             RequestRecord.leave(token)
-            record.finish(status, dict(notes))
-            self._announce(record)
+            self.end(record, status, dict(notes))
 
     def _add(self, record: RequestRecord) -> None:
         self.records[record.id] = record
