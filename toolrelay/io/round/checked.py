@@ -28,6 +28,7 @@ from toolrelay.correction import (
     written_call,
 )
 from toolrelay.events import CallRejected, ContentDelta, RejectedCall, ToolCall, ToolCallStart
+from toolrelay.examples import COPIED
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
@@ -267,16 +268,16 @@ def _corrected_tools(req: RoundRequest, problems: Sequence[Problem]) -> tuple[st
     corrects (any allowed tool when that call named none we know). Several calls
     to correct are asked for unconstrained: a constraint holds one call.
 
-    Unless a call is required, a call that is no call of the model's own (a copy
-    of the prompt's example, a block with no usable name) leaves the re-ask free
-    to answer in words, as the correction says: constrained to a call, SmolLM2-135M
-    on llama.cpp answered "What is the capital of France?" with get_weather."""
+    Unless a call is required, a copy of the prompt's example is no call of the
+    model's own: its re-ask is left free to answer in words, as the correction
+    says (constrained to a call, SmolLM2-135M on llama.cpp answered "What is the
+    capital of France?" with get_weather)."""
     if len(problems) != 1:
         return ()
-    call = problems[0].call
-    if call is not None:
-        return (call.name,)
-    if req.plan.mode != "required":
+    problem = problems[0]
+    if problem.call is not None:
+        return (problem.call.name,)
+    if req.plan.mode != "required" and COPIED in problem.reason:
         return ()
     return tuple(tool.name for tool in req.plan.tools)
 
