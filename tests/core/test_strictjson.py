@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scaled import examples  # type: ignore[import-not-found]
 from streamcheck import check_stream  # type: ignore[import-not-found]
 
 from toolrelay import parse_tool_calls
@@ -149,7 +150,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     arguments=st.dictionaries(st.text(max_size=6), json_values, max_size=6), indent=st.booleans()
 )
@@ -195,7 +196,7 @@ def test_members_read_whole_are_written_as_their_tokens(text: str, step: int) ->
     assert _written(text, step, read_member) == _written(text, len(text), None)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     arguments=st.dictionaries(st.text(max_size=6), json_values, max_size=6),
     step=st.integers(1, 9),
