@@ -115,6 +115,19 @@ def test_the_c_path_takes_values_nested_deep_within_the_limit() -> None:
         assert _strict_text(text) == json.dumps(json.loads(text), separators=(",", ":"))
 
 
+def test_the_c_path_takes_many_small_objects_it_counts() -> None:
+    # Sixteen keys and more near the value's start: duplicates and overflow are found by
+    # counting ':' and 'null' in the value's own text (the mutation check: a count taken
+    # from the buffer's start, or none, only sent such values to the slow path).
+    rows = ", ".join(f'{{"k{i}\\u003a": null, "t": "a:b null"}}' for i in range(20))
+    text = '{"rows": [' + rows + "]}"
+    for prefix in ("", 'said: {"x": null} '):
+        decoded = strict_json(prefix + text, len(prefix))
+        assert decoded is not None
+        assert decoded.value == json.loads(text)
+        assert decoded.text == json.dumps(json.loads(text), separators=(",", ":")).encode()
+
+
 def test_values_of_any_length_and_where_they_stop() -> None:
     # Read from a slice that widens: each value is read whole, however long, and
     # a value followed by text ends where json.raw_decode says it ends.
