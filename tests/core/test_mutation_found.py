@@ -40,6 +40,7 @@ def test_an_escape_json_does_not_know_keeps_its_backslash_and_what_follows(quote
 
 ESCAPED_SURROGATES = {
     "\\ud83d\\ude00": "\U0001f600",  # a pair: one character
+    "\\ud800\\udc00": "\U00010000",  # the first pair
     "\\ud83d\\ue000": "\ufffd\ue000",  # U+E000 is no low surrogate
     "\\ud83d\\udbff": "\ufffd\ufffd",  # two high ones
     "\\ude00x": "\ufffdx",  # a lone low one

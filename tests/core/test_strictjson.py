@@ -122,7 +122,7 @@ def test_the_c_path_takes_many_small_objects_it_counts() -> None:
     rows = ", ".join(f'{{"k{i}\\u003a": null, "t": "a:b null"}}' for i in range(20))
     text = '{"rows": [' + rows + "]}"
     for prefix in ("", 'said: {"x": null} '):
-        decoded = strict_json(prefix + text, len(prefix))
+        decoded = strict_json(prefix + text + " then: null", len(prefix))
         assert decoded is not None
         assert decoded.value == json.loads(text)
         assert decoded.text == json.dumps(json.loads(text), separators=(",", ":")).encode()
