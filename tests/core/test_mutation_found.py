@@ -110,6 +110,11 @@ TEXT_IN_A_BLOCK = {
         [("f", {})],
         "not json  bye",
     ),
+    "a stray '<' in a call object is skipped": (
+        '<tool_call>{"name": "f", "arguments": {"a": 1} <b</tool_call> after',
+        [("f", {"a": 1})],
+        " after",
+    ),
     "text after a call is markup up to the end marker": (
         '[TOOL_CALL]{"name": "f", "arguments": {"a": 1}} and then some more text[/TOOL_CALL] after',
         [("f", {"a": 1})],
