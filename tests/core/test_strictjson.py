@@ -117,12 +117,14 @@ def test_the_c_path_takes_values_nested_deep_within_the_limit() -> None:
 
 def test_the_c_path_takes_many_small_objects_it_counts() -> None:
     # Sixteen keys and more near the value's start: duplicates and overflow are found by
-    # counting ':' and 'null' in the value's own text (the mutation check: a count taken
-    # from the buffer's start, or none, only sent such values to the slow path).
-    rows = ", ".join(f'{{"k{i}\\u003a": null, "t": "a:b null"}}' for i in range(20))
+    # counting ':' (and its escapes, of both cases) and 'null' in the value's own text,
+    # not before or after it (the mutation check: a count taken over the wrong stretch,
+    # or none, sent such values to the slow path or crashed).
+    rows = ", ".join(f'{{"k{i}\\u003{"aAa"[i % 3]}": null, "t": "a:b null"}}' for i in range(20))
     text = '{"rows": [' + rows + "]}"
-    for prefix in ("", 'said: {"x": null} '):
-        decoded = strict_json(prefix + text + " then: null", len(prefix))
+    before = ("", 'said \\u003a\\u003A: {"x": null} ')
+    for prefix, suffix in itertools.product(before, ("", " then \\u003A\\u003a: null")):
+        decoded = strict_json(prefix + text + suffix, len(prefix))
         assert decoded is not None
         assert decoded.value == json.loads(text)
         assert decoded.text == json.dumps(json.loads(text), separators=(",", ":")).encode()
