@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -113,6 +114,19 @@ def test_the_c_path_takes_values_nested_deep_within_the_limit() -> None:
     for inner in ("[" * (MAX_DEPTH - 2) + "]" * (MAX_DEPTH - 2), '{"a": ' * 5 + "1" + "}" * 5):
         text = '{"a": ' + inner + ', "pad": "' + "x" * 300 + '"}'
         assert _strict_text(text) == json.dumps(json.loads(text), separators=(",", ":"))
+
+
+def test_the_c_path_checks_depth_in_a_thread_of_its_own() -> None:
+    # The lists that pad a deep value are made once per thread: a thread's first deep
+    # value makes them (the mutation check: a broken cache only failed in a new thread).
+    text = (
+        '{"a": ' + "[" * (MAX_DEPTH - 2) + "]" * (MAX_DEPTH - 2) + ', "pad": "' + "x" * 300 + '"}'
+    )
+    read: list[str | None] = []
+    thread = threading.Thread(target=lambda: read.append(_strict_text(text)))
+    thread.start()
+    thread.join()
+    assert read == [json.dumps(json.loads(text), separators=(",", ":"))]
 
 
 def test_the_c_path_takes_many_small_objects_it_counts() -> None:
