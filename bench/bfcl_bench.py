@@ -4,10 +4,18 @@ own cases, scored by its own AST checker, on a real llama-server.
 Routes side by side: ``direct`` (llama-server itself), ``off`` (through
 toolrelay, ``toolrelay_constrain: "off"``) and ``constrained`` (through
 toolrelay, the default), for ``tool_choice`` as BFCL sends it (none given) and
-``required``, plus a few of BFCL's "irrelevance" cases (no declared tool fits:
-any call is a false call). Per route: schema-valid calls, right tool with the
-right arguments (BFCL's ``ast_checker``), ``required`` honoured, false calls,
-backend requests, tokens the server generated (its ``/metrics``) and latency.
+``required`` and named (the case's right tool, from BFCL's answer), streamed or
+not, plus a few of BFCL's "irrelevance" cases (no declared tool fits: any call
+is a false call). Two server setups: ``rescue`` (the model's own template,
+which renders no tools: toolrelay takes the rescue path) and ``native``
+(``--jinja`` with Qwen 2.5's tool-capable template from the llama.cpp sources,
+as bench/realmodels_bench.py starts it: toolrelay's native path). Per route:
+schema-valid calls, right tool with the right arguments (BFCL's
+``ast_checker``), ``required``/named honoured, false calls, backend requests,
+tokens the server generated (its ``/metrics``) and latency; and, from the
+gateway's inspector, whether the model itself wrote a call (the marker, or a
+call the parser read or rejected) in its first answer, and why each further
+request was made.
 
 The ``bfcl-eval`` package is not a dependency of toolrelay: install it apart
 (``python -m venv /tmp/bfcl && /tmp/bfcl/bin/pip install --no-deps bfcl-eval``)
@@ -19,6 +27,8 @@ BFCL does for OpenAI-style APIs) and calls BFCL's ``ast_checker`` unchanged.
 
     python bench/bfcl_bench.py --bfcl /tmp/bfcl/lib/python3.11/site-packages \\
         [--simple 5] [--multiple 5] [--irrelevance 2] [--skip 0] [--budget 1200] [--out FILE]
+        [--setup rescue|native] [--choices "none given,required,named"] [--stream]
+        [--routes direct,off,constrained] [--tool-mode auto|native|rescue]
     python bench/bfcl_bench.py --table FILE   # the table of a (partial) run
 """
 
@@ -36,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from realmodels_bench import free_port, process
+from realmodels_bench import TOOL_TEMPLATE, free_port, llama_sources, process
 
 from toolrelay.io.settings import Settings
 from toolrelay.server import create_app
@@ -47,7 +57,8 @@ from toolrelay.validate import validate_arguments
 CACHE = Path.home() / ".cache" / "toolrelay-bench"
 MODEL_NAME = "toolrelay-bench"
 ROUTES = ("direct", "off", "constrained")
-CHOICES = ("none given", "required")
+CHOICES = ("none given", "required", "named")
+MARKER = "[TOOL_CALL]"
 # BFCL's own type names, as its OpenAI-style handlers rewrite them.
 TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
 
@@ -121,29 +132,85 @@ def rounds(gateway: str) -> int:
     return sum(counters.get("rounds", {}).values())
 
 
+def right_name(case: dict[str, Any]) -> str:
+    """The tool BFCL's answer calls, as sent (``.`` as ``_``)."""
+    return re.sub(r"\.", "_", next(iter(case["ground_truth"][0])))
+
+
 def ask(
-    url: str, route: str, case: dict[str, Any], choice: str, max_tokens: int, timeout: float
+    url: str, route: str, case: dict[str, Any], choice: str, args: argparse.Namespace
 ) -> tuple[dict[str, Any] | None, str | None, float]:
     body: dict[str, Any] = {
         "model": "smollm2",
         "messages": case["question"][0],
         "tools": [tool(function) for function in case["function"]],
-        "max_tokens": max_tokens,
+        "max_tokens": args.max_tokens,
         "temperature": 0,
     }
     if choice == "required":
         body["tool_choice"] = "required"
+    elif choice == "named":
+        body["tool_choice"] = {"type": "function", "function": {"name": right_name(case)}}
     if route == "off":
         body["toolrelay_constrain"] = "off"
     started = time.perf_counter()
     try:
-        reply = httpx.post(url + "/chat/completions", json=body, timeout=timeout)
-    except httpx.HTTPError as error:
-        return None, f"{type(error).__name__}", time.perf_counter() - started
+        if args.stream:
+            answer, error = streamed(url, {**body, "stream": True}, args.timeout)
+        else:
+            reply = httpx.post(url + "/chat/completions", json=body, timeout=args.timeout)
+            answer, error = (reply.json(), None) if reply.status_code == 200 else (None, reply)
+    except httpx.HTTPError as exc:
+        return None, f"{type(exc).__name__}", time.perf_counter() - started
     seconds = time.perf_counter() - started
-    if reply.status_code != 200:
-        return None, f"HTTP {reply.status_code}: {reply.text[:120]}", seconds
-    return reply.json(), None, seconds
+    if isinstance(error, httpx.Response):
+        return None, f"HTTP {error.status_code}: {error.text[:120]}", seconds
+    return answer, error, seconds
+
+
+def streamed(
+    url: str, body: dict[str, Any], timeout: float
+) -> tuple[dict[str, Any] | None, str | None]:
+    """A streamed answer put together as the finished one would be."""
+    content, calls, finish, warning = "", {}, None, None
+    with httpx.stream("POST", url + "/chat/completions", json=body, timeout=timeout) as reply:
+        if reply.status_code != 200:
+            return None, f"HTTP {reply.status_code}: {reply.read()[:120]!r}"
+        for line in reply.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[len("data: ") :])
+            warning = chunk.get("toolrelay_warning") or warning
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                content += delta.get("content") or ""
+                for part in delta.get("tool_calls") or ():
+                    entry = calls.setdefault(part["index"], {"name": "", "arguments": ""})
+                    for key in entry:
+                        entry[key] += (part.get("function") or {}).get(key) or ""
+                finish = choice.get("finish_reason") or finish
+    message = {
+        "content": content,
+        "tool_calls": [{"function": call} for call in calls.values()] or None,
+    }
+    answer = {"choices": [{"message": message, "finish_reason": finish}]}
+    return {**answer, "toolrelay_warning": warning}, None
+
+
+def trail(gateway: str) -> dict[str, Any]:
+    """From the inspector: whether the model wrote a call in its first answer
+    (the marker, or a call read or rejected), and why each later request was made."""
+    listed = httpx.get(gateway + "/ui/api/requests", timeout=30).json()["requests"]
+    if not listed:
+        return {}
+    record = httpx.get(gateway + "/ui/api/requests/" + listed[0]["id"], timeout=30).json()
+    attempts = record["attempts"]
+    if not attempts:
+        return {}
+    first = attempts[0]
+    parsed = first["parsed"]
+    wrote = MARKER in (first["raw"] or "") or bool(parsed["calls"] or parsed["rejected"])
+    return {"first_wrote_call": wrote, "reasks": [attempt["why"] for attempt in attempts[1:]]}
 
 
 def outcome(
@@ -173,6 +240,8 @@ def outcome(
         "calls": len(calls),
         "valid": valid,
         "right": right,
+        "finish": ((answer or {}).get("choices") or [{}])[0].get("finish_reason"),
+        "warned": bool((answer or {}).get("toolrelay_warning")),
         "content": (message.get("content") or "")[:160],
         "shown": calls[:2],
     }
@@ -196,29 +265,37 @@ def run(args: argparse.Namespace) -> None:
         "--port", str(port), "-c", "4096", "-t", "1", "-np", "1", "--metrics",
         "--alias", "smollm2",
     ]  # fmt: skip
+    if args.setup == "native":
+        template = llama_sources(CACHE, args.sources) / TOOL_TEMPLATE
+        command += ["--jinja", "--chat-template-file", str(template)]
     log = CACHE / "logs" / "llama-server-bfcl.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = time.monotonic() + args.budget
     with process(command, server + "/health", log), open(args.out, "a") as out:
-        settings = Settings(backend=server + "/v1", backend_kind="llamacpp", tool_mode="rescue")
+        settings = Settings(
+            backend=server + "/v1",
+            backend_kind="llamacpp",
+            tool_mode=args.tool_mode or ("rescue" if args.setup == "rescue" else "native"),
+            inspector=True,
+        )
         with BackgroundServer(create_app(settings)) as gateway:
             for category, case in order:
                 if time.monotonic() > stop:
                     print("budget spent: stopping", flush=True)
                     break
-                choices = CHOICES[:1] if category == "irrelevance" else CHOICES
+                choices = [CHOICES[0]] if category == "irrelevance" else args.choices
                 for choice in choices:
-                    for route in ROUTES:
+                    for route in args.routes:
                         url = server + "/v1" if route == "direct" else gateway.url + "/v1"
                         tokens, before = generated(server), rounds(gateway.url)
-                        answer, error, seconds = ask(
-                            url, route, case, choice, args.max_tokens, args.timeout
-                        )
+                        answer, error, seconds = ask(url, route, case, choice, args)
                         row = {
                             "id": case["id"],
                             "category": category,
                             "choice": choice,
                             "route": route,
+                            "setup": "/".join(filter(None, (args.setup, args.tool_mode))),
+                            "stream": args.stream,
                             "seconds": round(seconds, 2),
                             "error": error,
                             "backend_requests": 1
@@ -226,6 +303,7 @@ def run(args: argparse.Namespace) -> None:
                             else rounds(gateway.url) - before,
                             "tokens": generated(server) - tokens,
                             **outcome(answer, case, category, check),
+                            **({} if route == "direct" else trail(gateway.url)),
                         }
                         out.write(json.dumps(row) + "\n")
                         out.flush()
@@ -234,45 +312,58 @@ def run(args: argparse.Namespace) -> None:
 
 def table(path: Path) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    lines = [
-        "| tool_choice | route | cases | with a call | calls | schema-valid | right tool + "
-        "args (BFCL) | backend requests | tokens generated | median s | total s | errors |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    for row in rows:  # rows of runs before the setups and streaming were added
+        row.setdefault("setup", "rescue")
+        row.setdefault("stream", False)
+    head = (
+        "| setup | streamed | tool_choice | route | cases | with a call | calls | schema-valid "
+        "| right tool + args (BFCL) | backend requests | tokens generated | median s "
+        "| total s | errors |"
+    )
+    rule = "|---" * 14 + "|"
+    relevant = [head, rule]
+    irrelevant = [
+        head.replace("right tool + args (BFCL)", "false calls").replace(
+            "| errors |", "| errors | model wrote a call first |"
+        ),
+        rule + "---|",
     ]
-    for choice in CHOICES:
-        for route in ROUTES:
-            some = [
-                row for row in rows
-                if row["choice"] == choice and row["route"] == route
-                and row["category"] != "irrelevance"
-            ]  # fmt: skip
-            if some:
-                lines.append(line(choice, route, some, right=True))
-    lines += ["", "No tool fits (BFCL irrelevance cases, tool_choice none given):", ""]
-    lines += [lines[0].replace("right tool + args (BFCL)", "false calls"), lines[1]]
-    for route in ROUTES:
-        some = [row for row in rows if row["category"] == "irrelevance" and row["route"] == route]
-        if some:
-            lines.append(line(CHOICES[0], route, some, right=False))
-    return "\n".join(lines)
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row["setup"], row["stream"], row["category"] == "irrelevance")
+        groups.setdefault((*key, row["choice"], row["route"]), []).append(row)
+    for key in sorted(groups, key=_order):
+        setup, stream, irrelevance, choice, route = key
+        some = groups[key]
+        cells = [setup, "yes" if stream else "no", choice, route, *_figures(some, irrelevance)]
+        if irrelevance:
+            wrote = [row["first_wrote_call"] for row in some if "first_wrote_call" in row]
+            cells.append(f"{sum(wrote)}/{len(wrote)}" if wrote else "—")
+        (irrelevant if irrelevance else relevant).append(
+            "| " + " | ".join(str(cell) for cell in cells) + " |"
+        )
+    note = "No tool fits (BFCL irrelevance cases, tool_choice none given):"
+    return "\n".join([*relevant, "", note, "", *irrelevant])
 
 
-def line(choice: str, route: str, rows: list[dict[str, Any]], *, right: bool) -> str:
-    cells = [
-        choice,
-        route,
+def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    setup, stream, irrelevance, choice, route = key
+    return (setup, stream, irrelevance, CHOICES.index(choice), ROUTES.index(route))
+
+
+def _figures(rows: list[dict[str, Any]], irrelevance: bool) -> list[Any]:
+    return [
         len(rows),
         sum(row["calls"] > 0 for row in rows),
         sum(row["calls"] for row in rows),
         sum(row["valid"] for row in rows),
-        sum(bool(row["right"]) for row in rows) if right else sum(row["calls"] for row in rows),
+        sum(row["calls"] for row in rows) if irrelevance else sum(bool(r["right"]) for r in rows),
         sum(row["backend_requests"] for row in rows),
         sum(row["tokens"] for row in rows),
         round(statistics.median(row["seconds"] for row in rows), 1),
         round(sum(row["seconds"] for row in rows), 1),
         sum(row["error"] is not None for row in rows),
     ]
-    return "| " + " | ".join(str(cell) for cell in cells) + " |"
 
 
 def main() -> None:
@@ -290,6 +381,17 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=240, help="per request, seconds")
     parser.add_argument("--budget", type=float, default=1200, help="no new case after, seconds")
     parser.add_argument("--out", type=Path, default=CACHE / "bfcl-outcomes.jsonl")
+    parser.add_argument("--setup", choices=("rescue", "native"), default="rescue")
+    parser.add_argument("--sources", type=Path, help="llama.cpp sources (else the sdist's)")
+    parser.add_argument(
+        "--choices", type=lambda text: text.split(","), default=list(CHOICES[:2]),
+        help=f"comma-separated, of: {', '.join(CHOICES)}",
+    )  # fmt: skip
+    parser.add_argument("--routes", type=lambda text: text.split(","), default=list(ROUTES))
+    parser.add_argument("--stream", action="store_true", help="ask with stream: true")
+    parser.add_argument(
+        "--tool-mode", choices=("auto", "native", "rescue"), help="the gateway's (else the setup's)"
+    )
     parser.add_argument("--table", type=Path, help="print the table of a run's outcomes")
     args = parser.parse_args()
     if args.table:

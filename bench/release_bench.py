@@ -139,11 +139,14 @@ def stream_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any
     headers = {"Content-Type": "application/json"}
 
     async def go() -> None:
+        last = b""
         async with session.post(url, data=data, headers=headers) as response:
             async for line in response.content:
                 if line.startswith(b"data: [DONE]"):
                     return
-        raise AssertionError("the stream ended without [DONE]")
+                last = line.strip() or last
+        # An in-stream error event is the usual last line: it says what broke.
+        raise AssertionError(f"the stream from {url} ended without [DONE]; last line: {last!r}")
 
     return go
 

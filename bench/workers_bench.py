@@ -33,8 +33,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -160,6 +161,27 @@ def machine_busy() -> float:
     return (sum(fields[:8]) - idle) / CLOCK_TICKS
 
 
+def held_connections(pids: list[int], port: int) -> list[int]:
+    """Established connections to ``port`` held by each process (/proc/net/tcp, /proc/PID/fd)."""
+    established = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "01" and int(local.rpartition(":")[2], 16) == port:
+                    established.add(f"socket:[{inode}]")
+    counts = []
+    for pid in pids:
+        held = 0
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    held += os.readlink(fd) in established
+        counts.append(held)
+    return counts
+
+
 @dataclass
 class Measurement:
     workers: int
@@ -170,6 +192,8 @@ class Measurement:
     backend: float
     client: float
     machine: float
+    # wrk's connections each gateway process held, halfway through the run.
+    held: list[int] = field(default_factory=list)
 
     @property
     def others(self) -> float:
@@ -243,10 +267,19 @@ def measure(
         run_wrk(url + "/v1/chat/completions", script, connections, 1.0, niceness)  # warm up
         before = [cpu_seconds(p) for p in gateway]
         backend_before, machine_before = cpu_seconds(backend_pid), machine_busy()
+        workers_only = gateway[1:] if workers > 1 else gateway
+        held: list[int] = []
+
+        def count() -> None:
+            held.extend(held_connections(workers_only, port))
+
+        sample = threading.Timer(seconds / 2, count)
+        sample.start()
         started = time.monotonic()
         rate, errors, client = run_wrk(
             url + "/v1/chat/completions", script, connections, seconds, niceness
         )
+        sample.join()
         elapsed = time.monotonic() - started
         used = [cpu_seconds(p) - b for p, b in zip(gateway, before, strict=True)]
         backend_used = cpu_seconds(backend_pid) - backend_before
@@ -261,6 +294,7 @@ def measure(
         backend_used / elapsed,
         client / elapsed,
         machine_used / elapsed,
+        held,
     )
 
 
@@ -288,14 +322,14 @@ def report(results: list[Measurement], args: argparse.Namespace) -> str:
     per_core = {w: statistics.median(m.rate / sum(m.gateway) for m in by[w]) for w in (1, 2)}
     gateway_cores = {w: statistics.median(sum(m.gateway) for m in by[w]) for w in (1, 2)}
     rows = [
-        "| workers | requests/s | gateway processes (cores) | requests per gateway CPU second "
-        "| backend | wrk | rest of machine |",
-        "|---|---|---|---|---|---|---|",
+        "| workers | requests/s | gateway processes (cores) | connections held "
+        "| requests per gateway CPU second | backend | wrk | rest of machine |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for m in results:
         rows.append(
             f"| {m.workers} | {m.rate:.0f} | {cores(m.gateway)} = {sum(m.gateway):.2f} "
-            f"| {m.rate / sum(m.gateway):.0f} "
+            f"| {' + '.join(map(str, m.held))} | {m.rate / sum(m.gateway):.0f} "
             f"| {m.backend:.2f} | {m.client:.2f} | {m.others:.2f} |"
         )
     others = [m.others for m in results]

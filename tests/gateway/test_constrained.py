@@ -50,9 +50,14 @@ STREAM = pytest.mark.parametrize("stream", [False, True], ids=["whole", "streame
 
 @contextmanager
 def _stack(
-    kind: str, constraints: str = "honour", sim: dict[str, Any] | None = None, **settings: Any
+    kind: str,
+    constraints: str = "honour",
+    sim: dict[str, Any] | None = None,
+    rules: list[dict[str, Any]] | None = None,
+    **settings: Any,
 ) -> Iterator[tuple[Simulator, GatewayServer]]:
-    config = SimulatorConfig.load({"rules": RULES}, constraints=constraints, **(sim or {}))
+    scenario = {"rules": [*(rules or ()), *RULES]}
+    config = SimulatorConfig.load(scenario, constraints=constraints, **(sim or {}))
     with (
         Simulator(config) as simulator,
         gateway(simulator.openai_url, backend_kind=kind, **settings) as gw,
@@ -237,7 +242,7 @@ def test_a_structural_tag_holds_the_call_after_the_marker(kind: str, stream: boo
 def test_llama_cpp_gets_a_lazy_grammar_triggered_by_the_marker(parallel: bool) -> None:
     """One call block, then the answer ends, either way: a weak model under a
     grammar that admits more repeats its block until the token budget ends."""
-    with _stack("llamacpp", tool_mode="rescue") as (sim, gw):
+    with _stack("llamacpp", tool_mode="rescue", constrain="grammar") as (sim, gw):
         _ask(gw, "weather?", stream=False, parallel_tool_calls=parallel)
         sent = _completions(sim)
     body = sent[0]
@@ -248,8 +253,11 @@ def test_llama_cpp_gets_a_lazy_grammar_triggered_by_the_marker(parallel: bool) -
     assert "response_format" not in body
 
 
-@pytest.mark.parametrize("kind", ["ollama", "lmstudio"])
+@pytest.mark.parametrize("kind", ["ollama", "lmstudio", "llamacpp"])
 def test_servers_without_a_lazy_constraint_get_none_under_auto(kind: str) -> None:
+    # llama.cpp's grammar is not one: on llama-server any grammar changes the text
+    # before its trigger (a real model wrote a false call under it); sent only when
+    # constrain names it.
     with _stack(kind, tool_mode="rescue") as (sim, gw):
         _ask(gw, "weather?", stream=False)
         sent = _completions(sim)
@@ -257,7 +265,8 @@ def test_servers_without_a_lazy_constraint_get_none_under_auto(kind: str) -> Non
 
 
 def test_a_lazy_grammar_the_server_refuses_is_asked_again_without() -> None:
-    with _stack("llamacpp", constraints="refuse", tool_mode="rescue") as (sim, gw):
+    refuse = {"constraints": "refuse", "tool_mode": "rescue", "constrain": "grammar"}
+    with _stack("llamacpp", **refuse) as (sim, gw):
         answer = _ask(gw, "weather?", stream=True)
         sent = _completions(sim)
         learned = _learned(gw)
@@ -387,3 +396,62 @@ def test_a_constrained_answer_cut_by_the_token_limit_teaches_nothing(budget: int
     assert "takes_json_schema" not in cut
     assert "response_format" in sent[-1], "the next request is constrained still"
     assert after["takes_json_schema"][0] is True
+
+
+@STREAM
+@pytest.mark.parametrize("budget", [10, 11, 12, 13, 14])
+def test_a_constrained_call_cut_by_the_clients_token_limit_is_not_asked_again(
+    budget: int, stream: bool
+) -> None:
+    # max_tokens is the client's budget: a re-ask under it is cut again (on the real
+    # model every one of four requests was), and a cut call is no call.
+    with _stack("vllm", tool_mode="rescue") as (sim, gw):
+        answer = _ask(
+            gw, "add?", stream=stream, tools=[ADD], tool_choice="required", max_tokens=budget
+        )
+        sent = _completions(sim)
+    assert len(sent) == 1 and "response_format" in sent[0]
+    assert answer["calls"] == [] and answer["content"] is None
+    assert answer["finish_reason"] == "length"
+    assert f"cut at max_tokens ({budget})" in answer["warning"]
+
+
+def test_a_correction_re_ask_cut_by_the_token_limit_says_so() -> None:
+    # The first answer (49 characters) fits 15 tokens; the corrected call cannot.
+    long_name = "a_parameter_whose_name_alone_takes_up_most_of_the_budget"
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "t",
+            "parameters": {
+                "type": "object",
+                "properties": {long_name: {"type": "string"}},
+                "required": [long_name],
+            },
+        },
+    }
+    empty = '[TOOL_CALL]{"name":"t","arguments":{}}[/TOOL_CALL]'
+    rules = [{"match": {"last_user": "^empty"}, "answer": {"content": empty}}]
+    with _stack("vllm", rules=rules, tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "empty call", stream=False, tools=[tool], max_tokens=15)
+        sent = _completions(sim)
+    # (A third request, without tools, is the plain re-ask of a round that left nothing.)
+    assert sent[1]["response_format"]["type"] == "json_schema", "the correction re-ask"
+    assert answer["calls"] == []
+    assert "cut at max_tokens (15)" in answer["warning"]
+
+
+def test_a_constrained_call_with_a_copied_placeholder_kept_to_the_constraint() -> None:
+    # The answer fits the schema, its value is the prompt's placeholder: rejected as a
+    # copy, but no sign that the server ignored the constraint (the real model's
+    # "<species>" switched constraints off for it, and its re-ask went unconstrained).
+    copy = '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "<city>"}}[/TOOL_CALL]'
+    rules = [{"match": {"last_user": "^copy"}, "answer": {"content": copy}}]
+    with _stack("llamacpp", rules=rules, tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "copy the weather", stream=False, tool_choice="required")
+        sent = _completions(sim)
+        learned = _learned(gw)
+    # The re-asks (required, then the correction) go constrained too.
+    assert len(sent) > 1 and all("response_format" in body for body in sent)
+    assert learned["takes_json_schema"][0] is True
+    assert answer["calls"] == [] and "required" in answer["warning"]

@@ -9,6 +9,7 @@ error messages, logs).
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -60,6 +61,9 @@ def with_query(url: str, query: str) -> str:
     return url + ("&" if "?" in url else "?") + query
 
 
+# Every request to a backend names its URL (for errors and logs): the few URLs a
+# gateway calls are taken apart once each.
+@functools.lru_cache(maxsize=256)
 def redact_url(url: str) -> str:
     """``url`` as it may be shown: the password and every query value hidden."""
     try:

@@ -202,6 +202,9 @@ def create_app(settings: Settings) -> Starlette:
     )
     app.state.gateway = gateway
     app.state.inspector = inspector
+    # Innermost of the middleware: keys, request ids and the access log still apply.
+    lanes = {"/v1/chat/completions": chat, "/v1/messages": messages, "/v1/responses": responses}
+    app.add_middleware(FrontLanes, lanes=lanes)
     if settings.api_keys:
         keys = [*settings.api_keys, *([settings.admin_token] if settings.admin_token else [])]
         app.add_middleware(ApiKeys, keys=keys)
@@ -209,6 +212,26 @@ def create_app(settings: Settings) -> Starlette:
     app.add_middleware(AccessLog)
     app.add_middleware(StartupFailure, reasons=startup_failure)
     return app
+
+
+class FrontLanes:
+    """The fronts' ``POST`` endpoints, most of the traffic, reached without the
+    router (which tries the routes in turn) and the exception middleware (one
+    more wrapper around every send): each is a :class:`TurnRoute`, which
+    answers every failure itself in its front's shape. Other paths and
+    methods, and any request under a root path, go through the router as before."""
+
+    def __init__(self, app: ASGIApp, lanes: dict[str, ASGIApp]) -> None:
+        self.app = app
+        self.lanes = lanes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            lane = self.lanes.get(scope["path"])
+            if lane is not None:
+                await lane(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class StartupFailure:

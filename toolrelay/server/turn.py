@@ -242,7 +242,8 @@ class TurnRoute(Generic[TurnT]):
                 outcome = await self._relay_stream(items, encoder, writer, extra)
             finally:
                 writer.stop()
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if not writer.ended:
+                await writer.end(b"")  # with anything still held
             return outcome
         finally:
             # Closing the round closes the backend's stream (the client left, say).
@@ -257,11 +258,13 @@ class TurnRoute(Generic[TurnT]):
     ) -> str:
         """Relay the stream, errors included; the outcome for the request counter."""
         try:
-            await writer.write(encoder.start())
+            # Sent with the first event (or keep-alive): one write less per stream.
+            writer.hold(encoder.start())
             await _relay(items, encoder, writer, extra)
         except Exception as exc:
             error, outcome = self._failure(exc, "toolrelay failed while streaming")
-            await writer.write(encoder.error(error))
+            if not writer.ended:  # else the client has the whole answer
+                await writer.write(encoder.error(error))
             return outcome
         return "ok"
 
@@ -289,45 +292,93 @@ async def _relay(
     writer: _StreamWriter,
     extra: dict[str, Any],
 ) -> None:
-    async for batch in batches:
-        out = []
-        for item in batch:
-            if isinstance(item, Finish):
-                warn(extra, item.warning)
-                out.append(encoder.finish(item, extra))
-            elif not isinstance(item, Opened):
-                data = encoder.event(item)
-                if data is not None:
-                    out.append(data)
-        if out:
-            await writer.write(b"".join(out))
+    """Each batch in one write; the one that finishes the stream goes out with the
+    end of the body, in one write too (each write is a system call: a short
+    stream's cost is mostly its writes)."""
+    last = b""  # the batch holding the Finish, once it came
+    try:
+        async for batch in batches:
+            if last:  # not the last after all
+                await writer.write(last)
+                last = b""
+            out = []
+            finished = False
+            for item in batch:
+                if isinstance(item, Finish):
+                    warn(extra, item.warning)
+                    out.append(encoder.finish(item, extra))
+                    finished = True
+                elif not isinstance(item, Opened):
+                    data = encoder.event(item)
+                    if data is not None:
+                        out.append(data)
+            if finished:
+                last = b"".join(out)
+            elif out:
+                await writer.write(b"".join(out))
+    except Exception:
+        if last:  # the answer was complete: it goes out before the error
+            await writer.write(last)
+        raise
+    if last:
+        await writer.end(last)
 
 
 class _StreamWriter:
-    """Sends SSE bytes, and ``keepalive`` whenever nothing was sent for a while."""
+    """Sends SSE bytes, and ``keepalive`` whenever nothing was sent for a while.
+
+    The keep-alive is a timer, not a task: most streams end before their first
+    one is due, and a timer costs them less than a task started and cancelled."""
 
     def __init__(self, send: Send, interval: float, keepalive: bytes) -> None:
         self._send = send
         self._last = time.monotonic()
-        self._keepalive = (
-            asyncio.create_task(self._beat(interval, keepalive)) if interval > 0 else None
-        )
+        self._held = b""
+        self.ended = False  # the body's end was sent (:meth:`end`)
+        self._interval = interval
+        self._keepalive = keepalive
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(interval, self._due) if interval > 0 else None
+        self._beat: asyncio.Task[None] | None = None
+
+    def hold(self, data: bytes) -> None:
+        """Send ``data`` with the next write, whatever it is."""
+        self._held += data
 
     async def write(self, data: bytes) -> None:
-        # No lock against the keep-alive task: each send is one whole SSE
-        # message, so a keep-alive can only ever land between two events.
+        # No lock against the keep-alive: each send is one whole SSE message,
+        # so a keep-alive can only ever land between two events.
         self._last = time.monotonic()
+        if self._held:
+            data, self._held = self._held + data, b""
         await self._send({"type": "http.response.body", "body": data, "more_body": True})
 
-    async def _beat(self, interval: float, keepalive: bytes) -> None:
-        while True:
-            await asyncio.sleep(interval - (time.monotonic() - self._last))
-            if time.monotonic() - self._last >= interval:
-                await self.write(keepalive)
+    async def end(self, data: bytes) -> None:
+        """The last bytes of the body, and its end, in one send."""
+        self.ended = True
+        data, self._held = self._held + data, b""
+        await self._send({"type": "http.response.body", "body": data, "more_body": False})
+
+    def _due(self) -> None:
+        """The timer: a keep-alive when nothing was sent for ``interval``, else wait on."""
+        if self.ended:
+            return
+        wait = self._interval - (time.monotonic() - self._last)
+        if wait > 0:
+            self._timer = self._loop.call_later(wait, self._due)
+        else:
+            self._beat = self._loop.create_task(self._send_keepalive())
+
+    async def _send_keepalive(self) -> None:
+        await self.write(self._keepalive)
+        if not self.ended:
+            self._timer = self._loop.call_later(self._interval, self._due)
 
     def stop(self) -> None:
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._beat is not None:
+            self._beat.cancel()
 
 
 class _ClientWatch:

@@ -137,10 +137,16 @@ class Backend:
             raise BackendError(502, "backend answered with something other than a JSON object")
         return answer
 
-    async def open_stream(self, body: dict[str, Any], *, auth: str | None = None) -> ChunkStream:
-        """POST a streamed ``/chat/completions``; returns once the headers are in."""
+    async def open_stream(
+        self, body: dict[str, Any], *, auth: str | None = None, plain: bool = False
+    ) -> ChunkStream:
+        """POST a streamed ``/chat/completions``; returns once the headers are in.
+        ``plain``: content-only chunks come as their text (:class:`ChunkStream`)."""
         return await self.client.open_stream(
-            self.base_url + "/chat/completions", {**body, "stream": True}, self._auth(auth)
+            self.base_url + "/chat/completions",
+            {**body, "stream": True},
+            self._auth(auth),
+            plain=plain,
         )
 
     async def stream(
@@ -150,6 +156,7 @@ class Backend:
         async with await self.open_stream(body, auth=auth) as chunks:
             async for batch in chunks:
                 for chunk in batch:
+                    assert isinstance(chunk, dict)  # opened without plain
                     yield chunk
 
     async def list_models(self, *, auth: str | None = None) -> dict[str, Any]:

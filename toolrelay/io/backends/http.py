@@ -26,12 +26,16 @@ import aiohttp
 import orjson
 
 from toolrelay.io.backends.errors import BackendError, BackendTimeout, BackendUnreachable
+from toolrelay.io.backends.plain import PlainChunks
 from toolrelay.io.urls import redact_text, redact_url, with_query
 
 # Seconds a pooled connection to a backend may stay idle.
 _IDLE_SECONDS = 3.0
 # How long a client told to come back (503) should wait, in seconds.
 RETRY_AFTER = 1
+# An upstream chunk: decoded, or (a stream opened with ``plain=True``) the text
+# of a content-only chunk, read without decoding it (:mod:`.plain`).
+Chunk = dict[str, Any] | str
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,9 @@ class ChunkStream:
     limit, the total deadline.
 
     Lines are cut as they arrive; a line split over many reads is joined
-    once, so the work stays linear in its length.
+    once, so the work stays linear in its length. With ``plain``, a chunk
+    that carries nothing but content in the frame of an earlier one comes
+    as its text (a ``str``), read without decoding (:mod:`.plain`).
     """
 
     def __init__(
@@ -108,8 +114,10 @@ class ChunkStream:
         limits: Limits,
         slots: _Slots,
         started: float,
+        plain: bool = False,
     ) -> None:
         self._response = response
+        self._plain = PlainChunks() if plain else None
         self._shown = shown
         self._limits = limits
         self._slots: _Slots | None = slots
@@ -122,7 +130,7 @@ class ChunkStream:
     def __aiter__(self) -> ChunkStream:
         return self
 
-    async def __anext__(self) -> list[dict[str, Any]]:
+    async def __anext__(self) -> list[Chunk]:
         while not self._done:
             try:
                 data = await self._response.content.readany()
@@ -170,8 +178,9 @@ class ChunkStream:
             raise self._too_long()
         return lines
 
-    async def _decode(self, lines: list[bytes]) -> list[dict[str, Any]]:
-        batch = []
+    async def _decode(self, lines: list[bytes]) -> list[Chunk]:
+        batch: list[Chunk] = []
+        plain = self._plain
         for line in lines:
             if not line.startswith(b"data:"):
                 continue  # blank separators, comments, event: lines
@@ -179,6 +188,11 @@ class ChunkStream:
             if payload == b"[DONE]":
                 self._done = True
                 break
+            if plain is not None:
+                text = plain.read(payload)
+                if text is not None:
+                    batch.append(text)
+                    continue
             try:
                 chunk = orjson.loads(payload)
             except orjson.JSONDecodeError:
@@ -195,6 +209,8 @@ class ChunkStream:
                 raise BackendError(
                     502, error_message(chunk, ""), upstream_status=200, reason="error_event"
                 )
+            if plain is not None:
+                plain.learn(payload, chunk)
             batch.append(chunk)
         return batch
 
@@ -334,9 +350,12 @@ class HttpClient:
         except orjson.JSONDecodeError as exc:
             raise BackendError(502, f"backend at {shown} sent invalid JSON: {exc}") from exc
 
-    async def open_stream(self, url: str, body: Any, auth: str | None = None) -> ChunkStream:
+    async def open_stream(
+        self, url: str, body: Any, auth: str | None = None, *, plain: bool = False
+    ) -> ChunkStream:
         """POST and wait for the answer's headers; an error status raises here,
-        before the caller has committed to a streamed reply."""
+        before the caller has committed to a streamed reply. ``plain``: see
+        :class:`ChunkStream`."""
         shown = redact_url(url)
         session, slots = self._connection()
         await slots.acquire(shown)
@@ -360,7 +379,7 @@ class HttpClient:
             response.close()
             slots.release()
             raise
-        return ChunkStream(response, shown, self.limits, slots, started)
+        return ChunkStream(response, shown, self.limits, slots, started, plain)
 
     async def _send(
         self,

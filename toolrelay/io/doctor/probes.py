@@ -336,6 +336,7 @@ async def _streamed(chunks: ChunkStream) -> _Seen:
     collected = _Collected()
     async for batch in chunks:
         for chunk in batch:
+            assert isinstance(chunk, dict)  # opened without plain: doctor sees each chunk
             collected.take(chunk)
     return collected.seen()
 

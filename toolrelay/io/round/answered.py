@@ -91,6 +91,8 @@ def stream_round(
         return await complete_checked(backend, again, counters)
 
     items = stream_checked(backend, req, counters, patience=patience)
+    if not req.has_tools and recording() is None:
+        return items  # nothing to re-ask (a round without tools is never empty-handed)
     return _answered_stream(backend.name, req, items, ask, counters)
 
 

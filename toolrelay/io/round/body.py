@@ -327,8 +327,13 @@ class ChunkReader:
         # Call events of the other source, held while a call is open.
         self._waiting: list[tuple[bool, Event]] = []
 
-    def take(self, chunk: dict[str, Any], out: list[StreamItem]) -> None:
-        """One ``chat.completion.chunk`` from the backend."""
+    def take(self, chunk: dict[str, Any] | str, out: list[StreamItem]) -> None:
+        """One ``chat.completion.chunk`` from the backend, or the text of one
+        that carries nothing but content (``ChunkStream``'s ``plain``)."""
+        if isinstance(chunk, str):
+            self.raw.append(chunk)
+            self.feed(chunk, out)
+            return
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         choices = chunk.get("choices")

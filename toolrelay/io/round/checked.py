@@ -61,6 +61,8 @@ def stream_checked(
     """The stream of :func:`~toolrelay.io.round.answered.stream_round`, its calls
     checked (``req.validate``): each held until complete and valid."""
     items = stream_handling_fallbacks(backend, req, counters, patience=patience)
+    if not req.has_tools:
+        return items  # no parser, no native calls: nothing to note
     if not _checks_calls(req):
         return _noted_stream(req, items)
     return _checked_stream(backend, req, counters, items)
@@ -141,7 +143,7 @@ async def _checked_reply(
         rejected=[],
         finish_reason=finish_reason(req, bool(calls), reply.finish_reason),
         usage=usage_sum(reply.usage, again.usage if again else None),
-        warning=joined_warnings(reply.warning, warning(dropped)),
+        warning=joined_warnings(reply.warning, _dropped_warning(again, dropped)),
     )
 
 
@@ -194,7 +196,7 @@ async def _settle_stream(
         out.append(ContentDelta(_prose(again, dropped)))
     usage = usage_sum(finish.usage, again.usage if again else None)
     reason = finish_reason(req, hold.released > 0, finish.reason)
-    said = joined_warnings(finish.warning, warning(dropped))
+    said = joined_warnings(finish.warning, _dropped_warning(again, dropped))
     out.append(replace(finish, reason=reason, usage=usage, warning=said, stop_sequence=None))
     return out
 
@@ -225,6 +227,13 @@ async def _reask_for_calls(
     added = list(settled.added if limit is None else settled.added[: max(limit - standing, 0)])
     _count_repair(counters, backend, req, first.problems, added, settled.dropped)
     return again, added, settled.dropped
+
+
+def _dropped_warning(again: Reply | None, dropped: Sequence[Problem]) -> str | None:
+    """What the client is told of the calls dropped, and of a re-ask whose
+    constrained call the token limit cut (why it corrected nothing)."""
+    cut = again.warning if again is not None and again.cut else None
+    return joined_warnings(warning(dropped), cut)
 
 
 def _prose(again: Reply | None, dropped: Sequence[Problem]) -> str:

@@ -19,6 +19,7 @@ from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because
 from toolrelay.io.round.body import backend_body, cut_by_the_limit, read_answer
 from toolrelay.io.round.constraints import (
+    cut_call,
     judge,
     learn_refused,
     refused,
@@ -56,6 +57,11 @@ async def complete_handling_required(
     counted = not _is_correction(req)
     if req.plan.mode == "required" and reply.calls and counted:
         counters.quality.add(backend.name, req.model, "required", "first_attempt")
+    if req.plan.mode == "required" and reply.cut:
+        # The client's token limit cut the constrained call: a re-ask under the
+        # same limit cannot do better (its warning says so).
+        _unmet(backend, req, counters, counted, reply.warning)
+        return reply
     if req.plan.mode == "required" and not reply.calls:
         # The backend ignored the requirement: ask once more, as plainly as we
         # can, and constrained to a call where the backend takes a constraint.
@@ -67,16 +73,26 @@ async def complete_handling_required(
         )
         next_attempt_because("required tool_choice re-ask")
         again = await _reask(backend, req, counters)
-        outcome = "after_reask" if again.calls else "unmet"
-        if counted:
-            counters.quality.add(backend.name, req.model, "required", outcome)
         if again.calls:
+            if counted:
+                counters.quality.add(backend.name, req.model, "required", "after_reask")
             return again
-        counters.inc("required_unmet")
-        log.warning("model %s: %s", req.model, REQUIRED_UNMET)
+        if again.cut:
+            _unmet(backend, req, counters, counted, again.warning)
+            return again
+        _unmet(backend, req, counters, counted, REQUIRED_UNMET)
         best = again if again.content else reply
         return replace(best, warning=REQUIRED_UNMET)
     return reply
+
+
+def _unmet(
+    backend: Backend, req: RoundRequest, counters: Counters, counted: bool, why: str | None
+) -> None:
+    if counted:
+        counters.quality.add(backend.name, req.model, "required", "unmet")
+    counters.inc("required_unmet")
+    log.warning("model %s: %s", req.model, why)
 
 
 def _is_correction(req: RoundRequest) -> bool:
@@ -129,7 +145,10 @@ async def _complete_single_attempt(
         observed.answered(answer, reply)
     if constraint is not None:
         counters.inc("constraints", constraint.kind)
-        judge(backend, req, constraint, reply, cut=cut_by_the_limit(answer))
+        cut = cut_by_the_limit(answer)
+        judge(backend, req, constraint, reply, cut=cut)
+        if cut and constraint.whole:
+            reply = cut_call(req, reply)
     if req.has_tools:
         counters.inc("rounds", mode)
         watch_silence(backend, req, mode, bool(reply.calls))

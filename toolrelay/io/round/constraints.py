@@ -9,8 +9,8 @@ Two uses (values from :mod:`toolrelay.constrain`):
   ``response_format``, which every kind below reads on its OpenAI endpoint
   (Ollama's ``/v1`` turns it into its ``format``);
 - a *lazy* one: on a rescue round under ``auto``, prose runs free and what
-  follows ``[TOOL_CALL]`` must be a call: a structural tag (vLLM, SGLang) or a
-  lazy GBNF grammar (llama.cpp).
+  follows ``[TOOL_CALL]`` must be a call: a structural tag (vLLM, SGLang), or
+  a lazy GBNF grammar (llama.cpp) where ``constrain: grammar`` asks for it.
 
 Native rounds are left to the server's own ``tool_choice`` handling, except
 where the server is known to ignore it (Ollama).
@@ -18,8 +18,9 @@ where the server is known to ignore it (Ollama).
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toolrelay.constrain import (
@@ -61,6 +62,16 @@ FIELDS_OF: dict[ConstraintKind, tuple[str, ...]] = {
     "json_schema": ("response_format",),
     "grammar": ("grammar", "grammar_lazy", "grammar_triggers", "preserved_tokens"),
     "structural_tag": ("response_format",),
+}
+# The lazy constraints of a rescue round under auto, by whether ``constrain`` is
+# auto: there, only one that leaves the text before the marker alone. On
+# llama-server any grammar, lazy or not, changes what a model writes before its
+# trigger (SmolLM2-135M at temperature 0 wrote a call to an unfitting tool where
+# it wrote prose without one, even with a trigger it never wrote): a false call
+# made by the constraint. ``constrain: grammar`` still sends it.
+_LAZY_UNDER: dict[bool, tuple[ConstraintKind, ...]] = {
+    True: ("structural_tag",),
+    False: ("structural_tag", "grammar"),
 }
 # llama.cpp's COMMON_GRAMMAR_TRIGGER_TYPE_WORD.
 _TRIGGER_WORD = 1
@@ -109,7 +120,7 @@ async def _chosen(
         return _whole(backend, req, kind, tools)
     if mode != "rescue" or req.plan.mode != "auto":
         return None
-    for constraint_kind in ("structural_tag", "grammar"):
+    for constraint_kind in _LAZY_UNDER[req.constrain == "auto"]:
         if _usable(backend, req, kind, constraint_kind):
             return _lazy(req, constraint_kind, tools)
     return None
@@ -221,7 +232,11 @@ def judge(
     if cut:
         return
     if constraint.whole:
-        within = len(reply.calls) == 1 and not reply.rejected and _valid(constraint, reply)
+        # The answer's own text an instance of the schema: within, though a value in
+        # it may still be rejected (a placeholder copied from the prompt's example).
+        within = _instance(constraint, reply.raw) or (
+            len(reply.calls) == 1 and not reply.rejected and _valid(constraint, reply)
+        )
     else:
         # A lazy constraint holds the names, not the values: a call rejected for a
         # value copied from the prompt's example does not show it ignored.
@@ -237,6 +252,44 @@ def judge(
             False,
             reason=f"an answer constrained by {constraint.kind} held a call outside it",
         )
+
+
+def _instance(constraint: Constraint, text: str | None) -> bool:
+    """Whether ``text`` is one call as the whole-call schema has it."""
+    try:
+        call = json.loads(text or "")
+    except ValueError:
+        return False
+    if not isinstance(call, dict) or set(call) != {"name", "arguments"}:
+        return False
+    tool = next((tool for tool in constraint.tools if tool.name == call["name"]), None)
+    arguments = call["arguments"]
+    return (
+        tool is not None and isinstance(arguments, dict) and validate_arguments(tool, arguments).ok
+    )
+
+
+def cut_call(req: RoundRequest, reply: Reply) -> Reply:
+    """A whole-call answer the backend cut at its token limit: no call (what the
+    lenient reader makes of a cut call, the limit kept from being written), its
+    finish reason ``length`` and a warning saying so. It is not asked again: under
+    the same limit a constrained answer can do no better."""
+    limit = req.body.get("max_completion_tokens") or req.body.get("max_tokens")
+    budget = f"max_tokens ({limit})" if limit else "the backend's own token limit"
+    said = (
+        f"the tool call was cut at {budget} before it was complete: it is not passed "
+        "on, and not asked for again (it would be cut again); raise the token limit"
+    )
+    warning = "; ".join(part for part in (reply.warning, said) if part)
+    return replace(
+        reply,
+        content=None,
+        calls=[],
+        rejected=[],
+        finish_reason="length",
+        cut=True,
+        warning=warning,
+    )
 
 
 def _valid(constraint: Constraint, reply: Reply) -> bool:

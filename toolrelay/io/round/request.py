@@ -122,6 +122,9 @@ class Reply:
     stop_sequence: str | None = None
     # The backend's text as it came, before markup and echoes were taken out.
     raw: str | None = None
+    # A whole-call constrained answer the backend cut at its token limit: no
+    # call, and no re-ask (toolrelay.io.round.constraints.cut_call).
+    cut: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from toolrelay.echo import EchoCleaner
 from toolrelay.events import Event
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
-from toolrelay.io.backends.http import ChunkStream
+from toolrelay.io.backends.http import Chunk, ChunkStream
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because
@@ -113,7 +113,7 @@ async def _stream_handling_refusals(
         first.cancel()
 
 
-_FirstRead = asyncio.Future[list[dict[str, Any]]]
+_FirstRead = asyncio.Future[list[Chunk]]
 _Opened = tuple[ChunkStream, _FirstRead, "ObservedAttempt | None"]
 
 
@@ -153,7 +153,8 @@ async def _opened(
 ) -> _Opened:
     observed = observe(backend, req, mode, body, stream=True)
     try:
-        chunks = await backend.open_stream(body, auth=req.auth)
+        # A recorded or traced attempt keeps every chunk as the backend sent it.
+        chunks = await backend.open_stream(body, auth=req.auth, plain=observed is None)
         first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
         await asyncio.wait({first}, timeout=patience)
         if first.done() and isinstance(first.exception(), BackendError):
@@ -165,7 +166,7 @@ async def _opened(
     return chunks, first, observed
 
 
-async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[dict[str, Any]]]:
+async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[Chunk]]:
     try:
         yield await first
     except StopAsyncIteration:
@@ -203,6 +204,7 @@ async def _relay_single_stream(
             for chunk in batch:
                 state.take(chunk, out)
                 if observed is not None:
+                    assert isinstance(chunk, dict)  # opened without plain
                     observed.chunk(chunk)
             if out and cleaner:
                 out = _cleaned(cleaner, out)

@@ -1,0 +1,289 @@
+"""The plain-chunk fast path (toolrelay.io.backends.plain) against decoding every chunk.
+
+A stream opened with ``plain=True`` hands content-only chunks over as their
+text, sliced out of the payload by a learned frame, instead of decoding them.
+These properties hold it to the slow path on generated streams, adversarial
+ones included: escaped quotes and backslashes, the content's bytes inside the
+id or the model, ``\\u`` escapes, spaces after the colons, other key orders, a
+frame that changes mid-stream, usage, finish, reasoning and tool-call chunks,
+lines that are not JSON or not UTF-8, and tool-call markers cut across chunks
+and across reads. The stream is real: a raw HTTP server on 127.0.0.1 writes it
+in the generated pieces, and the gateway's own client reads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import socket
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.gateway.rawbackend import RawBackend, RawRequest, sse_head
+from toolrelay.events import ToolCallEnd, ToolCallStart
+from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.http import HttpClient
+from toolrelay.io.backends.native import NativeStream
+from toolrelay.io.backends.plain import PlainChunks, plain_content
+from toolrelay.io.round.body import ChunkReader
+from toolrelay.io.round.request import StreamItem
+from toolrelay.names import ToolSet
+from toolrelay.undecided import stream_parser
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+# Pieces a model writes, markers and characters that need escaping among them.
+PIECES = [
+    "Hello",
+    " world",
+    "abcd",
+    '"',
+    "\\",
+    "\\u00e9",
+    "é",
+    "😀",
+    "\n",
+    "\t",
+    "\x01",
+    "?",
+    "!",
+    "<",
+    "tool",
+    "_call>",
+    "<tool_call>",
+    "</tool_call>",
+    '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+    '"content":"',
+    "chatcmpl-1",
+    "[TOOL_CALL]",
+]
+# Plain words often (the fast path's case, and collisions with the id), any piece sometimes.
+texts = st.sampled_from(["abcd", "?", "!", "Hello", "xyz", "é"]) | st.lists(
+    st.sampled_from(PIECES), min_size=1, max_size=4
+).map("".join)
+
+
+@st.composite
+def frames(draw: st.DrawFn, words: st.SearchStrategy[str]) -> dict[str, Any]:
+    """How one server writes its chunks: key order, spacing, escaping, id and model."""
+    return {
+        "id": draw(words),
+        "model": draw(words),
+        "created": draw(st.integers(0, 3)),
+        "content_first": draw(st.booleans()),
+        "ascii": draw(st.booleans()),
+        "spaced": draw(st.booleans()),
+    }
+
+
+def _payload(frame: dict[str, Any], delta: dict[str, Any], extra: dict[str, Any]) -> bytes:
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+    choice.update(extra.pop("choice", {}))
+    top = {"id": frame["id"], "object": "chat.completion.chunk", "created": frame["created"]}
+    top["model"] = frame["model"]
+    chunk = {"choices": [choice], **top} if frame["content_first"] else {**top, "choices": [choice]}
+    chunk.update(extra)
+    separators = (", ", ": ") if frame["spaced"] else (",", ":")
+    return json.dumps(chunk, ensure_ascii=frame["ascii"], separators=separators).encode()
+
+
+@st.composite
+def payloads(draw: st.DrawFn) -> list[bytes]:
+    """One stream's ``data:`` payloads, mostly content in one frame. Its texts come
+    from a few words, so that the content's bytes are often the id's or the model's."""
+    vocabulary = draw(st.lists(texts, min_size=1, max_size=2))
+    words = st.sampled_from(vocabulary)
+    frame = draw(frames(words))
+    out = []
+    for _ in range(draw(st.integers(1, 14))):
+        kind = draw(
+            st.sampled_from(
+                ["content"] * 6
+                + ["empty", "role", "finish", "usage", "reasoning", "call", "odd"]
+                + ["other frame", "other id", "other id"]
+            )
+        )
+        if kind == "other frame":
+            frame = {**frame, "created": frame["created"] + 1}
+            kind = "content"
+        elif kind == "other id":
+            frame = {**frame, "id": draw(words)}
+            kind = "content"
+        if kind == "content":
+            out.append(_payload(frame, {"content": draw(words)}, {}))
+        elif kind == "empty":
+            out.append(_payload(frame, {"content": ""}, {}))
+        elif kind == "role":
+            out.append(_payload(frame, {"role": "assistant", "content": draw(texts)}, {}))
+        elif kind == "finish":
+            extra = {"choice": {"finish_reason": draw(st.sampled_from(["stop", "tool_calls"]))}}
+            out.append(_payload(frame, {"content": draw(texts)}, extra))
+        elif kind == "usage":
+            usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+            out.append(_payload(frame, {"content": draw(texts)}, {"usage": usage}))
+        elif kind == "reasoning":
+            delta = {"content": draw(texts), "reasoning_content": draw(texts)}
+            out.append(_payload(frame, delta, {}))
+        elif kind == "call":
+            call = {"index": 0, "id": "c1", "function": {"name": "get_weather", "arguments": ""}}
+            out.append(_payload(frame, {"content": draw(texts), "tool_calls": [call]}, {}))
+        else:
+            # The frame around bytes that are not a JSON string's: a raw quote, a
+            # control character, bytes that are not UTF-8.
+            good = _payload(frame, {"content": "abcd"}, {})
+            odd = draw(st.sampled_from([b'ab"cd', b"ab\x01cd", b"ab\xffcd", b"\xed\xa0\x80"]))
+            out.append(good.replace(b'"abcd"', b'"' + odd + b'"'))
+    return out
+
+
+def test_a_learned_frame_reads_what_decoding_reads() -> None:
+    """The smallest case, by hand: the second chunk is read through the first's frame."""
+    plain = PlainChunks()
+    first = b'{"id":"abcd","choices":[{"index":0,"delta":{"content":"abcd"},"finish_reason":null}]}'
+    assert plain.read(first) is None
+    plain.learn(first, orjson.loads(first))
+    assert plain.read(first.replace(b'"abcd"}', b'"xyz"}')) == "xyz"
+    # The id's bytes are not the content's: the last match is the one probed.
+    assert plain.read(first.replace(b'"abcd",', b'"xyz",')) is None
+    assert plain.read(first.replace(b'"abcd"}', b'"x\\"z"}')) is None
+
+
+@settings(max_examples=600, deadline=None)
+@given(payloads())
+def test_reading_through_the_frame_equals_decoding(stream: list[bytes]) -> None:
+    """Whatever the frame reads is what orjson decodes, and a plain chunk's content."""
+    plain = PlainChunks()
+    for payload in stream:
+        text = plain.read(payload)
+        try:
+            decoded = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            assert text is None
+            continue
+        if text is not None:
+            assert plain_content(decoded) == text
+        else:
+            plain.learn(payload, decoded)
+
+
+def _serve(stream: list[bytes], cuts: list[int]) -> Any:
+    body = b"".join(b"data: " + payload + b"\n\n" for payload in stream) + b"data: [DONE]\n\n"
+    positions = sorted({cut % len(body) for cut in cuts})
+
+    def handler(_request: RawRequest, conn: socket.socket) -> str:
+        conn.sendall(sse_head(chunked=False))
+        start = 0
+        for end in [*positions, len(body)]:
+            conn.sendall(body[start:end])
+            start = end
+        return "close"
+
+    return handler
+
+
+class _Served:
+    """One raw backend for every example: its handler is the current example's."""
+
+    def __init__(self) -> None:
+        self.handler: Any = None
+
+    def __call__(self, request: RawRequest, conn: socket.socket) -> str:
+        return str(self.handler(request, conn))
+
+
+_SERVED = _Served()
+
+
+def _normal(items: list[StreamItem]) -> list[Any]:
+    """Events with the ids the gateway makes up left out (they differ per run)."""
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, ToolCallStart):
+            item = dataclasses.replace(item, id="")
+        elif isinstance(item, ToolCallEnd):
+            item = dataclasses.replace(item, call=dataclasses.replace(item.call, id=""))
+        out.append(item)
+    return out
+
+
+async def _read(url: str, plain: bool) -> tuple[list[Any], dict[str, Any]]:
+    client = HttpClient()
+    tools = [spec["function"] for spec in TOOLS]
+    reader = ChunkReader(
+        stream_parser(tools, "auto", reasoning_open=False), NativeStream(ToolSet(tools)), None
+    )
+    batches: list[Any] = []
+    try:
+        async with await client.open_stream(url, {"stream": True}, plain=plain) as chunks:
+            async for batch in chunks:
+                out: list[StreamItem] = []
+                for chunk in batch:
+                    reader.take(chunk, out)
+                batches.append(_normal(out))
+        end: list[StreamItem] = []
+        reader.close(end)
+        batches.append(_normal(end))
+    except BackendError as exc:
+        batches.append([("error", exc.reason)])
+    finally:
+        await client.aclose()
+    state = {
+        "raw": reader.raw,
+        "finish": reader.finish,
+        "usage": reader.usage,
+        "calls": reader.calls,
+        "saw_text": reader.saw_text,
+    }
+    return batches, state
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(payloads(), st.lists(st.integers(0, 10_000), max_size=6))
+def test_a_plain_stream_gives_the_events_of_a_decoded_one(
+    stream: list[bytes], cuts: list[int]
+) -> None:
+    """Through the real client and the round's chunk reader (a parser for text calls
+    and native calls both): the same events per read, the same state at the end."""
+    _SERVED.handler = _serve(stream, cuts)
+    url = f"{_BACKEND.url}/v1/chat/completions"
+    slow = asyncio.run(_read(url, plain=False))
+    fast = asyncio.run(_read(url, plain=True))
+    # Reads may cut the body differently from one run to the next: compare the
+    # events in order, and the state.
+    fast_events = [event for batch in fast[0] for event in batch]
+    slow_events = [event for batch in slow[0] for event in batch]
+    if any(isinstance(event, tuple) for event in fast_events + slow_events):
+        # A broken stream: the same error; the events before it are those of the
+        # reads before the one that broke, which depends on where reads fell.
+        assert fast_events[-1] == slow_events[-1]
+        shorter = min(len(fast_events), len(slow_events)) - 1
+        assert fast_events[:shorter] == slow_events[:shorter]
+        return
+    assert fast_events == slow_events
+    assert fast[1] == slow[1]
+
+
+_BACKEND = RawBackend(_SERVED)
+
+
+def setup_module() -> None:
+    _BACKEND.__enter__()
+
+
+def teardown_module() -> None:
+    _BACKEND.__exit__(None, None, None)

@@ -1,0 +1,104 @@
+"""Upstream chunks that carry nothing but content, read without decoding them.
+
+Most chunks of a streamed answer differ from the one before only in their
+content: the id, ``created``, the model and the choice's frame repeat byte for
+byte. :class:`PlainChunks` learns, from one chunk decoded the usual way, the
+bytes before and after its content (the *frame*), and reads each later chunk
+with the same frame by slicing out its content: no JSON decoding, no dict.
+
+It is exact, not a guess. A frame is learned only from a chunk whose decoded
+form is plain content (no usage, finish reason, reasoning, tool calls or
+error), whose content is written as is (no escape in it), and only after a
+probe, the frame around another text, decodes to the same chunk with that text
+as its content (so the slice is the content's own string token, not a look-alike
+inside the id, say). A later payload is read through the frame only when its
+middle holds no quote, backslash or control character and is UTF-8: then the
+middle is that one string token, and ``orjson.loads`` of the payload would give
+the learned chunk with the middle as its content. Anything else is decoded the
+usual way (tests/gateway/test_plain_chunks.py holds the two paths to each other).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+# What can end a JSON string or change its meaning: a quote, a backslash, a control character.
+_UNSAFE = re.compile(rb'["\\\x00-\x1f]')
+# Frames learned per stream at most: a server whose frame changes on every chunk
+# (a new id each time, say) costs a probe per learning, never more than this.
+_LEARNINGS = 4
+
+
+class PlainChunks:
+    """The frame of one stream's content-only chunks."""
+
+    __slots__ = ("_head", "_learnings", "_tail")
+
+    def __init__(self) -> None:
+        self._head = b""  # empty: no frame learned
+        self._tail = b""
+        self._learnings = _LEARNINGS
+
+    def read(self, payload: bytes) -> str | None:
+        """The content of a payload in the learned frame; None: decode it the usual way."""
+        head = self._head
+        if not head or not payload.startswith(head) or not payload.endswith(self._tail):
+            return None
+        middle = payload[len(head) : len(payload) - len(self._tail)]
+        if not middle or _UNSAFE.search(middle):
+            return None
+        try:
+            return middle.decode()
+        except UnicodeDecodeError:
+            return None
+
+    def learn(self, payload: bytes, chunk: Any) -> None:
+        """Take the frame of ``payload`` (decoded: ``chunk``) if it is plain content."""
+        if self._learnings == 0:
+            return
+        text = plain_content(chunk)
+        if text is None:
+            return
+        raw = text.encode()
+        if _UNSAFE.search(raw):
+            return
+        # The content's string token is usually the last one to hold it (vLLM,
+        # SGLang and llama.cpp write it last or alone); the probe checks it.
+        at = payload.rfind(b'"' + raw + b'"')
+        if at < 0:
+            return
+        self._learnings -= 1
+        head, tail = payload[: at + 1], payload[at + 1 + len(raw) :]
+        probe = "!" if text == "?" else "?"
+        try:
+            probed = orjson.loads(head + probe.encode() + tail)
+        except orjson.JSONDecodeError:
+            return
+        if plain_content(probed) != probe:
+            return
+        probed["choices"][0]["delta"]["content"] = text
+        if probed == chunk:
+            self._head, self._tail = head, tail
+
+
+def plain_content(chunk: Any) -> str | None:
+    """The content of a chunk that carries nothing else the gateway reads; None otherwise.
+
+    Nothing else: no error, no usage, no finish reason, no reasoning and no
+    tool calls (what ``ChunkReader.take`` and the stream's error check read)."""
+    if not isinstance(chunk, dict) or chunk.get("error") or chunk.get("usage"):
+        return None
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    choice = choices[0]
+    delta = choice.get("delta")
+    if choice.get("finish_reason") or not isinstance(delta, dict):
+        return None
+    if delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"):
+        return None
+    content = delta.get("content")
+    return content if isinstance(content, str) and content else None
