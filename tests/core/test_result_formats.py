@@ -6,7 +6,9 @@ from __future__ import annotations
 from toolrelay import parse_tool_calls
 from toolrelay.events import ParseResult
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+]
 
 
 def test_each_call_is_named_by_its_format() -> None:
