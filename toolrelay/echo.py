@@ -25,7 +25,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from functools import cache
+from functools import cache, lru_cache
 
 from toolrelay.correction import CORRECTION_MARKER
 from toolrelay.events import (
@@ -54,6 +54,20 @@ def _normalize(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
+@lru_cache(maxsize=64)
+def _own_lines(injected: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The injected texts' lines as the parser leaves them, long enough to be an
+    echo, as a set and sorted. Cached: parsing the tool listing is most of a
+    filter's cost, and a client's rounds send the same prompt texts again and again."""
+    lines = {
+        _normalize(line)
+        for text in injected
+        for line in parse_tool_calls(text).content.splitlines()
+    }
+    own = frozenset(line for line in lines if len(line) >= _MIN_LINE)
+    return own, tuple(sorted(own))
+
+
 class EchoFilter:
     """Feed the content of one answer; what comes back is it without echoed lines."""
 
@@ -63,13 +77,7 @@ class EchoFilter:
         injected = tuple(injected)
         # What is left goes on to the sentences that reword the prompt.
         self._reworded = Rewordings(injected)
-        lines = {
-            _normalize(line)
-            for text in injected
-            for line in parse_tool_calls(text).content.splitlines()
-        }
-        self._set = frozenset(line for line in lines if len(line) >= _MIN_LINE)
-        self._lines = sorted(self._set)
+        self._set, self._lines = _own_lines(injected)
         self._held: list[str] = []  # the current line, while it may be an echo
         self._norm = ""  # the held text, normalised
         self._undecided = True  # False once the current line is known not to be an echo

@@ -42,13 +42,15 @@ class ParseResult:
     ``formats`` names the text format each call was written in, one per call in
     order (``hermes``, ``mistral``, ``qwen3_coder``, ``bracket`` for the rescue
     prompt's ``[TOOL_CALL]`` blocks, …): see ``toolrelay.formats.format_names()``.
+    It describes how the calls were written, not what they are, so it takes no
+    part in equality: a result equals one built from its calls and content.
     """
 
     calls: list[ToolCall]
     content: str
     reasoning: str | None = None
     rejected: list[RejectedCall] = field(default_factory=list)
-    formats: list[str] = field(default_factory=list)
+    formats: list[str] = field(default_factory=list, compare=False)
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,10 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
 # --- copies ----------------------------------------------------------------------
 
 
+# What a copy's rejection says (and how a correction tells a copy from a wrong call).
+COPIED = "copied from the tool's description or example"
+
+
 def reject_copies(
     calls: Sequence[ToolCall], tools: Iterable[Tool] | None
 ) -> tuple[list[ToolCall], list[RejectedCall]]:
@@ -140,9 +144,9 @@ def reject_copies(
         where, value = found
         raw = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
         reason = (
-            f"{where} is {json.dumps(value, ensure_ascii=False)}, copied from the tool's "
-            f"description or example, not a real value: call {call.name} again with the real "
-            "value from the conversation, or answer without calling a tool"
+            f"{where} is {json.dumps(value, ensure_ascii=False)}, {COPIED}, not a real value: "
+            f"call {call.name} again with the real value from the conversation, or answer "
+            "without calling a tool"
         )
         rejected.append(RejectedCall(call.name, raw, reason))
     return kept, rejected

@@ -21,7 +21,12 @@ toolrelay's words: a model may say them again in its answer.
 :class:`Rewordings` runs two such filters one after the other: whole lines
 against the prompt's lines and sentences first (a line that rewords several
 sentences at once), then the sentences left against the prompt's sentences (a
-rewording inside a line of the model's own).
+rewording inside a line of the model's own). Of a line taken as a whole, the
+sentences with none of the prompt's words stay ("Sure." before a rewording).
+
+What gets through: a rewording of fewer than :data:`MIN_WORDS` content words
+(too short to tell from the model's own prose), and what goes: a word of the
+model's own inside the rewording's sentence ("Sure, to call…").
 
 In a stream, a sentence is held only while it could still become such a rewording
 (an upper bound on what more words can add); once it cannot, what was held goes
@@ -33,7 +38,7 @@ sentence, whichever comes first.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -69,7 +74,9 @@ def content_words(text: str) -> list[str]:
     return [word for word in words if word]
 
 
+@lru_cache(maxsize=8192)
 def _canonical(word: str) -> str:
+    # Cached: the same words come again and again, and this runs on every word held.
     word = word.lower().strip("'")
     if not word or "'" in word or word in _FUNCTION_WORDS:
         return ""
@@ -103,8 +110,10 @@ class _Prompt:
 
     sentences: tuple[tuple[str, ...], ...]  # those long enough to share MIN_SHARED words
     vocabulary: frozenset[str]
-    # Which sentences hold a word: a word no sentence holds changes no subsequence.
-    holding: dict[str, tuple[int, ...]]
+    # For each word, the sentences holding it and where, as a bit mask of positions:
+    # a word no sentence holds changes no subsequence.
+    holding: dict[str, tuple[tuple[int, int], ...]]
+    longest: int  # the longest sentence's length (0: none)
 
 
 @lru_cache(maxsize=64)
@@ -114,15 +123,46 @@ def _prompt(injected: tuple[str, ...], by_line: bool) -> _Prompt:
     sentences = tuple(
         words for words in dict.fromkeys(map(tuple, found)) if len(words) >= MIN_SHARED
     )
-    holding: dict[str, list[int]] = {}
+    holding: dict[str, list[tuple[int, int]]] = {}
     for index, words in enumerate(sentences):
-        for word in set(words):
-            holding.setdefault(word, []).append(index)
+        masks: dict[str, int] = {}
+        for position, word in enumerate(words):
+            masks[word] = masks.get(word, 0) | 1 << position
+        for word, mask in masks.items():
+            holding.setdefault(word, []).append((index, mask))
     return _Prompt(
         sentences,
         frozenset(word for words in found for word in words),
-        {word: tuple(indices) for word, indices in holding.items()},
+        {word: tuple(masks) for word, masks in holding.items()},
+        max(map(len, sentences), default=0),
     )
+
+
+def subsequence_step(state: int, matches: int, size: int) -> int:
+    """One more word of a text against a sentence of ``size`` words, for the
+    length of their longest common subsequence, bit-parallel (Allison and Dix;
+    Hyyrö): ``state`` starts as ``size`` one bits, ``matches`` has a bit at each
+    position of the sentence that holds the word, and the length is the number of
+    zero bits (:func:`shared_words`). The same as a row of the textbook table, in
+    a few integer operations instead of a loop over the sentence."""
+    kept = state & matches
+    return ((state + kept) | (state - kept)) & ((1 << size) - 1)
+
+
+def shared_words(state: int, size: int) -> int:
+    """The length of the longest common subsequence a :func:`subsequence_step` state holds."""
+    return size - state.bit_count()
+
+
+def could_become(shared: int, size: int, words: int) -> bool:
+    """Whether a sentence of ``words`` content words, ``shared`` of them in order
+    with a prompt sentence of ``size`` words, could still become a rewording of it
+    with more words (each more word shared, at best). Rises with ``shared`` and
+    with ``size``."""
+    # x more words: min(shared + x, size) shared of words + x. That rises until the
+    # sentence is used up, then falls: take the best x allowed.
+    x = max(size - shared, MIN_WORDS - words, MIN_SHARED - shared, 0)
+    return 2 * min(shared + x, size) >= words + x
 
 
 class RewordFilter:
@@ -152,8 +192,9 @@ class RewordFilter:
         self._line_start = True
         self._words = 0
         self._foreign = 0
-        # The longest common subsequence with each sentence, by index, once it has a word.
-        self._rows: dict[int, list[int]] = {}
+        # The longest common subsequence with each sentence (a subsequence_step
+        # state), by index, once it has a word.
+        self._rows: dict[int, int] = {}
         self._undecided = False
         self._reset()
 
@@ -207,17 +248,14 @@ class RewordFilter:
         self._words += 1
         if word not in self._prompt.vocabulary:
             self._foreign += 1
-        # One more row of the longest common subsequences with the sentences holding it.
-        for index in self._prompt.holding.get(word, ()):
-            sentence = self._prompt.sentences[index]
-            row = self._rows.get(index)
-            if row is None:
-                row = self._rows[index] = [0] * (len(sentence) + 1)
-            diagonal = row[0]
-            for i, mine in enumerate(sentence, start=1):
-                above = row[i]
-                row[i] = diagonal + 1 if mine == word else max(row[i - 1], above)
-                diagonal = above
+        # The longest common subsequences with the sentences holding it, one word on.
+        rows, sentences = self._rows, self._prompt.sentences
+        for index, matches in self._prompt.holding.get(word, ()):
+            size = len(sentences[index])
+            state = rows.get(index)
+            rows[index] = subsequence_step(
+                (1 << size) - 1 if state is None else state, matches, size
+            )
         return True
 
     def _possible(self) -> bool:
@@ -225,15 +263,18 @@ class RewordFilter:
         if self._foreign > MAX_FOREIGN:
             return False
         k = self._words
-        for index, sentence in enumerate(self._prompt.sentences):
-            row = self._rows.get(index)
-            shared, size = (row[-1] if row else 0), len(sentence)
-            # x more words, each shared at best: min(shared + x, size) shared of k + x.
-            # That rises until the sentence is used up, then falls: take the best x allowed.
-            x = max(size - shared, MIN_WORDS - k, MIN_SHARED - shared, 0)
-            if 2 * min(shared + x, size) >= k + x:
-                return True
-        return False
+        # A sentence none of the words is in shares nothing; the longest such is the
+        # likeliest, and the longest of all is at least as likely (could_become rises
+        # with the size and with what is shared).
+        if self._prompt.longest and could_become(0, self._prompt.longest, k):
+            return True
+        return any(could_become(shared, size, k) for shared, size in self._shared_sizes())
+
+    def _shared_sizes(self) -> Iterator[tuple[int, int]]:
+        sentences = self._prompt.sentences
+        for index, state in self._rows.items():
+            size = len(sentences[index])
+            yield shared_words(state, size), size
 
     def _reworded(self) -> bool:
         if self._tail:
@@ -242,17 +283,33 @@ class RewordFilter:
         if self._words < MIN_WORDS or self._foreign > MAX_FOREIGN:
             return False
         return any(
-            row[-1] >= MIN_SHARED and 2 * row[-1] >= self._words for row in self._rows.values()
+            shared >= MIN_SHARED and 2 * shared >= self._words for shared, _ in self._shared_sizes()
         )
 
     def _end_sentence(self, out: list[str], *, newline: bool) -> None:
         if self._undecided:
             if not self._reworded():
                 out.extend(self._held)
+            elif kept := self._own_words():
+                out.append(kept + "\n" if newline else kept)
             elif newline and not self._line_start:
                 out.append("\n")  # the line goes on: what came before it ends here
         self._line_start = newline
         self._reset()
+
+    def _own_words(self) -> str:
+        """The sentences of a reworded line that hold none of the prompt's words
+        ("Sure." before a rewording): the one word the prompt never uses that a
+        rewording may carry is the model's own, and it stays when it is a sentence
+        of its own."""
+        vocabulary = self._prompt.vocabulary
+        kept = [
+            sentence
+            for sentence in _SPLIT.split("".join(self._held).strip())
+            if _WORD.search(sentence)
+            and not any(word in vocabulary for word in content_words(sentence))
+        ]
+        return " ".join(kept)
 
     def _reset(self) -> None:
         self._held.clear()

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scaled import examples  # type: ignore[import-not-found]
 
 from toolrelay.events import ParseResult
 from toolrelay.finished import parse_one_call
@@ -155,7 +156,7 @@ def _assert_same(text: str, tools: Any, format: str, reasoning_open: bool | None
     assert fast_opened == slow_opened
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(
     text=call_texts(),
     tools=st.sampled_from(TOOL_SETS),
@@ -168,7 +169,7 @@ def test_fast_path_equals_the_replay(
     _assert_same(text, tools, format, reasoning_open)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     args=arguments,
     name=st.sampled_from(["write_file", "get_weather", "functions.get_weather"]),

@@ -18,7 +18,17 @@ from toolrelay.correction import CORRECTION_HEADER, CORRECTION_TAIL
 from toolrelay.echo import EchoFilter, remove_echoes
 from toolrelay.parse import parse_tool_calls
 from toolrelay.rescue import directive, render_tools_prompt
-from toolrelay.reworded import MIN_WORDS, content_words, remove_rewordings
+from toolrelay.reworded import (
+    MIN_SHARED,
+    MIN_WORDS,
+    RewordFilter,
+    content_words,
+    could_become,
+    own_sentences,
+    remove_rewordings,
+    shared_words,
+    subsequence_step,
+)
 
 WEATHER = {
     "type": "function",
@@ -105,6 +115,29 @@ def test_the_real_models_answer_is_removed_and_the_answer_kept() -> None:
     # Within a line of the model's own, only the rewording goes.
     mixed = f"Paris is the capital of France. {REAL} Bye now.\nOK."
     assert remove_echoes(mixed, INJECTED) == "Paris is the capital of France. Bye now.\nOK."
+
+
+@pytest.mark.parametrize(
+    ("text", "left"),
+    [
+        (
+            f"Sure. {REAL}\nParis is the capital of France.",
+            "Sure.\nParis is the capital of France.",
+        ),
+        (f"{REAL} Sure!\nParis.", "Sure!\nParis."),
+        (f"Sure, here it is. {REAL}", "Sure, here it is."),
+        (f"OK. {REAL}", "OK."),
+    ],
+)
+def test_a_filler_sentence_on_the_line_of_a_rewording_stays(text: str, left: str) -> None:
+    assert remove_echoes(text, INJECTED) == left
+    echo = EchoFilter(INJECTED)
+    assert "".join([*(echo.feed(c) for c in text), echo.close()]) == left
+
+
+def test_a_filler_inside_the_rewordings_own_sentence_goes_with_it() -> None:
+    # The known limit (docs/gateway.md): one sentence is kept or removed whole.
+    assert remove_echoes(f"Sure, {REAL[0].lower()}{REAL[1:]}\nParis.", INJECTED) == "Paris."
 
 
 ANSWERS = [
@@ -196,3 +229,92 @@ def test_the_hold_ends_after_a_bounded_number_of_words() -> None:
         fed += 1
         assert fed < 40, "held for 80 words"
     assert fed >= 2
+
+
+# --- the fast paths against the textbook -------------------------------------------
+
+
+def _table_lcs(mine: list[str], theirs: tuple[str, ...]) -> int:
+    """The longest common subsequence's length, by the textbook table."""
+    row = [0] * (len(theirs) + 1)
+    for word in mine:
+        diagonal = row[0]
+        for i, other in enumerate(theirs, start=1):
+            above = row[i]
+            row[i] = diagonal + 1 if other == word else max(row[i - 1], above)
+            diagonal = above
+    return row[-1]
+
+
+_LETTERS = st.lists(st.sampled_from("abcde"), max_size=40)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_LETTERS, st.lists(st.sampled_from("abcde"), min_size=1, max_size=40))
+def test_the_bit_parallel_subsequence_equals_the_table(mine: list[str], theirs: list[str]) -> None:
+    size = len(theirs)
+    state = (1 << size) - 1
+    for word in mine:
+        matches = sum(1 << i for i, other in enumerate(theirs) if other == word)
+        state = subsequence_step(state, matches, size)
+    assert shared_words(state, size) == _table_lcs(mine, tuple(theirs))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 60), st.integers(1, 60), st.integers(0, 60))
+def test_could_become_rises_with_what_is_shared_and_the_size(
+    shared: int, size: int, words: int
+) -> None:
+    # What the filter's shortcut rests on: a sentence with no word in the answer is
+    # judged by the prompt's longest sentence alone.
+    shared = min(shared, size)
+    if could_become(shared, size, words):
+        assert could_become(min(shared + 1, size), size, words)
+        assert could_become(shared, size + 1, words)
+
+
+_SLOW_SENTENCES = tuple(
+    dict.fromkeys(tuple(words) for words in own_sentences(INJECTED) if len(words) >= MIN_SHARED)
+)
+_VOCABULARY = sorted({word for words in own_sentences(INJECTED) for word in words})
+
+
+def _slow_possible(words: list[str]) -> bool:
+    """The hold's definition, over every sentence of the prompt, by the table."""
+    if sum(word not in _VOCABULARY for word in words) > 1:
+        return False
+    k = len(words)
+    for sentence in _SLOW_SENTENCES:
+        shared, size = _table_lcs(words, sentence), len(sentence)
+        x = max(size - shared, MIN_WORDS - k, MIN_SHARED - shared, 0)
+        if 2 * min(shared + x, size) >= k + x:
+            return True
+    return False
+
+
+def _slow_reworded(words: list[str]) -> bool:
+    """The removal's definition, by the table."""
+    if len(words) < MIN_WORDS or sum(word not in _VOCABULARY for word in words) > 1:
+        return False
+    return any(
+        (shared := _table_lcs(words, sentence)) >= MIN_SHARED and 2 * shared >= len(words)
+        for sentence in _SLOW_SENTENCES
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(_VOCABULARY), st.sampled_from(["paris", "coffee", "the"])),
+        max_size=30,
+    )
+)
+def test_the_filter_holds_and_removes_as_the_definition_says(words: list[str]) -> None:
+    text = " ".join(words) + " "
+    counted = content_words(text)
+    held = all(_slow_possible(counted[: i + 1]) for i in range(len(counted)))
+    reworded = RewordFilter(INJECTED)
+    out = reworded.feed(text)
+    assert (out == "") == held, counted
+    out += reworded.close()
+    assert (out == "") == (held and _slow_reworded(counted)), counted

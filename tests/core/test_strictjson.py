@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scaled import examples  # type: ignore[import-not-found]
 from streamcheck import check_stream  # type: ignore[import-not-found]
 
 from toolrelay import parse_tool_calls
@@ -114,6 +116,34 @@ def test_the_c_path_takes_values_nested_deep_within_the_limit() -> None:
         assert _strict_text(text) == json.dumps(json.loads(text), separators=(",", ":"))
 
 
+def test_the_c_path_checks_depth_in_a_thread_of_its_own() -> None:
+    # The lists that pad a deep value are made once per thread: a thread's first deep
+    # value makes them (the mutation check: a broken cache only failed in a new thread).
+    text = (
+        '{"a": ' + "[" * (MAX_DEPTH - 2) + "]" * (MAX_DEPTH - 2) + ', "pad": "' + "x" * 300 + '"}'
+    )
+    read: list[str | None] = []
+    thread = threading.Thread(target=lambda: read.append(_strict_text(text)))
+    thread.start()
+    thread.join()
+    assert read == [json.dumps(json.loads(text), separators=(",", ":"))]
+
+
+def test_the_c_path_takes_many_small_objects_it_counts() -> None:
+    # Sixteen keys and more near the value's start: duplicates and overflow are found by
+    # counting ':' (and its escapes, of both cases) and 'null' in the value's own text,
+    # not before or after it (the mutation check: a count taken over the wrong stretch,
+    # or none, sent such values to the slow path or crashed).
+    rows = ", ".join(f'{{"k{i}\\u003{"aAa"[i % 3]}": null, "t": "a:b null"}}' for i in range(20))
+    text = '{"rows": [' + rows + "]}"
+    before = ("", 'said \\u003a\\u003A: {"x": null} ')
+    for prefix, suffix in itertools.product(before, ("", " then \\u003A\\u003a: null")):
+        decoded = strict_json(prefix + text + suffix, len(prefix))
+        assert decoded is not None
+        assert decoded.value == json.loads(text)
+        assert decoded.text == json.dumps(json.loads(text), separators=(",", ":")).encode()
+
+
 def test_values_of_any_length_and_where_they_stop() -> None:
     # Read from a slice that widens: each value is read whole, however long, and
     # a value followed by text ends where json.raw_decode says it ends.
@@ -149,7 +179,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     arguments=st.dictionaries(st.text(max_size=6), json_values, max_size=6), indent=st.booleans()
 )
@@ -195,7 +225,7 @@ def test_members_read_whole_are_written_as_their_tokens(text: str, step: int) ->
     assert _written(text, step, read_member) == _written(text, len(text), None)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     arguments=st.dictionaries(st.text(max_size=6), json_values, max_size=6),
     step=st.integers(1, 9),

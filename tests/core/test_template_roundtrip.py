@@ -73,13 +73,22 @@ _VALUE = st.recursive(
     max_leaves=6,
 )
 _ARGUMENTS = st.dictionaries(_NAME, _VALUE, max_size=4)
-# No shrinking in the bounded run: a failure is reported as generated (the bench's
-# longer run shrinks).
-BOUNDED = (Phase.explicit, Phase.generate)
 _PROSE = st.text("abcdefghij XYZ.,!?'\"é日", max_size=20)
 # Prose a template either writes whole or leaves out (tested by finding it).
 CONTENT = st.one_of(st.just(""), _PROSE.map(lambda prose: f"Sure: {prose}"))
 REASONING = _PROSE.map(lambda prose: f"Plan: {prose}")
+
+
+def bounded(examples: int) -> settings:
+    """The suite's budget: a few derandomized examples and no shrinking (a failure is
+    reported as generated; ``bench/template_roundtrip_bench.py`` runs longer and shrinks)."""
+    return settings(
+        max_examples=examples,
+        derandomize=True,
+        phases=(Phase.explicit, Phase.generate),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
 
 
 @st.composite
@@ -156,13 +165,7 @@ def round_trip(
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.file.removesuffix(".jinja"))
 def test_template_round_trip(spec: Spec) -> None:
-    @settings(
-        max_examples=8,
-        derandomize=True,
-        phases=BOUNDED,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    )
+    @bounded(8)
     @given(
         calls=calls_for(spec.single),
         content=CONTENT,
@@ -180,13 +183,7 @@ def test_template_round_trip(spec: Spec) -> None:
 def test_template_round_trip_with_thinking_on(spec: Spec) -> None:
     """Thinking on: many prompts open the reasoning, and the output starts inside it."""
 
-    @settings(
-        max_examples=4,
-        derandomize=True,
-        phases=BOUNDED,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    )
+    @bounded(4)
     @given(
         calls=calls_for(spec.single),
         reasoning=REASONING,

@@ -65,3 +65,32 @@ def test_a_directive_reworded_from_the_prompt_is_asked_again_without_the_listing
         first, last = _completions(sim)[0], _completions(sim)[-1]
         assert "[SYSTEM DIRECTIVE]" in str(first["messages"])
         assert last["messages"] == CAPITAL
+
+
+# Told its copied call cannot be used, the model answers in words: unless the
+# re-ask is constrained to a call, which a decoder under a JSON schema must write.
+CORRECTED_IN_WORDS = {
+    "rules": [
+        {"match": {"repair": True}, "answer": {"content": PARIS}},
+        *SMOLLM["rules"],
+    ]
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_copied_example_on_a_question_that_needs_no_tool_is_not_made_a_call(
+    stream: bool,
+) -> None:
+    """On llama.cpp, which decodes under a JSON schema, the correction re-ask of a
+    copied example was constrained to a call: the model, free to answer in words
+    (the correction says so), could only call, and the question that needs no tool
+    got a false call (SmolLM2-135M: get_weather for "What is the capital of
+    France?"). A copy under `auto` is corrected with words left open."""
+    settings = {**RESCUE, "backend_kind": "llamacpp"}
+    with stack(CORRECTED_IN_WORDS, gateway_settings=settings) as (sim, gw):
+        text, finish, calls, _ = _ask(gw.client(), CAPITAL, stream)
+        sent = _completions(sim)
+    _no_rewording(text)
+    assert (text.strip(), finish, calls) == (PARIS, "stop", 0)
+    assert "TOOL CALL ERRORS" in str(sent[1]["messages"])
+    assert not any("response_format" in body for body in sent)

@@ -28,6 +28,7 @@ from toolrelay.correction import (
     written_call,
 )
 from toolrelay.events import CallRejected, ContentDelta, RejectedCall, ToolCall, ToolCallStart
+from toolrelay.examples import COPIED
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
@@ -265,11 +266,20 @@ def _correction_request(
 def _corrected_tools(req: RoundRequest, problems: Sequence[Problem]) -> tuple[str, ...]:
     """What the re-ask's answer is constrained to: a call of the tool whose call it
     corrects (any allowed tool when that call named none we know). Several calls
-    to correct are asked for unconstrained: a constraint holds one call."""
+    to correct are asked for unconstrained: a constraint holds one call.
+
+    Unless a call is required, a copy of the prompt's example is no call of the
+    model's own: its re-ask is left free to answer in words, as the correction
+    says (constrained to a call, SmolLM2-135M on llama.cpp answered "What is the
+    capital of France?" with get_weather)."""
     if len(problems) != 1:
         return ()
-    call = problems[0].call
-    return (call.name,) if call is not None else tuple(tool.name for tool in req.plan.tools)
+    problem = problems[0]
+    if problem.call is not None:
+        return (problem.call.name,)
+    if req.plan.mode != "required" and COPIED in problem.reason:
+        return ()
+    return tuple(tool.name for tool in req.plan.tools)
 
 
 def _count_checked(
