@@ -2,7 +2,8 @@
 
 The same properties as CI's (strict JSON against ``json.loads``, Python literals
 against ``ast.literal_eval``, sloppy JSON against the object written and
-json-repair, in every JSON-object format, finished and streamed), with new
+json-repair, in every JSON-object format, finished and streamed; a string cut
+anywhere is never a value, tests/core/test_cut_strings.py), with new
 random examples and many more of them. A failure prints hypothesis's smallest
 example: a bug in toolrelay, unless the reference is provably wrong.
 
@@ -29,6 +30,7 @@ def main() -> int:
     env = dict(os.environ, REFERENCE_EXAMPLES=str(args.examples), REFERENCE_RANDOM="1")
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     command.append(str(ROOT / "tests" / "core" / "test_reference.py"))
+    command.append(str(ROOT / "tests" / "core" / "test_cut_strings.py"))
     try:
         return subprocess.run(command, env=env, cwd=ROOT, timeout=args.seconds).returncode
     except subprocess.TimeoutExpired:

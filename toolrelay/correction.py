@@ -242,6 +242,8 @@ class CallHold:
         elif isinstance(event, ToolCallEnd):
             return self._end(event.call, self._held.pop(event.index, []))
         elif isinstance(event, CallRejected):
+            if event.index is not None:
+                self._held.pop(event.index, None)  # started, then cut: never released
             rejected = event.call
             self.problems.append(Problem(rejected.name, rejected.raw, rejected.reason))
         else:

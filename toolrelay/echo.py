@@ -206,13 +206,14 @@ class EchoCleaner:
     events pass as they are.
     """
 
-    __slots__ = ("_held", "_text", "_tools", "removed_calls")
+    __slots__ = ("_held", "_shift", "_text", "_tools", "removed_calls")
 
     def __init__(self, injected: Iterable[str], tools: Sequence[Tool] | None = None) -> None:
         self._text = EchoFilter(injected)
         self._tools = tools
         self._held: list[Event] = []
-        self.removed_calls = 0
+        self.removed_calls = 0  # copies of examples, rejected
+        self._shift = 0  # calls that never went out: later indices close the gap
 
     def __bool__(self) -> bool:
         return bool(self._text) or self._tools is not None
@@ -226,6 +227,8 @@ class EchoCleaner:
                     out.append(ContentDelta(text))
             elif isinstance(event, ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd):
                 self._call_event(event, out)
+            elif isinstance(event, CallRejected) and event.index is not None:
+                self._cut_call(event, out)
             else:
                 out.append(event)
         return out
@@ -236,11 +239,22 @@ class EchoCleaner:
         text = self._text.close() if self._text else ""
         return [ContentDelta(text)] if text else []
 
+    def _cut_call(self, event: CallRejected, out: list[Event]) -> None:
+        """A started call whose text ended inside a string: held, it never went out."""
+        if self._tools is None:
+            index = event.index
+            assert index is not None
+            out.append(replace(event, index=index - self._shift))
+            return
+        self._held.clear()
+        self._shift += 1
+        out.append(CallRejected(event.call))
+
     def _call_event(
         self, event: ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd, out: list[Event]
     ) -> None:
-        if self.removed_calls:
-            event = replace(event, index=event.index - self.removed_calls)
+        if self._shift:
+            event = replace(event, index=event.index - self._shift)
         if self._tools is None:
             out.append(event)
             return
@@ -251,6 +265,7 @@ class EchoCleaner:
         if copies:
             out.append(CallRejected(copies[0]))
             self.removed_calls += 1
+            self._shift += 1
         else:
             out.extend(self._held)
         self._held.clear()

@@ -85,6 +85,10 @@ class ToolCallEnd:
 @dataclass(frozen=True)
 class CallRejected:
     call: RejectedCall
+    # The index of a call that had started (its ToolCallStart and argument deltas went
+    # out) and whose text then ended inside a string: it ends here, with no ToolCallEnd.
+    # None for a call rejected before it started, as nearly all are.
+    index: int | None = None
 
 
 Event = (

@@ -120,14 +120,37 @@ class JsonLexer:
     the middle of something (an escape, a bare word) and ``final`` is false;
     callers resume at ``new_pos``. String contents come back decoded, in
     chunks as long as the buffer allows, so a long string streams.
+
+    ``stop``, a block's end marker: string text stops where it appears (``OTHER``
+    with its first character, at the marker) and, until more text comes, where
+    the buffer ends in what may be its beginning, so that the caller decides
+    whether the marker ends the block or is data (then it is passed as string text).
     """
 
-    __slots__ = ("_atom", "_special", "quote")
+    __slots__ = (
+        "_atom",
+        "_run_at",
+        "_run_buf",
+        "_run_end",
+        "_run_resume",
+        "_special",
+        "quote",
+        "stop",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, stop: str = "") -> None:
         self.quote = ""  # the open string's quote character, "" outside strings
         self._special = _DOUBLE_QUOTED_SPECIAL
         self._atom: list[str] = []  # a long bare word read so far (see ATOM_HOLD)
+        # Holds no quote, backslash or control character: inside a string it is plain text.
+        self.stop = stop
+        # A run of string text cut at a stop marker (at ``_run_at``) in ``_run_buf``:
+        # looked at again at the marker, or resumed right after it (it was data), it
+        # goes on to ``_run_end``, not searched again.
+        self._run_buf: str | None = None
+        self._run_at = -1
+        self._run_resume = -1
+        self._run_end = -1
 
     @property
     def in_string(self) -> bool:
@@ -151,6 +174,7 @@ class JsonLexer:
         if structural is not None:
             return structural, char, pos + 1
         if char == '"' or char == "'":
+            self._run_buf = None  # (a run of an earlier string is no longer resumed)
             self.quote = char
             self._special = _DOUBLE_QUOTED_SPECIAL if char == '"' else _SINGLE_QUOTED_SPECIAL
             return Tok.STRING_START, char, pos + 1
@@ -179,7 +203,10 @@ class JsonLexer:
         the C decoder; ``("", pos)`` when what is at ``pos`` needs a closer
         look (the quote, a raw control character, an odd or cut escape).
         """
-        stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if self.stop:
+            stop = self._stopped_run(buf, pos, final)
+        else:
+            stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
         if stop == pos or buf.find("\\", pos, stop) < 0:
             return buf[pos:stop], stop
         return _decoded_run(buf, pos, stop, final)
@@ -192,7 +219,10 @@ class JsonLexer:
         """
         if self.quote != '"':
             return "", pos
-        stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if self.stop:
+            stop = self._stopped_run(buf, pos, final)
+        else:
+            stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
         if (
             stop == pos
             or buf.find("\\", pos, stop) < 0
@@ -213,12 +243,19 @@ class JsonLexer:
             if stop > pos:
                 return Tok.STRING_CHUNK, text, stop
         else:
-            found = self._special.search(buf, pos)
-            if found is None:
-                return Tok.STRING_CHUNK, buf[pos:], end
-            stop = found.start()
+            if (pos == self._run_resume or pos == self._run_at) and buf is self._run_buf:
+                stop = self._run_end  # (see _stopped_run)
+            else:
+                found = self._special.search(buf, pos)
+                stop = end if found is None else found.start()
+            if self.stop and buf.find(self.stop[0], pos, stop) >= 0:
+                stop = self._before_stop(buf, pos, stop, final)
             if stop > pos:
                 return Tok.STRING_CHUNK, buf[pos:stop], stop
+        if self.stop and stop == pos and pos < end and buf[pos] == self.stop[0]:
+            if buf.startswith(self.stop, pos):
+                return Tok.OTHER, buf[pos], pos
+            return Tok.NEED_MORE, "", pos  # what may be the marker's beginning, held
         char = buf[pos]
         if char == self.quote:
             self.quote = ""
@@ -226,6 +263,39 @@ class JsonLexer:
         if char != "\\":
             return Tok.STRING_CHUNK, char, pos + 1  # a raw control character
         return self._escape(buf, pos, final)
+
+    def _stopped_run(self, buf: str, pos: int, final: bool) -> int:
+        """Where a run of double-quoted string text at ``pos`` ends, the stop marker
+        included among what ends it (one search of the run however many markers it
+        holds: the run's end is kept for the same buffer)."""
+        if (pos == self._run_resume or pos == self._run_at) and buf is self._run_buf:
+            stop = self._run_end
+        else:
+            stop = _JSON_STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+        if buf.find(self.stop[0], pos, stop) >= 0:
+            return self._before_stop(buf, pos, stop, final)
+        return stop
+
+    def _before_stop(self, buf: str, pos: int, stop: int, final: bool) -> int:
+        """Where a run of string text from ``pos`` to ``stop`` ends before the stop marker:
+        at the marker, or (more text to come) at what may be its beginning at the end.
+        (Called only when the marker's first character is in the run.)"""
+        marker = self.stop
+        found = buf.find(marker, pos, stop)  # (no character of it ends a run)
+        if found >= 0:
+            self._run_buf, self._run_at, self._run_end = buf, found, stop
+            self._run_resume = found + len(marker)
+            return found
+        if final or stop < len(buf):
+            return stop
+        # The buffer ends in the run: hold a tail that may be the marker's beginning.
+        tail = max(pos, stop - len(marker) + 1)
+        first = buf.find(marker[0], tail, stop)
+        while first >= 0:
+            if marker.startswith(buf[first:stop]):
+                return first
+            first = buf.find(marker[0], first + 1, stop)
+        return stop
 
     def _escape(self, buf: str, pos: int, final: bool) -> tuple[Tok, str, int]:
         end = len(buf)

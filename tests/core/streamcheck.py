@@ -77,6 +77,7 @@ def check_stream(
     started: dict[int, ToolCallStart] = {}
     arguments: dict[int, list[str]] = {}
     ended = []
+    cut: list[int] = []
     for event in events:
         if isinstance(event, ToolCallStart):
             assert event.index not in started, "a call started twice"
@@ -86,6 +87,7 @@ def check_stream(
             arguments[event.index] = []
         elif isinstance(event, ToolCallArgumentsDelta):
             assert event.index in started and event.index not in {c.index for c in ended}
+            assert event.index not in cut
             assert event.text
             arguments[event.index].append(event.text)
         elif isinstance(event, ToolCallEnd):
@@ -100,7 +102,12 @@ def check_stream(
             # region as it wrote the text), it is what the text decodes to.
             assert event.call.arguments == load_json(event.call.arguments_json)
             ended.append(event)
-    assert len(ended) == len(started), "every started call ends"
+        elif isinstance(event, CallRejected) and event.index is not None:
+            # A started call whose text ended inside a string: cut, it ends rejected.
+            assert event.index in started and event.index not in {c.index for c in ended}
+            assert event.index not in cut
+            cut.append(event.index)
+    assert len(ended) + len(cut) == len(started), "every started call ends or is cut"
     got = [(e.call.name, e.call.arguments, e.call.arguments_json) for e in ended]
     want = [(c.name, c.arguments, c.arguments_json) for c in expected.calls]
     assert got == want

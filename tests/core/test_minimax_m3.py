@@ -211,3 +211,32 @@ def test_typed_trees_read_back(arguments: dict[str, Any], cuts: list[int]) -> No
     result = parse_tool_calls(text, tools)
     assert [(c.name, c.arguments) for c in result.calls] == [("f", arguments)]
     check_stream(text, cuts, tools)
+
+
+# -- after another format's block left open ------------------------------------------------
+
+OSLO = block(invoke("get_weather", el("city", "Oslo")))
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "rejected"),
+    [
+        ("<seed:tool_call>" + OSLO, "", []),
+        ("<seed:tool_call>\n" + OSLO + "\nDone.", "\n\nDone.", []),
+        ("Sure. <seed:tool_call>" + OSLO + " Done.", "Sure.  Done.", []),
+    ],
+)
+def test_a_block_after_an_unclosed_seed_block_is_read(
+    text: str, content: str, rejected: list[str]
+) -> None:
+    # The unclosed <seed:tool_call> does not swallow the MiniMax-M3 block after it.
+    result = parsed(text, calls=[("get_weather", {"city": "Oslo"})], content=content)
+    assert [r.name for r in result.rejected] == rejected
+
+
+def test_a_later_value_cut_by_the_end_of_the_output_rejects_the_call() -> None:
+    # The call started with its first parameter; the output then ended inside the second.
+    text = f'{NS}<tool_call>\n{NS}<invoke name="create_order">{el("user_id", "7")}{NS}<note>gift wr'
+    result = parsed(text, ALL, calls=[], content="")
+    (rejected,) = result.rejected
+    assert rejected.name == "create_order" and "never ends" in rejected.reason

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from streamcheck import check_stream  # type: ignore[import-not-found]
 
-from toolrelay import ParseResult, StreamParser, ToolCallStart, parse_tool_calls
+from toolrelay import CallRejected, ParseResult, StreamParser, ToolCallStart, parse_tool_calls
 from toolrelay.repair import STRING_HOLD, repair_json
 
 WEATHER = {
@@ -86,11 +86,21 @@ def test_a_string_that_never_ends_makes_the_call_unreadable(text: str) -> None:
     assert result.content == ""
 
 
-def test_a_long_first_string_still_streams_and_is_repaired_when_cut() -> None:
-    # Past STRING_HOLD characters the call has started: a cut string is repaired.
+def test_a_long_first_string_streams_and_is_rejected_when_cut() -> None:
+    # Past STRING_HOLD characters the call has started; the output then ends inside
+    # the string: its value would be cut short, so the started call ends rejected.
     text = '<tool_call>{"name": "get_weather", "arguments": {"city": "' + "a" * 300
-    (call,) = _both(text).calls
-    assert call.arguments == {"city": "a" * 300}
+    result = _both(text)
+    assert result.calls == []
+    (rejected,) = result.rejected
+    assert rejected.name == "get_weather" and "never ends" in rejected.reason
+    # Started, it is shown by its text up to its arguments (however it was streamed).
+    assert rejected.raw == '<tool_call>{"name": "get_weather", "arguments": {'
+    parser = StreamParser(TOOLS)
+    events = parser.feed(text)
+    assert any(isinstance(e, ToolCallStart) for e in events)
+    (cut,) = [e for e in parser.close() if isinstance(e, CallRejected)]
+    assert cut.index == 0 and cut.call == rejected
 
 
 def test_a_kimi_id_without_a_function_name_names_no_tool() -> None:

@@ -71,9 +71,19 @@ def test_arguments_broken_after_a_value_keep_what_was_read() -> None:
         calls=[("get_weather", {"city": "Oslo"})],
     )
     parsed(
-        '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c',
+        '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"',
         calls=[("get_weather", {"city": "Oslo", "unit": "c"})],
     )
+
+
+def test_a_later_value_that_never_ends_rejects_the_call() -> None:
+    # Cut inside a string after the call started: the value would be cut short.
+    for text in (
+        '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c',
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c</tool_call>',
+    ):
+        rejected = only_rejection(text)
+        assert rejected.name == "get_weather" and "never ends" in rejected.reason
 
 
 def test_a_first_value_that_never_ends_makes_the_arguments_unreadable() -> None:

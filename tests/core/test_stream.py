@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from streamcheck import check_stream, stream  # type: ignore[import-not-found]
 
 from toolrelay import (
+    CallRejected,
     ContentDelta,
     StreamParser,
     ToolCallArgumentsDelta,
@@ -89,9 +90,16 @@ def test_close_flushes_held_text_and_finishes_an_open_call() -> None:
     assert parser.feed("almost <tool_c") == [ContentDelta("almost ")]
     assert parser.close() == [ContentDelta("<tool_c")]
     parser = StreamParser()
-    parser.feed('[TOOL_CALL]{"name": "f", "arguments": {"n": 1, "q": "unfinished')
+    parser.feed('[TOOL_CALL]{"name": "f", "arguments": {"n": 1, "q": "finished"')
     (end,) = [e for e in parser.close() if isinstance(e, ToolCallEnd)]
-    assert end.call.arguments == {"n": 1, "q": "unfinished"}
+    assert end.call.arguments == {"n": 1, "q": "finished"}
+    # Cut inside a string, the value would be cut short: the started call is rejected.
+    parser = StreamParser()
+    parser.feed('[TOOL_CALL]{"name": "f", "arguments": {"n": 1, "q": "unfinished')
+    closed = parser.close()
+    assert not any(isinstance(e, ToolCallEnd) for e in closed)
+    (cut,) = [e for e in closed if isinstance(e, CallRejected)]
+    assert cut.index == 0 and "never ends" in cut.call.reason
 
 
 def test_feed_after_close_is_an_error() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anthropic
 import pytest
 
 from tests.gateway.support import stack
@@ -89,3 +90,48 @@ def test_unreadable_arguments_are_reported_not_sent_as_an_empty_call(stream: boo
     assert warning is not None and "get_weather" in warning and "could not be read" in warning
     assert content == "On it."
     assert finish == "stop"
+
+
+# A call cut inside a later string: it had started streaming when its text ended.
+CUT = {
+    "rules": [
+        {
+            "match": {"last_user": "(?i)weather"},
+            "answer": {
+                "content": 'On it.<tool_call>{"name": "get_weather", "arguments": '
+                '{"city": "Oslo", "unit": "c'
+            },
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_call_cut_inside_a_string_is_reported_not_sent_cut_short(stream: bool) -> None:
+    with stack(CUT, gateway_settings={"tool_mode": "native", "validation": "warn"}) as (_s, gw):
+        content, calls, finish, warning = _ask(gw, stream, "Weather in Oslo?")
+    assert calls == []
+    assert warning is not None and "get_weather" in warning and "never ends" in warning
+    assert content == "On it."
+    assert finish == "stop"
+
+
+def test_unchecked_a_cut_call_that_started_streaming_ends_without_a_value_cut_short() -> None:
+    # Validation off, the call's start went out before its text was cut: the client has
+    # the arguments as they stood (not a JSON object, so never a call that looks whole),
+    # finish "stop" and the warning; the Anthropic front closes the tool_use block.
+    with stack(CUT, gateway_settings={"tool_mode": "native", "validation": "off"}) as (_s, gw):
+        content, calls, finish, warning = _ask(gw, True, "Weather in Oslo?")
+        client = anthropic.Anthropic(base_url=gw.url, api_key="none", max_retries=0, timeout=20)
+        with client.messages.stream(
+            model="m",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "Weather in Oslo?"}],
+            tools=[{"name": "get_weather", "input_schema": WEATHER["function"]["parameters"]}],
+        ) as events:
+            kinds = [event.type for event in events]
+    arguments = "".join(call.function.arguments or "" for call in calls)
+    assert arguments == '{"city":"Oslo","unit":"c'
+    assert finish == "stop" and content == "On it."
+    assert warning is not None and "never ends" in warning
+    assert kinds.count("content_block_start") == kinds.count("content_block_stop")

@@ -35,6 +35,9 @@ from toolrelay.names import ToolSet
 from toolrelay.repair import JsonLexer, JsonWriter, Tok, lex_value, load_written
 from toolrelay.strictjson import read_member, strict_json
 
+# Why a call whose text ends inside a string is rejected (``Call.cut_short``).
+CUT_SHORT = "the arguments could not be read as a JSON object: a string in the call never ends"
+
 
 class Status(enum.Enum):
     CONTINUE = 0  # give me more text
@@ -205,7 +208,8 @@ class Call:
     A call that cannot be used (``reject``: its name is unknown or
     ambiguous, its arguments are not an object) is dropped; ``close`` ends
     the call, reporting a rejected one as ``CallRejected`` with its text.
-    Once started a call is never rejected: what streamed stands.
+    Once started a call is rejected only when its text ends inside one of its
+    strings (``cut_short``): whatever that string was, its value would be cut.
     """
 
     __slots__ = (
@@ -213,6 +217,7 @@ class Call:
         "_ctx",
         "_decoded",
         "_held",
+        "_raw",
         "dropped",
         "id",
         "index",
@@ -237,6 +242,7 @@ class Call:
         self.started = False
         self.dropped = False
         self.rejection: str | None = None  # why the call cannot be used
+        self._raw: str | None = None  # its text up to where it started (keep_raw)
 
     def set_name(self, raw_name: str) -> bool:
         """Resolve the model's name; False (and the call is rejected) when it is not declared."""
@@ -256,22 +262,37 @@ class Call:
         self.rejection = reason
         self.dropped = True
 
+    def cut_short(self, reason: str = CUT_SHORT) -> None:
+        """The call's text ended inside one of its strings: rejected, even once started
+        (its ``CallRejected`` then carries its index, and no ``ToolCallEnd`` follows)."""
+        if self.dropped:
+            return
+        self.rejection = reason
+        self.dropped = True
+
     def close(self, pos: int) -> None:
         """The call's text ends at ``buf[pos]``: end it, or report why it was rejected."""
         rejected = self.take_rejection(pos)
         if rejected is None:
             self.end()
         else:
-            self._ctx.events.append(CallRejected(rejected))
+            self._ctx.events.append(CallRejected(rejected, self.index if self.started else None))
         self._ctx.unmark()
 
+    def keep_raw(self, pos: int) -> None:
+        """Keep the call's text so far, up to ``buf[pos]``: its text if it is rejected
+        (cut short) after it started, once the context no longer keeps it (``unmark``)."""
+        self._raw = self._ctx.raw(pos)
+
     def take_rejection(self, pos: int) -> RejectedCall | None:
-        """The call's rejection, its text ending at ``buf[pos]``; handed out once."""
+        """The call's rejection, its text ending at ``buf[pos]`` (or as ``keep_raw``
+        kept it, for a call that had started); handed out once."""
         reason = self.rejection
         if reason is None:
             return None
         self.rejection = None
-        return RejectedCall(self.raw_name, self._ctx.raw(pos), reason)
+        raw = self._ctx.raw(pos) if self._raw is None or not self.started else self._raw
+        return RejectedCall(self.raw_name, raw, reason)
 
     def start(self) -> None:
         if self.started or self.dropped or self.name is None:
@@ -416,6 +437,8 @@ class ArgumentStream:
         self._call.arguments(text)
         if not self.started:
             self._call.reject("the arguments are not a JSON object")
+        elif self._lexer.in_string:
+            self._call.cut_short()  # the output ended inside a string of them
         elif not self.readable:
             self._call.reject("the arguments could not be read as a JSON object")
 

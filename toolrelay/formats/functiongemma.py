@@ -14,7 +14,8 @@ number, a literal or JSON (or at once, when the schema says string). The
 call starts once its first member is complete (or its first string has run
 on for ``STRING_HOLD`` characters): a delimited string that never ends (one
 that swallowed the end marker) makes the call unreadable, and it is
-rejected rather than given a value that runs to the end of the text.
+rejected, even once started, rather than given a value that runs to the end
+of the text or is cut short.
 """
 
 from __future__ import annotations
@@ -401,12 +402,12 @@ class DslCallRegion:
     def _text_ended(self, pos: int) -> Status:
         """The output ended inside the arguments: close what is open, end the call.
 
-        A string still open swallowed everything after it: unless the call had
-        started (its first member was read), the call cannot be read.
+        A string still open swallowed everything after it: its value would be cut
+        short, so the call is rejected, even once it has started.
         """
         if self._at is _At.STRING:
             if self._call is not None:
-                self._call.reject(
+                self._call.cut_short(
                     f"a string opened with {self._options.delimiter} never ends:"
                     " the arguments cannot be read"
                 )

@@ -15,7 +15,9 @@ complete, so a call that turns out to be broken is rejected before anything
 of it was emitted: a name that is not declared, arguments that are not an
 object or cannot be read as one (``{invalid json}`` is not made ``{}``; a
 first string that never ends, swallowing the block's end marker, is not a
-value).
+value). A call whose text ends inside any of its strings is rejected even
+after it started (``Call.cut_short``); the block's end marker inside a string
+ends the block unless the string's quote follows (``_marker_in_string``).
 A call without ``arguments`` is a call with ``{}`` (a tool that takes no
 parameters); in unmarked text only when its name is a declared tool.
 
@@ -68,6 +70,15 @@ _ARGUMENT_TAG_NAMES = ("arguments", "parameters", "args", "input")
 _ARGUMENTS_TAG = re.compile(r"<(/?)(?:" + "|".join(_ARGUMENT_TAG_NAMES) + r")>")
 _ARGUMENTS_TAGS = tuple(f"<{s}{n}>" for n in _ARGUMENT_TAG_NAMES for s in ("", "/"))
 _LONGEST_ARGUMENTS_TAG = max(map(len, _ARGUMENTS_TAGS))
+# How far past a block's end marker met inside a string the string's closing quote
+# is looked for: within it the marker was data; without it (the output ending first)
+# the string never ends. As far as the XML formats look for a value's closing tag.
+MARKER_WINDOW = 4096
+# A string's text up to its closing quote (or a backslash the window cuts).
+_UP_TO_QUOTE = {
+    '"': re.compile(r'(?:[^"\\]|\\.)*', re.S),
+    "'": re.compile(r"(?:[^'\\]|\\.)*", re.S),
+}
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,16 @@ class _Args(enum.Enum):
 class _CallRecord:
     """One call object being read: its name, id and arguments so far."""
 
-    __slots__ = ("args", "args_complete", "args_text", "args_writer", "call", "levels", "wrapper")
+    __slots__ = (
+        "args",
+        "args_complete",
+        "args_text",
+        "args_writer",
+        "call",
+        "cut",
+        "levels",
+        "wrapper",
+    )
 
     def __init__(self, ctx: Context) -> None:
         self.call = Call(ctx)
@@ -98,6 +118,7 @@ class _CallRecord:
         self.args_complete = False  # the arguments object closed as written
         self.wrapper = False  # {"tool_calls": [...]}: not a call itself
         self.levels = 0  # open objects of this call: {"function": {...}} is two
+        self.cut = False  # the call's text ended inside one of its strings
 
     @property
     def readable(self) -> bool:
@@ -162,6 +183,7 @@ class JsonCallsRegion:
         "_member_waits",
         "_opened",
         "_options",
+        "_quote_free",
         "_started_any",
         "_token_at",
         "_whole",
@@ -177,7 +199,9 @@ class JsonCallsRegion:
         self._eager = options.marked or ctx.at_start
         self._claimed = False  # a call-shaped object to an undeclared name was dropped
         self._fresh = True  # no value has begun yet
-        self._lexer = JsonLexer()
+        # Strings stop at the end marker, which may end the block (_marker_in_string).
+        self._lexer = JsonLexer(options.end_marker or "")
+        self._quote_free = -1  # where the open string's text is known to hold no quote
         self._frames: list[_Frame] = []
         self._started_any = False
         self._failed = False
@@ -516,6 +540,8 @@ class JsonCallsRegion:
         if options.end_marker is not None:
             at_end = starts_or_partial(buf, pos, options.end_marker)
             if at_end:
+                if self._lexer.in_string:
+                    return self._marker_in_string(buf, pos, final)
                 end_pos, status = self._finish(pos)
                 return end_pos + len(options.end_marker), status
             if at_end is None and not final:
@@ -543,6 +569,30 @@ class JsonCallsRegion:
             return self._finish(pos)
         return pos + 1, None  # stray character inside markup: skip it
 
+    def _marker_in_string(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
+        """The block's end marker inside a string: data when the string's closing quote
+        follows within ``MARKER_WINDOW`` characters, or that many follow without one;
+        otherwise (the output ends first) the string never ends, and the block ends at
+        the marker with the call cut (rejected), the text after it read again."""
+        marker = self._options.end_marker
+        assert marker is not None
+        quote = self._lexer.quote
+        after = pos + len(marker)
+        limit = after + MARKER_WINDOW
+        base = self._ctx.base
+        # Text already found to hold no quote is not searched again.
+        scan = max(after, self._quote_free - base)
+        stop = _UP_TO_QUOTE[quote].match(buf, scan, limit).end()  # type: ignore[union-attr]
+        self._quote_free = base + stop
+        if (stop < len(buf) and stop < limit and buf[stop] == quote) or len(buf) >= limit:
+            self._token_at, self._end = pos, after
+            self._token(Tok.STRING_CHUNK, marker)  # data: the string goes on
+            return after, None
+        if not final:
+            return pos, Status.CONTINUE
+        end_pos, status = self._finish(pos)
+        return end_pos + len(marker), status
+
     def _arguments_tag(self, closing: bool) -> None:
         top = self._frames[-1] if self._frames else None
         if closing or not isinstance(top, _Object) or top.state not in (_Key.EXPECT, _Key.NEXT):
@@ -552,8 +602,16 @@ class JsonCallsRegion:
         top.state = _Key.VALUE
 
     def _finish(self, pos: int) -> tuple[int, Status]:
-        """The text ended inside a value: repair what can be, end every open call."""
+        """The text ended inside a value: repair what can be, end every open call.
+
+        A call whose text ends inside one of its strings is cut: whatever the string
+        held, its value would be cut short, so the call is rejected."""
         self._end = pos
+        if self._lexer.in_string:
+            self._lexer.quote = ""
+            top = self._frames[-1] if self._frames else None
+            if type(top) is _Value or type(top) is _Object:
+                top.record.cut = True
         while self._frames:
             frame = self._frames.pop()
             if isinstance(frame, _Value):
@@ -563,6 +621,8 @@ class JsonCallsRegion:
         return pos, self._end_status()
 
     def _finish_value(self, frame: _Value) -> None:
+        if frame.record.cut:
+            return  # rejected: nothing more of it is sent
         if frame.purpose == "args":
             frame.writer.finish()
             self._send_arguments(frame.record, frame.writer.take())
@@ -714,6 +774,10 @@ class JsonCallsRegion:
             self._whole = None
             self._maybe_start(record)
             return
+        if self._options.marked:
+            # What a call cut short after it started shows (the same however the text
+            # was cut into deltas): its text up to its arguments.
+            record.call.keep_raw(self._end)
         value = _Value("args", record)
         record.args_writer = value.writer
         self._frames.append(value)
@@ -805,8 +869,9 @@ class JsonCallsRegion:
             call.start()
             self._started_any = True
             if self._options.marked:
-                # Started, the call is never rejected, and in a marked block the next
-                # call object marks its own beginning: its text need not be kept.
+                # In a marked block the next call object marks its own beginning, and a
+                # started call that is then cut short is shown by its text up to its
+                # arguments (_begin_arguments): the rest need not be kept.
                 self._ctx.unmark()
 
     def _end_object(self, record: _CallRecord) -> None:
@@ -830,11 +895,15 @@ class JsonCallsRegion:
         call.start()
         self._started_any = True
         call.end()
+        if self._options.marked:
+            self._ctx.unmark()  # the next call object marks its own beginning
 
     def _check(self, record: _CallRecord) -> None:
         """Reject the call if its name or arguments cannot be used."""
         call = record.call
-        if call.name is None:
+        if record.cut:
+            call.cut_short()
+        elif call.name is None:
             call.reject("the call names no tool")
         elif record.args is _Args.STRING:
             parsed = _object_text("".join(record.args_text))

@@ -363,7 +363,9 @@ class KimiK3Region:
             if not final:
                 return stop, Status.CONTINUE
             if self._call is not None and self._mode is not _Mode.IGNORE:
-                self._call.reject(f"the value of {self._key!r} never ends: the call was cut short")
+                # Even once started: the value would be cut short.
+                reason = f"the value of {self._key!r} never ends: the call was cut short"
+                self._call.cut_short(reason)
             self._close_value()
             self._end_call(len(buf))
             return len(buf), Status.DONE

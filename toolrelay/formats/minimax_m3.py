@@ -20,8 +20,10 @@ others an object (a name repeated collects its values in a list), and a
 text that is a JSON literal is that value. Each parameter is written once
 its closing tag is read; the call starts with its first complete parameter,
 so a call whose first parameter never closes, or whose body is not
-parameter elements, is rejected, never given ``{}``. A later parameter cut
-short is kept as it stood (the call is streaming by then). Reasoning is
+parameter elements, is rejected, never given ``{}``. A later parameter the
+call's end cuts short (its closing tag left out) is kept as it stood; one the
+end of the output cuts short rejects the call, even once it has started (its
+value would be cut). Reasoning is
 ``<mm:think>…</mm:think>`` (reasoning.py).
 """
 
@@ -247,7 +249,7 @@ class MiniMaxM3Region:
             stack[-1].parts.append(buf[pos:stop])
             if not final:
                 return stop, Status.CONTINUE
-            self._cut_short()
+            self._cut_short(text_ended=True)
             self._end_call(len(buf))
             return len(buf), Status.DONE
         stack[-1].parts.append(buf[pos:found])
@@ -271,7 +273,7 @@ class MiniMaxM3Region:
             return end, None
         if body in ("/invoke", "/tool_call") or _INVOKE.match(body):
             # The call ends with its parameter still open: read as the call's end.
-            self._cut_short()
+            self._cut_short(text_ended=False)
             self._state = _State.CALL
             return found, None
         if body.startswith("/") or len(stack) >= MAX_DEPTH or not body.strip():
@@ -307,14 +309,20 @@ class MiniMaxM3Region:
             call.reject("the call's body is not parameter elements: its arguments cannot be read")
         call.close(pos)
 
-    def _cut_short(self) -> None:
-        """The text ends (or the call does) inside a parameter: a first one rejects the
-        call; a later one is kept as it stood."""
+    def _cut_short(self, text_ended: bool) -> None:
+        """The text ends (or the call does) inside a parameter: the output ending there
+        rejects the call, even once started (the value would be cut short); the call's
+        end there rejects a first one, and a later one is kept as it stood (its
+        closing tag left out)."""
         stack = self._stack
         if not stack:
             return
         if self._call is not None:
-            self._call.reject(f"the value of {stack[0].name!r} never ends: the call was cut short")
+            reason = f"the value of {stack[0].name!r} never ends: the call was cut short"
+            if text_ended:
+                self._call.cut_short(reason)
+            else:
+                self._call.reject(reason)
         while len(stack) > 1:
             stack[-2].children.append(stack.pop())
         self._write(stack.pop())

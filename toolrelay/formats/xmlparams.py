@@ -482,16 +482,21 @@ class XmlParamsRegion:
         end = len(buf)
         if pos >= end:
             return (self._finish(pos), Status.DONE) if final else (pos, Status.CONTINUE)
+        openers = self._ctx.openers
         tag = buf.find("<", pos)
         if tag >= 0:
             self._prose = False
-            stop = tag
+            # A marker may begin in the prose and run on through the tag (MiniMax-M3's
+            # "]<]minimax[>[<tool_call>"): the prose is held where one may still begin.
+            stop = tag if final else min(tag, openers.safe_end(buf, pos))
         else:
-            stop = end if final else self._ctx.openers.safe_end(buf, pos)
-        # Another format's marker in the prose ends the section: the parser reads it.
-        # (Searched to the tag or the buffer's end: a held partial marker may be complete.)
-        foreign = self._ctx.openers.search_marked(buf, pos, tag if tag >= 0 else end)
-        if foreign >= 0:
+            stop = end if final else openers.safe_end(buf, pos)
+        # Another format's marker that begins in the prose ends the section: the parser
+        # reads it. (Searched past the tag, or to the buffer's end: a held partial marker
+        # may be complete.)
+        reach = end if tag < 0 else min(end, tag + openers.longest)
+        foreign = openers.search_marked(buf, pos, reach)
+        if foreign >= 0 and (tag < 0 or foreign < tag):
             self._ctx.content(buf[pos:foreign])
             self._end_call(foreign)
             return foreign, Status.DONE

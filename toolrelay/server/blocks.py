@@ -18,6 +18,7 @@ from typing import Any, Literal
 import orjson
 
 from toolrelay.events import (
+    CallRejected,
     ContentDelta,
     Event,
     ReasoningDelta,
@@ -74,6 +75,8 @@ class Blocks:
             return out + self.open("call", event)
         if isinstance(event, ToolCallEnd) and self._kind == "call":
             return self._end(event.call)
+        if isinstance(event, CallRejected) and event.index is not None and self._kind == "call":
+            return self._end(None)  # a started call cut short: its block closes without it
         return []
 
     def end_block(self) -> list[WireEvent]:

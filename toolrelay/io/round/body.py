@@ -309,6 +309,7 @@ class ChunkReader:
         "_open",
         "_waiting",
         "calls",
+        "cut",
         "dropped",
         "finish",
         "finish_choice",
@@ -332,6 +333,8 @@ class ChunkReader:
         self.native = native
         self.limit = limit
         self.calls = 0
+        # Calls that started, then were cut short (rejected: their text ended in a string).
+        self.cut = 0
         # Names of the calls over the limit, left out.
         self.dropped: list[str] = []
         # Calls that could not be used: the stream did hold a call.
@@ -403,7 +406,10 @@ class ChunkReader:
             if isinstance(event, ContentDelta):
                 self.saw_text = self.saw_text or not event.text.isspace()
                 out.append(event)
-            elif isinstance(event, (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)):
+            elif isinstance(event, (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)) or (
+                isinstance(event, CallRejected) and event.index is not None
+            ):
+                # (A rejection with an index ends a started call: it was cut short.)
                 if self._open is not None and self._open is not native:
                     self._waiting.append((native, event))
                 else:
@@ -414,7 +420,7 @@ class ChunkReader:
 
     def _call_event(
         self,
-        event: ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd,
+        event: ToolCallStart | ToolCallArgumentsDelta | ToolCallEnd | CallRejected,
         native: bool,
         out: list[StreamItem],
     ) -> None:
@@ -429,7 +435,16 @@ class ChunkReader:
             else:
                 self.dropped.append(event.name)
             self._open = native
-        index = indices.get(event.index)
+        if isinstance(event, CallRejected):
+            self.rejected += 1
+            self._open = None
+            assert event.index is not None
+            index = indices.get(event.index)
+            self.cut += index is not None
+            out.append(replace(event, index=index))
+            index = None
+        else:
+            index = indices.get(event.index)
         if isinstance(event, ToolCallEnd):
             self._open = None
         if index is not None:

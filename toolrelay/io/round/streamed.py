@@ -259,7 +259,7 @@ async def _relay_single_stream(
         last.append(_finish_of(reply, reply.usage or state.usage))
         yield last
         return
-    called = state.calls > cleaner.removed_calls
+    called = state.calls - state.cut > cleaner.removed_calls
     if req.has_tools:
         watch_silence(backend, req, mode, called)
         if called:
