@@ -31,6 +31,7 @@ from toolrelay import (
     parse_tool_calls,
 )
 from toolrelay.formats.jsoncalls import MARKER_WINDOW
+from toolrelay.formats.pythonic import COMMIT_AFTER
 
 ADD = {
     "type": "function",
@@ -124,6 +125,37 @@ def test_a_later_string_cut_by_the_end_marker_rejects_the_call(head: str, end: s
     _only_rejected(result)
     assert end not in result.content
     assert result.content.strip() in ("", "Done.")
+
+
+# The Python-call formats start a call once its arguments pass COMMIT_AFTER characters
+# (so that a long value streams): a string longer than that, cut, has started its call.
+LONG = "e" * (COMMIT_AFTER + 20)
+PYTHONIC = {
+    "pythonic": f"[add(n=1, label='{LONG}",
+    "pythonic, double quotes": f'[add(n=1, label="{LONG}',
+    "llama 4": f"<|python_start|>[add(n=1, label='{LONG}",
+    "olmo 3": f"<function_calls>add(n=1, label='{LONG}",
+}
+
+
+@pytest.mark.parametrize("head", PYTHONIC.values(), ids=PYTHONIC.keys())
+def test_a_python_call_cut_inside_a_long_string_is_rejected_once_started(head: str) -> None:
+    _only_rejected(_both(head))
+    parser = StreamParser(TOOLS)
+    events = parser.feed(head)
+    assert [type(e) for e in events if isinstance(e, ToolCallStart)] == [ToolCallStart]
+    closed = parser.close()
+    assert not any(isinstance(e, ToolCallEnd) for e in closed)
+    (cut,) = [e for e in closed if isinstance(e, CallRejected)]
+    assert cut.index == 0
+
+
+@pytest.mark.parametrize("head", PYTHONIC.values(), ids=PYTHONIC.keys())
+def test_a_python_call_whose_long_string_ended_keeps_its_value(head: str) -> None:
+    # Cut after the string's closing quote: the value is whole, and what streamed stands.
+    quote = "'" if head.endswith("'" + LONG) else '"'
+    (call,) = _both(head + quote).calls
+    assert call.arguments == {"n": 1, "label": LONG}
 
 
 NEXT_DOUBLE = '<tool_call>{"name": "add", "arguments": {"n": 2}}</tool_call>'

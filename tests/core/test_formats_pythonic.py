@@ -198,8 +198,11 @@ CASES: dict[str, Case] = {
         " ok",
         tools=WEATHER_TOOLS,
     ),
-    "pythonic_long_truncated": Case(
-        f"[write_file(path='a.py', content='{LONG}",
+    # Cut inside its string: the content would be cut short, so the call (which had
+    # started streaming) is rejected, not handed out with the text so far (issue 22).
+    "pythonic_long_truncated": Case(f"[write_file(path='a.py', content='{LONG}", []),
+    "pythonic_long_cut_after_its_string": Case(
+        f"[write_file(path='a.py', content='{LONG}'",
         [("write_file", {"path": "a.py", "content": LONG})],
     ),
     "pythonic_long_undeclared_call": Case(

@@ -15,7 +15,9 @@ variable) is dropped and its siblings are kept, as ``ast.literal_eval``
 per call would. To be able to drop it, a call is held until its ``)``; a
 call whose arguments grow long (code, a file's content) is started at
 ``COMMIT_AFTER`` characters instead so that it streams, and if it breaks
-after that it ends with the arguments read so far, repaired.
+after that it ends with the arguments read so far, repaired; unless the text
+ends inside one of its strings, whose value would be cut: that call is
+rejected even though it started (``Call.cut_short``).
 
 A bare list is a call list only when tools are declared (SGLang: text may
 surround it and there may be several) or when it opens the output (vLLM).
@@ -150,6 +152,11 @@ class PyLiteral:
     @property
     def started(self) -> bool:
         return self._writer.started
+
+    @property
+    def in_string(self) -> bool:
+        """Inside a string (a value or a key) that has not ended."""
+        return self._string
 
     def open_closers(self) -> list[str]:
         return [c.closer for c in self._stack]
@@ -378,7 +385,7 @@ class PyCallsRegion:
         self._token_start = 0  # where the token being read starts in the buffer (see feed)
         self._token_end = 0  # and where it ends
         self._broken_call: Call | None = None  # a rejected call, skipped to its ')'
-        self._pending: list[RejectedCall] = []  # rejections held while the list may be prose
+        self._pending: list[CallRejected] = []  # rejections held while the list may be prose
 
     @property
     def may_fallback(self) -> bool:
@@ -582,14 +589,12 @@ class PyCallsRegion:
         while the list may still turn out to be prose."""
         rejected = call.take_rejection(self._token_end)
         if rejected is not None:
-            self._pending.append(rejected)
+            self._pending.append(CallRejected(rejected, call.index if call.started else None))
         if not self.may_fallback:
             self._flush()
 
     def _flush(self) -> None:
-        events = self._ctx.events
-        for rejected in self._pending:
-            events.append(CallRejected(rejected))
+        self._ctx.events.extend(self._pending)
         self._pending.clear()
 
     def _broken(self, tok: Tok, text: str) -> object:
@@ -624,6 +629,15 @@ class PyCallsRegion:
         call.reject(reason)
         return call
 
+    def _cut_short(self) -> Call | None:
+        call = self._call
+        self._call = None
+        self._literal = None
+        self._key = ""
+        if call is not None:
+            call.cut_short("the arguments cannot be read: a string in the call never ends")
+        return call
+
     def _skipping(self, tok: Tok, text: str) -> object:
         if self.may_fallback and self._ctx.base + self._token_end > self._call_at + SKIP_LIMIT:
             # Nothing read yet and no end in sight: prose, not to be held any longer.
@@ -655,8 +669,14 @@ class PyCallsRegion:
         """The region ended (its end marker, or the end of the text)."""
         self._token_end = pos
         if self._at in _IN_CALL and self._at is not _At.SKIP:
-            # Cut off before its ')': rejected, unless it streamed.
-            self._broken_call = self._end_broken_call("the call is cut off before its ')'")
+            literal = self._literal
+            if self._committed and literal is not None and literal.in_string:
+                # The text ended inside one of its strings: whatever that string was, its
+                # value would be cut, so even a call that streamed is rejected.
+                self._broken_call = self._cut_short()
+            else:
+                # Cut off before its ')': rejected, unless it streamed.
+                self._broken_call = self._end_broken_call("the call is cut off before its ')'")
         self._report_broken()
         if self.may_fallback:
             return pos, Status.FALLBACK
