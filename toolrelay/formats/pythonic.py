@@ -38,7 +38,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from toolrelay.events import CallRejected, RejectedCall
+from toolrelay.events import CallRejected
 from toolrelay.formats.base import (
     Call,
     Context,
