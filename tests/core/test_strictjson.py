@@ -116,6 +116,19 @@ def test_the_c_path_takes_values_nested_deep_within_the_limit() -> None:
         assert _strict_text(text) == json.dumps(json.loads(text), separators=(",", ":"))
 
 
+def test_objects_written_member_by_member_nest_at_most_max_depth() -> None:
+    # Call objects (holding "arguments") are written member by member, each checked for
+    # depth on the way: MAX_DEPTH of them nested is a value, one more is refused and
+    # left to the lenient reader, which ends the value at its limit (the mutation
+    # check: `level > MAX_DEPTH` let the deeper one by).
+    def nested(count: int) -> str:
+        return '{"arguments": ' * count + "1" + "}" * count
+
+    apart = frozenset({"arguments"})
+    assert strict_json(nested(MAX_DEPTH), 0, apart=apart) is not None
+    assert strict_json(nested(MAX_DEPTH + 1), 0, apart=apart) is None
+
+
 def test_the_c_path_checks_depth_in_a_thread_of_its_own() -> None:
     # The lists that pad a deep value are made once per thread: a thread's first deep
     # value makes them (the mutation check: a broken cache only failed in a new thread).
