@@ -52,6 +52,19 @@ def _both(text: str, tools: Any = TOOLS) -> ParseResult:
     return parse_tool_calls(text, tools)
 
 
+def _started_then_rejected(head: str) -> None:
+    """``head`` is rejected, finished and streamed; streamed, its call had started: the
+    stream sent its start, then ends it with the rejection (its index), not an end."""
+    _only_rejected(_both(head))
+    parser = StreamParser(TOOLS)
+    events = parser.feed(head)
+    assert [type(e) for e in events if isinstance(e, ToolCallStart)] == [ToolCallStart]
+    closed = parser.close()
+    assert not any(isinstance(e, ToolCallEnd) for e in closed)
+    (cut,) = [e for e in closed if isinstance(e, CallRejected)]
+    assert cut.index == 0
+
+
 def _only_rejected(result: ParseResult, name: str = "add") -> None:
     assert result.calls == []
     assert [r.name for r in result.rejected] == [name]
@@ -104,15 +117,7 @@ FAMILIES = {
 
 @pytest.mark.parametrize(("head", "end"), FAMILIES.values(), ids=FAMILIES.keys())
 def test_a_later_string_cut_by_the_end_of_the_output_rejects_the_call(head: str, end: str) -> None:
-    _only_rejected(_both(head))
-    # It had started: the stream sent its start, then ends it with the rejection.
-    parser = StreamParser(TOOLS)
-    events = parser.feed(head)
-    assert [type(e) for e in events if isinstance(e, ToolCallStart)] == [ToolCallStart]
-    closed = parser.close()
-    assert not any(isinstance(e, ToolCallEnd) for e in closed)
-    (cut,) = [e for e in closed if isinstance(e, CallRejected)]
-    assert cut.index == 0
+    _started_then_rejected(head)
 
 
 @pytest.mark.parametrize(
@@ -140,14 +145,7 @@ PYTHONIC = {
 
 @pytest.mark.parametrize("head", PYTHONIC.values(), ids=PYTHONIC.keys())
 def test_a_python_call_cut_inside_a_long_string_is_rejected_once_started(head: str) -> None:
-    _only_rejected(_both(head))
-    parser = StreamParser(TOOLS)
-    events = parser.feed(head)
-    assert [type(e) for e in events if isinstance(e, ToolCallStart)] == [ToolCallStart]
-    closed = parser.close()
-    assert not any(isinstance(e, ToolCallEnd) for e in closed)
-    (cut,) = [e for e in closed if isinstance(e, CallRejected)]
-    assert cut.index == 0
+    _started_then_rejected(head)
 
 
 @pytest.mark.parametrize("head", PYTHONIC.values(), ids=PYTHONIC.keys())
