@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from streamcheck import pieces  # type: ignore[import-not-found]
+from test_echo import WEATHER  # type: ignore[import-not-found]
 
 from toolrelay.correction import CORRECTION_HEADER, CORRECTION_TAIL
 from toolrelay.echo import EchoFilter, remove_echoes
@@ -30,18 +31,6 @@ from toolrelay.reworded import (
     subsequence_step,
 )
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 INJECTED = (
     render_tools_prompt([WEATHER]),
     directive([WEATHER], None),
