@@ -173,12 +173,12 @@ def create_app(settings: Settings) -> Starlette:
     responses = watched(TurnRoute(gateway, responses_front, responses_front.prepare))
     inspector_routes = InspectorApi(gateway, inspector).routes() if inspector is not None else []
     retrieve, delete = stored_routes(store)
+    # The fronts' POST endpoints: routes, and the lanes that reach them past the router.
+    lanes = {"/v1/chat/completions": chat, "/v1/messages": messages, "/v1/responses": responses}
     app = Starlette(
         routes=[
-            Route("/v1/chat/completions", chat, methods=["POST"]),
-            Route("/v1/messages", messages, methods=["POST"]),
+            *(Route(path, front, methods=["POST"]) for path, front in lanes.items()),
             Route("/v1/messages/count_tokens", CountTokens(settings), methods=["POST"]),
-            Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/responses/{response_id}", retrieve, methods=["GET"]),
             Route("/v1/responses/{response_id}", delete, methods=["DELETE"]),
             Route("/v1/models", models, methods=["GET"]),
@@ -203,7 +203,6 @@ def create_app(settings: Settings) -> Starlette:
     app.state.gateway = gateway
     app.state.inspector = inspector
     # Innermost of the middleware: keys, request ids and the access log still apply.
-    lanes = {"/v1/chat/completions": chat, "/v1/messages": messages, "/v1/responses": responses}
     app.add_middleware(FrontLanes, lanes=lanes)
     if settings.api_keys:
         keys = [*settings.api_keys, *([settings.admin_token] if settings.admin_token else [])]
