@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
@@ -105,16 +106,15 @@ async def _stream_handling_refusals(
     except BackendError as exc:
         mode, (chunks, first, observed) = await rescued(backend, req, mode, counters, exc, attempt)
     relay = _relay_single_stream(backend, req, counters, mode, chunks, first, observed)
-    try:
-        # Inside: a caller that stops right after Opened closes the backend's stream.
-        async with chunks, contextlib.aclosing(relay):
-            async for items in relay:
-                yield items
-    finally:
-        first.cancel()
+    # Inside: a caller that stops right after Opened closes the backend's stream.
+    async with chunks, contextlib.aclosing(relay):
+        async for items in relay:
+            yield items
 
 
-_FirstRead = asyncio.Future[list[Chunk]]
+# The stream's first read: its batch, [] when the stream ended before any
+# chunk, None when it was not in within the patience (read on later).
+_FirstRead = list[Chunk] | None
 _Opened = tuple[ChunkStream, _FirstRead, "ObservedAttempt | None"]
 
 
@@ -156,10 +156,12 @@ async def _opened(
     try:
         # A recorded or traced attempt keeps every chunk as the backend sent it.
         chunks = await backend.open_stream(body, auth=req.auth, plain=observed is None)
-        first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
-        await asyncio.wait({first}, timeout=patience)
-        if first.done() and isinstance(first.exception(), BackendError):
-            first.result()  # raises it
+        try:
+            first = await _first_read(chunks, patience)
+        except BaseException:
+            # The backend stops generating (the client left before the stream opened, say).
+            await chunks.aclose()
+            raise
     except BackendError as exc:
         if observed is not None:
             observed.failed(exc.message)
@@ -167,11 +169,41 @@ async def _opened(
     return chunks, first, observed
 
 
-async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[Chunk]]:
+async def _first_read(chunks: ChunkStream, patience: float | None) -> _FirstRead:
+    """The stream's first batch, awaited up to ``patience`` seconds, with no task
+    of its own (nor ``asyncio.timeout``'s, dearer than this timer): a read cut off
+    by the deadline loses nothing (a ``ChunkStream`` waits only on the socket,
+    before it takes any bytes), so the relay reads it again after opening."""
+    task = asyncio.current_task()
+    assert task is not None
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        task.cancel()
+
+    timer = None if patience is None else asyncio.get_running_loop().call_later(patience, expire)
     try:
-        yield await first
+        return await chunks.__anext__()
     except StopAsyncIteration:
-        return
+        return []
+    except asyncio.CancelledError:
+        # Ours, unless someone else (the client's departure) cancelled too. Before
+        # 3.11 a task cannot tell: a departure in the same instant is missed there.
+        if not expired or (sys.version_info >= (3, 11) and task.uncancel() > 0):
+            raise
+        return None
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[Chunk]]:
+    if first == []:
+        return  # ended before its first chunk
+    if first is not None:
+        yield first
     async for batch in chunks:
         yield batch
 
