@@ -13,6 +13,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator
+from functools import partial
 from typing import Any
 
 from toolrelay.echo import EchoCleaner
@@ -57,6 +58,7 @@ from toolrelay.io.round.request import (
     reply_events,
 )
 from toolrelay.names import ToolSet
+from toolrelay.types import ToolSpec
 from toolrelay.undecided import stream_parser
 
 log = logging.getLogger("toolrelay.rounds")
@@ -223,10 +225,10 @@ async def _relay_single_stream(
     tools = parse_tools(req)
     opened = req.has_tools and await backend.reasoning_open(req.model, req.body, req.reasoning_open)
     state = ChunkReader(
-        stream_parser(tools, parse_format(req, mode), reasoning_open=opened)
+        partial(stream_parser, tools, parse_format(req, mode), reasoning_open=opened)
         if req.has_tools
         else None,
-        NativeStream(ToolSet(tools)) if req.has_tools and mode == "native" else None,
+        partial(_native_stream, tools) if req.has_tools and mode == "native" else None,
         call_limit(req),
     )
     # Copies of the examples exist only where the prompt showed them.
@@ -304,6 +306,10 @@ async def _relay_single_stream(
     yield last
 
 
+def _native_stream(tools: list[ToolSpec]) -> NativeStream:
+    return NativeStream(ToolSet(tools))
+
+
 def _count_quality(
     counters: Counters,
     backend: Backend,
@@ -350,10 +356,10 @@ def _learn_reasoning(
 ) -> None:
     """An orphan closing tag teaches that the template opens the model's reasoning; an
     answer that was reasoning from end to end under that lesson unlearns it."""
-    if state.parser is None or req.reasoning_open is not None:
+    if not state.parses or req.reasoning_open is not None:
         return  # nothing parsed, or the model's setting says
     answered = state.saw_text or state.calls or state.rejected
-    if not opened and state.parser.orphan_close:
+    if not opened and state.orphan_close:
         backend.learn(req.model, "opens_reasoning")
     elif opened is None and answered:
         # Not known before, and an answer came without an orphan closing tag:
