@@ -367,7 +367,11 @@ class ChunkReader:
         that carries nothing but content (``ChunkStream``'s ``plain``)."""
         if isinstance(chunk, str):
             self.raw.append(chunk)
-            self.feed(chunk, out)
+            if self._make_parser is None:  # the most frequent chunk of all, without a call
+                self.saw_text = True
+                out.append(ContentDelta(chunk))
+            else:
+                self.feed(chunk, out)
             return
         if chunk.get("usage"):
             self.usage = chunk["usage"]

@@ -232,7 +232,14 @@ async def _relay_single_stream(
         call_limit(req),
     )
     # Copies of the examples exist only where the prompt showed them.
-    cleaner = EchoCleaner(injected_texts(req, mode), tools if mode == "rescue" else None)
+    texts = injected_texts(req, mode)
+    # None when there is nothing to clean (a native round whose prompt is the client's).
+    cleaner = (
+        EchoCleaner(texts, tools if mode == "rescue" else None)
+        if texts or mode == "rescue"
+        else None
+    )
+    echoes = 0  # copies of the examples the cleaner removed
     ended: list[ToolCall] = []  # the calls that went out, for their formats
     try:
         async for batch in _batches(chunks, first):
@@ -260,6 +267,7 @@ async def _relay_single_stream(
     state.close(last)
     if cleaner:
         last = [*_cleaned(cleaner, last), *cleaner.close()]
+        echoes = cleaner.removed_calls
     if state.formats:
         ended += _ended(last)
     if observed is not None:
@@ -269,7 +277,7 @@ async def _relay_single_stream(
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
     if req.has_tools:
-        _count_quality(counters, backend, req, mode, state, cleaner)
+        _count_quality(counters, backend, req, mode, state, echoes)
         count_formats(counters, backend, req, ended, state.formats)
     _learn_reasoning(backend, req, state, opened)
     swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
@@ -293,7 +301,7 @@ async def _relay_single_stream(
         last.append(_finish_of(reply, reply.usage or state.usage))
         yield last
         return
-    called = state.calls - state.cut > cleaner.removed_calls
+    called = state.calls - state.cut > echoes
     if req.has_tools:
         watch_silence(backend, req, mode, called)
         if called:
@@ -316,11 +324,11 @@ def _count_quality(
     req: RoundRequest,
     mode: RoundMode,
     state: ChunkReader,
-    cleaner: EchoCleaner,
+    echoes: int,
 ) -> None:
     """A streamed round's calls by source, and the markup taken out of its content."""
     add = counters.quality.add
-    text = state.text_calls - cleaner.removed_calls
+    text = state.text_calls - echoes
     if mode == "native":
         add(backend.name, req.model, "calls", "native", state.calls - state.text_calls)
         add(backend.name, req.model, "calls", "text", text)
@@ -328,7 +336,7 @@ def _count_quality(
             add(backend.name, req.model, "markup_removed", "tool_calls")
     else:
         add(backend.name, req.model, "calls", "rescue", text)
-    if cleaner.removed_calls:
+    if echoes:
         add(backend.name, req.model, "markup_removed", "echoes")
 
 
