@@ -228,7 +228,7 @@ async def _relay_single_stream(
         partial(stream_parser, tools, parse_format(req, mode), reasoning_open=opened)
         if req.has_tools
         else None,
-        partial(_native_stream, tools) if req.has_tools and mode == "native" else None,
+        partial(_native_stream, req, tools) if req.has_tools and mode == "native" else None,
         call_limit(req),
     )
     # Copies of the examples exist only where the prompt showed them.
@@ -314,7 +314,11 @@ async def _relay_single_stream(
     yield last
 
 
-def _native_stream(tools: list[ToolSpec]) -> NativeStream:
+def _native_stream(req: RoundRequest, tools: list[ToolSpec]) -> NativeStream:
+    # Under "auto" and "none" the tools are the declared ones: the round's ToolSet
+    # (made for checking the calls anyway) serves.
+    if req.plan.mode == "none" or req.plan.tools is req.plan.declared:
+        return NativeStream(req.toolset)
     return NativeStream(ToolSet(tools))
 
 
