@@ -11,7 +11,6 @@ events, the same counts and the same reasoning lesson as the eager one.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolrelay.events import ToolCallEnd, ToolCallStart
+from tests.gateway.test_plain_chunks import _normal
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.io.round.body import ChunkReader
 from toolrelay.io.round.request import StreamItem
@@ -104,18 +103,6 @@ def chunks(draw: st.DrawFn) -> list[Any]:
                     )
                 )
             )
-    return out
-
-
-def _normal(items: list[StreamItem]) -> list[Any]:
-    """Events with the ids the reader makes up left out (they differ per reader)."""
-    out: list[Any] = []
-    for item in items:
-        if isinstance(item, ToolCallStart):
-            item = dataclasses.replace(item, id="")
-        elif isinstance(item, ToolCallEnd):
-            item = dataclasses.replace(item, call=dataclasses.replace(item.call, id=""))
-        out.append(item)
     return out
 
 
