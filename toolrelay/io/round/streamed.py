@@ -28,6 +28,7 @@ from toolrelay.io.round.body import (
     ChunkReader,
     backend_body,
     call_limit,
+    calls_toolset,
     count_formats,
     finish_reason,
     injected_texts,
@@ -57,7 +58,6 @@ from toolrelay.io.round.request import (
     StreamItem,
     reply_events,
 )
-from toolrelay.names import ToolSet
 from toolrelay.types import ToolSpec
 from toolrelay.undecided import stream_parser
 
@@ -315,11 +315,7 @@ async def _relay_single_stream(
 
 
 def _native_stream(req: RoundRequest, tools: list[ToolSpec]) -> NativeStream:
-    # Under "auto" and "none" the tools are the declared ones: the round's ToolSet
-    # (made for checking the calls anyway) serves.
-    if req.plan.mode == "none" or req.plan.tools is req.plan.declared:
-        return NativeStream(req.toolset)
-    return NativeStream(ToolSet(tools))
+    return NativeStream(calls_toolset(req, tools))
 
 
 def _count_quality(
