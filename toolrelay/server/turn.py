@@ -111,13 +111,14 @@ class Front(Protocol[TurnT]):
         """Status and JSON body of an error answered before any stream started."""
 
 
-async def complete_turn(
+def complete_turn(
     gateway: Gateway, req: RoundRequest, tools: ServerTools | None = None
-) -> Reply:
-    """The turn's finished answer (with server tools: the agent loop's)."""
+) -> Awaitable[Reply]:
+    """The turn's finished answer (with server tools: the agent loop's), to await;
+    handed on, not awaited here, so the path holds one coroutine fewer."""
     if tools is not None:
-        return await complete_agent_turn(gateway, req, tools)
-    return await complete_routed(gateway.backends.pool_for(req.model), req, gateway.counters)
+        return complete_agent_turn(gateway, req, tools)
+    return complete_routed(gateway.backends.pool_for(req.model), req, gateway.counters)
 
 
 def stream_turn(
