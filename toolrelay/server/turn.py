@@ -421,10 +421,10 @@ class _ClientWatch:
         self._pending = asyncio.ensure_future(receive())
         self._pending.add_done_callback(self._received)
 
-    async def send(self, message: Message) -> None:
+    def send(self, message: Message) -> Awaitable[None]:
         if message["type"] == "http.response.body" and not message.get("more_body", False):
             self._complete = True  # from here on, a disconnect is the normal end
-        await self._send(message)
+        return self._send(message)  # handed on: no coroutine of its own per send
 
     def _received(self, pending: asyncio.Future[Message]) -> None:
         if self._complete or pending.cancelled() or pending.exception() is not None:
