@@ -93,6 +93,7 @@ AWKWARD = [
     "\ud800",
     "x" * 70,
     " " * 70,
+    " " * 70 + "null",  # null-like, but longer than a nullable string is held for
     "",
 ]
 values = st.lists(
