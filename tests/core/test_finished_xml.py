@@ -131,7 +131,9 @@ def blocks(draw: st.DrawFn) -> str:
     keys = draw(st.lists(st.sampled_from(KEYS), max_size=4))
 
     def blank() -> str:
-        return draw(st.sampled_from(BLANKS)) if not lined else "\n" + indent
+        if lined:  # a line break (a stray "\r" is no indentation), then the tag's indentation
+            return draw(st.sampled_from(["\n", "\n", "\r\n", "\n\r"])) + indent
+        return draw(st.sampled_from(BLANKS))
 
     parts = [opening, " " * 70 if "far" in damages else blank()]
     parts += [invoke.format(draw(st.sampled_from(NAMES)))]
