@@ -221,7 +221,9 @@ async def _read(url: str, plain: bool) -> tuple[list[Any], dict[str, Any]]:
     client = HttpClient()
     tools = [spec["function"] for spec in TOOLS]
     reader = ChunkReader(
-        stream_parser(tools, "auto", reasoning_open=False), NativeStream(ToolSet(tools)), None
+        lambda: stream_parser(tools, "auto", reasoning_open=False),
+        lambda: NativeStream(ToolSet(tools)),
+        None,
     )
     batches: list[Any] = []
     try:

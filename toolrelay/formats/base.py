@@ -137,7 +137,9 @@ class Context:
         self.reasoning_seen = False  # a reasoning block was entered
         self.orphan_close = False  # a closing reasoning tag came before any opening one
         self.bracket_seen = False  # a [TOOL_CALL] block was met (fenced calls are then text)
-        self._id_prefix = "call_" + secrets.token_hex(8)
+        # Drawn when a call first needs an id of ours: a stream of text, or of
+        # calls that bring their own ids, never reads the random source.
+        self._id_prefix = ""
         self._ids: set[str] = set()
         self.buf = ""  # the parser's buffer, as the regions are fed it
         self.base = 0  # where ``buf`` starts in the whole output
@@ -194,6 +196,8 @@ class Context:
         if native and native not in self._ids:
             self._ids.add(native)
             return native
+        if not self._id_prefix:
+            self._id_prefix = "call_" + secrets.token_hex(8)
         candidate = f"{self._id_prefix}{self.next_index}"
         self._ids.add(candidate)
         return candidate

@@ -105,6 +105,9 @@ class ChunkStream:
     once, so the work stays linear in its length. With ``plain``, a chunk
     that carries nothing but content in the frame of an earlier one comes
     as its text (a ``str``), read without decoding (:mod:`.plain`).
+
+    A read may be cancelled and made again: its only wait is for the socket,
+    before it takes any bytes from aiohttp's buffer.
     """
 
     def __init__(

@@ -9,6 +9,7 @@ text, apply the call limit and name the finish reason the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -144,7 +145,7 @@ def parse_tools(req: RoundRequest) -> list[ToolSpec]:
 
 
 def calls_toolset(req: RoundRequest, tools: list[ToolSpec]) -> ToolSet:
-    """The names a finished answer's native calls resolve to (``tools``, from
+    """The names a round's native calls resolve to, finished or streamed (``tools``, from
     :func:`parse_tools`): the round's own set, made once, when the choice allows
     every declared tool, as ``auto``, ``required`` and ``none`` do."""
     if req.plan.mode == "none" or req.plan.tools is req.plan.declared:
@@ -311,10 +312,17 @@ def _not_a_completion(what: str, value: Any) -> BackendError:
 class ChunkReader:
     """Content through the streaming parser and native call deltas through
     :class:`NativeStream`, merged into one sequence of calls: indices in the
-    order calls start, one call open at a time, the call limit applied."""
+    order calls start, one call open at a time, the call limit applied.
+
+    Each is made by its factory when first needed (None: not read at all):
+    a stream of text never builds the native call reader, a stream of native
+    calls never builds the text parser, and neither has anything to say at
+    the end of a stream that never fed it."""
 
     __slots__ = (
         "_index",
+        "_make_native",
+        "_make_parser",
         "_open",
         "_waiting",
         "calls",
@@ -334,12 +342,14 @@ class ChunkReader:
 
     def __init__(
         self,
-        parser: StreamParser | UndecidedStreamParser | None,
-        native: NativeStream | None,
+        parser: Callable[[], StreamParser | UndecidedStreamParser] | None,
+        native: Callable[[], NativeStream] | None,
         limit: int | None,
     ) -> None:
-        self.parser = parser
-        self.native = native
+        self._make_parser = parser
+        self._make_native = native
+        self.parser: StreamParser | UndecidedStreamParser | None = None
+        self.native: NativeStream | None = None
         self.limit = limit
         self.calls = 0
         # Calls that started, then were cut short (rejected: their text ended in a string).
@@ -366,7 +376,11 @@ class ChunkReader:
         that carries nothing but content (``ChunkStream``'s ``plain``)."""
         if isinstance(chunk, str):
             self.raw.append(chunk)
-            self.feed(chunk, out)
+            if self._make_parser is None:  # the most frequent chunk of all, without a call
+                self.saw_text = True
+                out.append(ContentDelta(chunk))
+            else:
+                self.feed(chunk, out)
             return
         if chunk.get("usage"):
             self.usage = chunk["usage"]
@@ -393,16 +407,33 @@ class ChunkReader:
     def text_calls(self) -> int:
         return sum(1 for index in self._index[False].values() if index is not None)
 
+    @property
+    def parses(self) -> bool:
+        """Content goes through a parser (made or not yet)."""
+        return self._make_parser is not None
+
+    @property
+    def orphan_close(self) -> bool:
+        """A closing reasoning tag came before any opening one."""
+        return self.parser is not None and self.parser.orphan_close
+
     def feed(self, text: str, out: list[StreamItem]) -> None:
-        if self.parser is None:
-            self.saw_text = True
-            out.append(ContentDelta(text))
-        else:
-            self._admit(self.parser.feed(text), False, out)
+        parser = self.parser
+        if parser is None:
+            if self._make_parser is None:
+                self.saw_text = True
+                out.append(ContentDelta(text))
+                return
+            parser = self.parser = self._make_parser()
+        self._admit(parser.feed(text), False, out)
 
     def feed_native(self, entries: Any, out: list[StreamItem]) -> None:
-        if self.native is not None:
-            self._admit(self.native.feed(entries), True, out)
+        native = self.native
+        if native is None:
+            if self._make_native is None:
+                return
+            native = self.native = self._make_native()
+        self._admit(native.feed(entries), True, out)
 
     def close(self, out: list[StreamItem]) -> None:
         if self.parser is not None:

@@ -145,8 +145,9 @@ async def stream_routed(
     try:
         yield opened
         async for batch in items:
-            rejected = rejected or any(isinstance(item, CallRejected) for item in batch)
-            if any(isinstance(item, Finish) for item in batch):
+            if tally is not None and not rejected:  # only the quality record reads it
+                rejected = any(isinstance(item, CallRejected) for item in batch)
+            if batch and isinstance(batch[-1], Finish):  # it ends the last batch
                 # The backend is done with it: counted before the client reads it.
                 lease.end()
                 if tally is not None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncGenerator, AsyncIterator
+from functools import partial
 from typing import Any
 
 from toolrelay.echo import EchoCleaner
@@ -26,6 +28,7 @@ from toolrelay.io.round.body import (
     ChunkReader,
     backend_body,
     call_limit,
+    calls_toolset,
     count_formats,
     finish_reason,
     injected_texts,
@@ -55,7 +58,7 @@ from toolrelay.io.round.request import (
     StreamItem,
     reply_events,
 )
-from toolrelay.names import ToolSet
+from toolrelay.types import ToolSpec
 from toolrelay.undecided import stream_parser
 
 log = logging.getLogger("toolrelay.rounds")
@@ -105,16 +108,15 @@ async def _stream_handling_refusals(
     except BackendError as exc:
         mode, (chunks, first, observed) = await rescued(backend, req, mode, counters, exc, attempt)
     relay = _relay_single_stream(backend, req, counters, mode, chunks, first, observed)
-    try:
-        # Inside: a caller that stops right after Opened closes the backend's stream.
-        async with chunks, contextlib.aclosing(relay):
-            async for items in relay:
-                yield items
-    finally:
-        first.cancel()
+    # Inside: a caller that stops right after Opened closes the backend's stream.
+    async with chunks, contextlib.aclosing(relay):
+        async for items in relay:
+            yield items
 
 
-_FirstRead = asyncio.Future[list[Chunk]]
+# The stream's first read: its batch, [] when the stream ended before any
+# chunk, None when it was not in within the patience (read on later).
+_FirstRead = list[Chunk] | None
 _Opened = tuple[ChunkStream, _FirstRead, "ObservedAttempt | None"]
 
 
@@ -156,10 +158,12 @@ async def _opened(
     try:
         # A recorded or traced attempt keeps every chunk as the backend sent it.
         chunks = await backend.open_stream(body, auth=req.auth, plain=observed is None)
-        first: _FirstRead = asyncio.ensure_future(chunks.__anext__())
-        await asyncio.wait({first}, timeout=patience)
-        if first.done() and isinstance(first.exception(), BackendError):
-            first.result()  # raises it
+        try:
+            first = await _first_read(chunks, patience)
+        except BaseException:
+            # The backend stops generating (the client left before the stream opened, say).
+            await chunks.aclose()
+            raise
     except BackendError as exc:
         if observed is not None:
             observed.failed(exc.message)
@@ -167,11 +171,41 @@ async def _opened(
     return chunks, first, observed
 
 
-async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[Chunk]]:
+async def _first_read(chunks: ChunkStream, patience: float | None) -> _FirstRead:
+    """The stream's first batch, awaited up to ``patience`` seconds, with no task
+    of its own (nor ``asyncio.timeout``'s, dearer than this timer): a read cut off
+    by the deadline loses nothing (a ``ChunkStream`` waits only on the socket,
+    before it takes any bytes), so the relay reads it again after opening."""
+    task = asyncio.current_task()
+    assert task is not None
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        task.cancel()
+
+    timer = None if patience is None else asyncio.get_running_loop().call_later(patience, expire)
     try:
-        yield await first
+        return await chunks.__anext__()
     except StopAsyncIteration:
-        return
+        return []
+    except asyncio.CancelledError:
+        # Ours, unless someone else (the client's departure) cancelled too. Before
+        # 3.11 a task cannot tell: a departure in the same instant is missed there.
+        if not expired or (sys.version_info >= (3, 11) and task.uncancel() > 0):
+            raise
+        return None
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[Chunk]]:
+    if first == []:
+        return  # ended before its first chunk
+    if first is not None:
+        yield first
     async for batch in chunks:
         yield batch
 
@@ -191,14 +225,21 @@ async def _relay_single_stream(
     tools = parse_tools(req)
     opened = req.has_tools and await backend.reasoning_open(req.model, req.body, req.reasoning_open)
     state = ChunkReader(
-        stream_parser(tools, parse_format(req, mode), reasoning_open=opened)
+        partial(stream_parser, tools, parse_format(req, mode), reasoning_open=opened)
         if req.has_tools
         else None,
-        NativeStream(ToolSet(tools)) if req.has_tools and mode == "native" else None,
+        partial(_native_stream, req, tools) if req.has_tools and mode == "native" else None,
         call_limit(req),
     )
     # Copies of the examples exist only where the prompt showed them.
-    cleaner = EchoCleaner(injected_texts(req, mode), tools if mode == "rescue" else None)
+    texts = injected_texts(req, mode)
+    # None when there is nothing to clean (a native round whose prompt is the client's).
+    cleaner = (
+        EchoCleaner(texts, tools if mode == "rescue" else None)
+        if texts or mode == "rescue"
+        else None
+    )
+    echoes = 0  # copies of the examples the cleaner removed
     ended: list[ToolCall] = []  # the calls that went out, for their formats
     try:
         async for batch in _batches(chunks, first):
@@ -226,6 +267,7 @@ async def _relay_single_stream(
     state.close(last)
     if cleaner:
         last = [*_cleaned(cleaner, last), *cleaner.close()]
+        echoes = cleaner.removed_calls
     if state.formats:
         ended += _ended(last)
     if observed is not None:
@@ -235,7 +277,7 @@ async def _relay_single_stream(
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
     if req.has_tools:
-        _count_quality(counters, backend, req, mode, state, cleaner)
+        _count_quality(counters, backend, req, mode, state, echoes)
         count_formats(counters, backend, req, ended, state.formats)
     _learn_reasoning(backend, req, state, opened)
     swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
@@ -259,7 +301,7 @@ async def _relay_single_stream(
         last.append(_finish_of(reply, reply.usage or state.usage))
         yield last
         return
-    called = state.calls - state.cut > cleaner.removed_calls
+    called = state.calls - state.cut > echoes
     if req.has_tools:
         watch_silence(backend, req, mode, called)
         if called:
@@ -272,17 +314,21 @@ async def _relay_single_stream(
     yield last
 
 
+def _native_stream(req: RoundRequest, tools: list[ToolSpec]) -> NativeStream:
+    return NativeStream(calls_toolset(req, tools))
+
+
 def _count_quality(
     counters: Counters,
     backend: Backend,
     req: RoundRequest,
     mode: RoundMode,
     state: ChunkReader,
-    cleaner: EchoCleaner,
+    echoes: int,
 ) -> None:
     """A streamed round's calls by source, and the markup taken out of its content."""
     add = counters.quality.add
-    text = state.text_calls - cleaner.removed_calls
+    text = state.text_calls - echoes
     if mode == "native":
         add(backend.name, req.model, "calls", "native", state.calls - state.text_calls)
         add(backend.name, req.model, "calls", "text", text)
@@ -290,7 +336,7 @@ def _count_quality(
             add(backend.name, req.model, "markup_removed", "tool_calls")
     else:
         add(backend.name, req.model, "calls", "rescue", text)
-    if cleaner.removed_calls:
+    if echoes:
         add(backend.name, req.model, "markup_removed", "echoes")
 
 
@@ -318,10 +364,10 @@ def _learn_reasoning(
 ) -> None:
     """An orphan closing tag teaches that the template opens the model's reasoning; an
     answer that was reasoning from end to end under that lesson unlearns it."""
-    if state.parser is None or req.reasoning_open is not None:
+    if not state.parses or req.reasoning_open is not None:
         return  # nothing parsed, or the model's setting says
     answered = state.saw_text or state.calls or state.rejected
-    if not opened and state.parser.orphan_close:
+    if not opened and state.orphan_close:
         backend.learn(req.model, "opens_reasoning")
     elif opened is None and answered:
         # Not known before, and an answer came without an orphan closing tag:
