@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 from tests.gateway.rawbackend import RawBackend, RawRequest, chunk, sse_event, sse_head
 from tests.gateway.support import GatewayServer, gateway
 
-PATIENCE = 0.1  # keepalive_interval: the first read's patience
+# keepalive_interval: the first read's patience (a stall this long on a loaded CI machine is rare)
+PATIENCE = 0.25
 # A pause well past the patience (the stream opens and a keep-alive goes out in it),
 # and one well within it, even on a loaded machine.
-LONG, SHORT = 0.45, 0.0
+LONG, SHORT = 0.6, 0.0
 STREAM = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 ERROR = b'data: {"error": {"message": "template failed", "type": "server_error"}}\n\n'
 
