@@ -30,6 +30,7 @@ from toolrelay.constrain import (
     call_structural_tag,
     text_without,
 )
+from toolrelay.examples import is_copy
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.facts import Fact
@@ -290,6 +291,15 @@ def cut_call(req: RoundRequest, reply: Reply) -> Reply:
         cut=True,
         warning=warning,
     )
+
+
+def copies_dropped(reply: Reply) -> Reply:
+    """A whole-call answer whose values are the prompt's placeholders (or its
+    parameters' descriptions) holds no call of the model's own: no call, and
+    none to correct either (a constrained correction re-ask only wrote the
+    copy again: SmolLM2-135M on BFCL's ``multiple_7``, four requests)."""
+    kept = [call for call in reply.rejected if not is_copy(call.reason)]
+    return reply if len(kept) == len(reply.rejected) else replace(reply, rejected=kept)
 
 
 def _valid(constraint: Constraint, reply: Reply) -> bool:
