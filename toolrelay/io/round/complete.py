@@ -21,6 +21,7 @@ from toolrelay.io.round.body import backend_body, cut_by_the_limit, read_answer
 from toolrelay.io.round.constraints import (
     copies_dropped,
     cut_call,
+    cut_mid_call,
     judge,
     learn_refused,
     refused,
@@ -148,8 +149,8 @@ async def _complete_single_attempt(
         counters.inc("constraints", constraint.kind)
         cut = cut_by_the_limit(answer)
         judge(backend, req, constraint, reply, cut=cut)
-        if cut and constraint.whole:
-            reply = cut_call(req, reply)
+        if cut and cut_mid_call(constraint, reply.raw):
+            reply = cut_call(req, reply, constraint)
         elif constraint.whole:
             reply = copies_dropped(reply)
     if req.has_tools:
