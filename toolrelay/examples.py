@@ -126,6 +126,11 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
 COPIED = "copied from the tool's description or example"
 
 
+def is_copy(reason: str) -> bool:
+    """Whether a rejection's ``reason`` is that of a copy (:func:`reject_copies`)."""
+    return COPIED in reason
+
+
 def reject_copies(
     calls: Sequence[ToolCall], tools: Iterable[Tool] | None
 ) -> tuple[list[ToolCall], list[RejectedCall]]:

@@ -46,6 +46,14 @@ What the backend receives after :func:`build_rescue_request`:
 telling the model to answer in plain text, because a rewritten history full of
 ``[TOOL_CALL]`` lines invites imitation.
 
+When the server decodes the answer under a constraint that holds it to one
+call (``constrained=True``: the answer *is* ``{"name": ..., "arguments":
+...}``, no markers), the prompt shows no call block and no example: the
+constraint fixes the call's format, and a weak model copied the example's
+placeholders into the one call the constraint let it write (SmolLM2-135M on
+BFCL's ``multiple_7``: ``{"species": "<species>", ...}``, every attempt). The
+listing and the directive then say what the call holds in words.
+
 Every function here is pure and never mutates its arguments.
 """
 
@@ -69,6 +77,8 @@ TOOL_CALL_CLOSE = "[/TOOL_CALL]"
 TOOL_RESULT_PREFIX = "[TOOL_RESULT"
 TOOL_RESULT_CLOSE = "[/TOOL_RESULT]"
 DIRECTIVE_MARKER = "[SYSTEM DIRECTIVE]"
+# The heading of the tool listing, with or without call blocks (the simulator reads it).
+TOOLS_HEADING = "## Available tools"
 
 _Part = dict[str, Any]
 
@@ -118,22 +128,36 @@ other tags.
 - After your last block, stop. The results come back to you in the next \
 message, one result block per call."""
 
+# The listing for an answer a constraint holds to one call: no block, no example
+# (see the module docstring).
+_CONSTRAINED_PREAMBLE = """# Tools
 
-def render_tools_prompt(tools: Sequence[Tool]) -> str:
+You can call tools to get information or to act. Each tool below is listed \
+with its description and its parameters as a JSON Schema.
+
+Your answer is one tool call: a JSON object with two keys, "name" (the tool's \
+exact name) and "arguments" (an object that matches the tool's parameters). \
+Every argument's value comes from the conversation: write what the user asked \
+for, not a description of the parameter."""
+
+
+def render_tools_prompt(tools: Sequence[Tool], *, constrained: bool = False) -> str:
     """The tools section for the system prompt; ``""`` when there are no tools.
 
-    Only ``function`` tools can be rendered: a ``custom`` tool takes free text,
-    which a JSON call block cannot carry, so it raises :class:`RescueRequestError`.
+    ``constrained``: the answer is held to one call by the server (no call
+    blocks and no examples are shown). Only ``function`` tools can be rendered:
+    a ``custom`` tool takes free text, which a JSON call block cannot carry, so
+    it raises :class:`RescueRequestError`.
     """
     if not tools:
         return ""
-    sections = [_TOOLS_PREAMBLE, "## Available tools"]
+    sections = [_CONSTRAINED_PREAMBLE if constrained else _TOOLS_PREAMBLE, TOOLS_HEADING]
     for index, tool in enumerate(tools):
-        sections.append(_render_tool(tool, f"tools[{index}]"))
+        sections.append(_render_tool(tool, f"tools[{index}]", example=not constrained))
     return _defuse("\n\n".join(sections))
 
 
-def _render_tool(tool: Tool, where: str) -> str:
+def _render_tool(tool: Tool, where: str, *, example: bool) -> str:
     spec = checked_spec(tool, where)
     if spec.kind != "function":
         raise RescueRequestError(
@@ -144,7 +168,8 @@ def _render_tool(tool: Tool, where: str) -> str:
     if spec.description:
         lines.append(spec.description)
     lines.append(f"Parameters: {_compact(spec.parameters)}")
-    lines.append(f"Example: {_call_block(spec.name, example_arguments(spec.parameters))}")
+    if example:
+        lines.append(f"Example: {_call_block(spec.name, example_arguments(spec.parameters))}")
     return "\n".join(lines)
 
 
@@ -166,6 +191,7 @@ def directive(
     *,
     parallel_tool_calls: bool | None = True,
     strength: Strength = "normal",
+    constrained: bool = False,
 ) -> str:
     """The ``[SYSTEM DIRECTIVE]`` for the end of the last user message.
 
@@ -173,15 +199,21 @@ def directive(
     ``strength="strict"`` is for the gateway's single re-ask after a
     ``required`` or named choice produced no call: it insists that the reply
     be call blocks only. ``parallel_tool_calls=None`` counts as true.
+    ``constrained``: the server holds the answer to one call, so the directive
+    shows no block and no example (see the module docstring).
     """
     plan = resolve_tool_choice(tools, tool_choice)
-    return _directive_for_plan(plan, parallel_tool_calls is not False, strength)
+    return _directive_for_plan(plan, parallel_tool_calls is not False, strength, constrained)
 
 
-def _directive_for_plan(plan: ToolChoicePlan, parallel: bool, strength: Strength) -> str:
+def _directive_for_plan(
+    plan: ToolChoicePlan, parallel: bool, strength: Strength, constrained: bool = False
+) -> str:
     if strength not in ("normal", "strict"):
         raise ValueError(f"strength must be 'normal' or 'strict', not {strength!r}")
     strict = strength == "strict"
+    if constrained and plan.mode != "none" and plan.tools:
+        return _constrained_directive(plan, strict)
     if plan.mode == "none":
         lines = [
             "Answer this message directly in plain text. No tools are available for this "
@@ -231,6 +263,23 @@ def _directive_for_plan(plan: ToolChoicePlan, parallel: bool, strength: Strength
         )
     elif strict:
         lines.append("Use exactly this block format: a call written any other way is not seen.")
+    return _defuse("\n".join([DIRECTIVE_MARKER, *lines]))
+
+
+def _constrained_directive(plan: ToolChoicePlan, strict: bool) -> str:
+    """The directive of an answer the server holds to one call: what the call
+    holds, in words (a block or an example with placeholders is what a weak
+    model copies)."""
+    if plan.forced_name is not None:
+        which = f"the tool {plan.forced_name}"
+    else:
+        which = f"one of the tools ({', '.join(tool.name for tool in plan.tools)})"
+    lines = [
+        f'Answer with one call to {which}: a JSON object with the tool\'s exact "name" '
+        'and its "arguments", each argument\'s value taken from the conversation.'
+    ]
+    if strict:
+        lines.append("A call whose values describe the parameters instead is discarded.")
     return _defuse("\n".join([DIRECTIVE_MARKER, *lines]))
 
 
@@ -493,6 +542,7 @@ def build_rescue_request(
     strength: Strength = "normal",
     *,
     plain_history: bool = False,
+    constrained: bool = False,
 ) -> list[Message]:
     """The ``messages`` to send to the backend on the rescue path.
 
@@ -502,17 +552,19 @@ def build_rescue_request(
     The caller sends the result without ``tools``, ``tool_choice`` and
     ``parallel_tool_calls``. ``plain_history`` is the re-ask of a model that
     echoed the history: earlier calls and results as short sentences
-    (:func:`rewrite_history`), and no late directive to repeat. Raises
+    (:func:`rewrite_history`), and no late directive to repeat.
+    ``constrained``: the server holds the answer to one call (no call blocks
+    or examples are shown: see the module docstring). Raises
     :class:`ToolChoiceError` or :class:`RescueRequestError` (both
     ``ValueError``) for a request it cannot rewrite; their ``param`` names the
     request field at fault.
     """
     plan = resolve_tool_choice(tools, tool_choice)
-    tools_prompt = render_tools_prompt(plan.tools)
+    tools_prompt = render_tools_prompt(plan.tools, constrained=constrained)
     rewritten = rewrite_history(messages, plain=plain_history)
     if tools_prompt:
         rewritten = _with_system_text(rewritten, tools_prompt)
-    text = _directive_for_plan(plan, parallel_tool_calls is not False, strength)
+    text = _directive_for_plan(plan, parallel_tool_calls is not False, strength, constrained)
     if text and not plain_history:
         rewritten = _with_directive(rewritten, text)
     return rewritten

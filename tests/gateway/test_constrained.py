@@ -416,6 +416,51 @@ def test_a_constrained_call_cut_by_the_clients_token_limit_is_not_asked_again(
     assert f"cut at max_tokens ({budget})" in answer["warning"]
 
 
+# The structural tag makes the answer 'Let me look. [TOOL_CALL]{"name": "get_weather",
+# "arguments": {"city": "example"}}[/TOOL_CALL]' (93 characters): 10 tokens cut inside
+# the name, 16 inside a key, 18 inside a value, 20 after the arguments (the lenient
+# reader makes a valid call of it), 21 inside the closing marker.
+@STREAM
+@pytest.mark.parametrize("budget", [10, 16, 18, 20, 21])
+def test_a_lazily_constrained_call_cut_by_the_token_limit_is_no_call(
+    budget: int, stream: bool
+) -> None:
+    # As a whole-call cut: a cut call is no call, and a correction re-ask under the
+    # same limit is cut again. The prose before the call stays.
+    with _stack("vllm", tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "wrong weather in Paris", stream=stream, max_tokens=budget)
+        sent = _completions(sim)
+        learned = _learned(gw)
+    assert len(sent) == 1 and sent[0]["response_format"]["type"] == "structural_tag"
+    assert answer["calls"] == [] and answer["content"].strip() == "Let me look."
+    assert answer["finish_reason"] == "length"
+    assert f"cut at max_tokens ({budget})" in answer["warning"]
+    assert "takes_structural_tag" not in learned, "a cut answer teaches nothing"
+
+
+@STREAM
+@pytest.mark.parametrize("budget", [10, 18])
+def test_a_call_cut_under_llama_cpps_lazy_grammar_is_no_call(budget: int, stream: bool) -> None:
+    # The simulator applies no grammar: the scripted call, cut in its name or its value.
+    with _stack("llamacpp", tool_mode="rescue", constrain="grammar") as (sim, gw):
+        answer = _ask(gw, "wrong weather in Paris", stream=stream, max_tokens=budget)
+        sent = _completions(sim)
+    assert len(sent) == 1 and sent[0]["grammar_lazy"] is True
+    assert answer["calls"] == [] and answer["content"].strip() == "Let me look."
+    assert answer["finish_reason"] == "length"
+    assert f"cut at max_tokens ({budget})" in answer["warning"]
+
+
+@STREAM
+def test_a_lazily_constrained_answer_cut_in_its_prose_is_prose_cut_short(stream: bool) -> None:
+    with _stack("vllm", tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "weather?", stream=stream, max_tokens=3)
+        sent = _completions(sim)
+    assert len(sent) == 1 and "response_format" in sent[0]
+    assert answer["content"] == "I think it i" and answer["finish_reason"] == "length"
+    assert answer["warning"] is None
+
+
 def test_a_correction_re_ask_cut_by_the_token_limit_says_so() -> None:
     # The first answer (49 characters) fits 15 tokens; the corrected call cannot.
     long_name = "a_parameter_whose_name_alone_takes_up_most_of_the_budget"
@@ -432,7 +477,9 @@ def test_a_correction_re_ask_cut_by_the_token_limit_says_so() -> None:
     }
     empty = '[TOOL_CALL]{"name":"t","arguments":{}}[/TOOL_CALL]'
     rules = [{"match": {"last_user": "^empty"}, "answer": {"content": empty}}]
-    with _stack("vllm", rules=rules, tool_mode="rescue") as (sim, gw):
+    # llama.cpp: no lazy constraint on the first answer (a structural tag would make
+    # it the valid call, too long for the budget: cut, and no correction re-ask).
+    with _stack("llamacpp", rules=rules, tool_mode="rescue") as (sim, gw):
         answer = _ask(gw, "empty call", stream=False, tools=[tool], max_tokens=15)
         sent = _completions(sim)
     # (A third request, without tools, is the plain re-ask of a round that left nothing.)
@@ -441,17 +488,61 @@ def test_a_correction_re_ask_cut_by_the_token_limit_says_so() -> None:
     assert "cut at max_tokens (15)" in answer["warning"]
 
 
-def test_a_constrained_call_with_a_copied_placeholder_kept_to_the_constraint() -> None:
-    # The answer fits the schema, its value is the prompt's placeholder: rejected as a
-    # copy, but no sign that the server ignored the constraint (the real model's
-    # "<species>" switched constraints off for it, and its re-ask went unconstrained).
-    copy = '[TOOL_CALL]{"name": "get_weather", "arguments": {"city": "<city>"}}[/TOOL_CALL]'
+@STREAM
+def test_a_constrained_call_with_a_copied_placeholder_is_no_call(stream: bool) -> None:
+    # The answer fits the schema, its value is a placeholder: no sign that the server
+    # ignored the constraint (the real model's "<species>" switched constraints off
+    # for it, and its re-ask went unconstrained). Nor a call to correct: a constrained
+    # correction re-ask only writes the copy again (four requests on the real model).
+    copy = '{"name": "get_weather", "arguments": {"city": "<city>"}}'
     rules = [{"match": {"last_user": "^copy"}, "answer": {"content": copy}}]
     with _stack("llamacpp", rules=rules, tool_mode="rescue") as (sim, gw):
-        answer = _ask(gw, "copy the weather", stream=False, tool_choice="required")
+        answer = _ask(gw, "copy the weather", stream=stream, tool_choice="required")
         sent = _completions(sim)
         learned = _learned(gw)
-    # The re-asks (required, then the correction) go constrained too.
-    assert len(sent) > 1 and all("response_format" in body for body in sent)
+    # The required re-ask, constrained too, and no correction re-ask after it.
+    assert len(sent) == 2 and all("response_format" in body for body in sent)
     assert learned["takes_json_schema"][0] is True
     assert answer["calls"] == [] and "required" in answer["warning"]
+
+
+def _prompt(body: dict[str, Any]) -> str:
+    return "\n".join(str(message["content"]) for message in body["messages"])
+
+
+@STREAM
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "choice", ["required", {"type": "function", "function": {"name": "get_weather"}}]
+)
+def test_a_whole_call_constraint_shows_no_example_to_copy(
+    kind: str, choice: Any, stream: bool
+) -> None:
+    # The simulated model copies the prompt's example call, as SmolLM2-135M did on
+    # BFCL's multiple_7 (its placeholder, under the constraint, every attempt). The
+    # constraint fixes the call's format: the prompt shows neither block nor example.
+    with _stack(kind, sim={"echo_example": True}, tool_mode="rescue") as (sim, gw):
+        answer = _ask(gw, "weather in Paris?", stream=stream, tool_choice=choice)
+        sent = _completions(sim)
+    assert answer["calls"] == [("get_weather", {"city": "example"})]
+    assert len(sent) == 1 and "response_format" in sent[0]
+    prompt = _prompt(sent[0])
+    assert "<city>" not in prompt and "[TOOL_CALL]" not in prompt
+    assert "### get_weather" in prompt and '"arguments"' in prompt
+
+
+def test_an_unconstrained_rescue_prompt_still_shows_its_examples() -> None:
+    with _stack("llamacpp", sim={"echo_example": True}, tool_mode="rescue") as (sim, gw):
+        off = {"toolrelay_constrain": "off"}
+        answer = _ask(gw, "weather?", stream=False, tool_choice="required", **off)
+        sent = _completions(sim)
+    assert answer["calls"] == [], "the copy is no call"
+    assert all("<city>" in _prompt(body) for body in sent)
+
+
+def test_a_refused_constraint_is_asked_again_with_the_examples() -> None:
+    # The unconstrained request is the rescue path's usual one, call format and all.
+    with _stack("vllm", constraints="refuse", tool_mode="rescue") as (sim, gw):
+        _ask(gw, "weather?", stream=False, tool_choice="required")
+        sent = _completions(sim)
+    assert "[TOOL_CALL]" not in _prompt(sent[0]) and "[TOOL_CALL]" in _prompt(sent[1])

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from toolrelay.correction import CORRECTION_MARKER
+from toolrelay.rescue import TOOLS_HEADING
 from toolrelay.simulator.config import SimulatorConfig
 from toolrelay.simulator.constraint import Requested, requested
 from toolrelay.simulator.scenario import ToolsMode
@@ -31,6 +32,8 @@ LATE_DIRECTIVE_MARKER = "[SYSTEM DIRECTIVE]"
 _PROMPT_TOOL_BLOCK = re.compile(r"\[TOOL_CALL\](.*?)\[/TOOL_CALL\]", re.DOTALL)
 _FRAMED_RESULT = re.compile(r"\[TOOL_RESULT[^\]]*\].*?\[/TOOL_RESULT\]", re.DOTALL)
 _JSON_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
+# A tool's heading in the listing (the one place a constrained prompt names it).
+_LISTED_NAME = re.compile(r"^### (\S+)$", re.MULTILINE)
 _RESULT_BLOCK = re.compile(
     r"\[TOOL_RESULT([^\]]*)\](.*?)(?:\[/TOOL_RESULT\]|(?=\[TOOL_RESULT)|\Z)", re.DOTALL
 )
@@ -208,9 +211,7 @@ def _turn(
     messages = _messages(body.get("messages"))
     if tools:
         mode: ToolsMode = "native"
-    elif any(
-        _is_system(m) and RESCUE_TOOLS_MARKER in message_text(m.get("content")) for m in messages
-    ):
+    elif any(_is_system(m) and _lists_tools(message_text(m.get("content"))) for m in messages):
         mode = "prompt"
     else:
         mode = "none"
@@ -414,13 +415,22 @@ def _header_name(header: str) -> str:
     return found.group(1) if found else ""
 
 
+def _lists_tools(system: str) -> bool:
+    """Whether a system text holds the rescue path's tool listing: its call
+    blocks, or (a prompt for an answer held to one call shows none) its heading."""
+    return RESCUE_TOOLS_MARKER in system or TOOLS_HEADING in system
+
+
 def _prompt_tool_names(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     names: list[str] = []
     for message in messages:
         if not _is_system(message):
             continue
-        for block in _PROMPT_TOOL_BLOCK.findall(message_text(message.get("content"))):
-            for name in _JSON_NAME.findall(block):
-                if name not in names:
-                    names.append(name)
+        text = message_text(message.get("content"))
+        found = [n for block in _PROMPT_TOOL_BLOCK.findall(text) for n in _JSON_NAME.findall(block)]
+        if TOOLS_HEADING in text:
+            found += _LISTED_NAME.findall(text.split(TOOLS_HEADING, 1)[1])
+        for name in found:
+            if name not in names:
+                names.append(name)
     return names

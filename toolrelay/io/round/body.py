@@ -83,6 +83,8 @@ async def backend_body(
             req.tool_choice,
             parallel_tool_calls=req.parallel_tool_calls,
             strength="strict" if strict else "normal",
+            # A whole-call constraint fixes the call's format: no block, no example.
+            constrained=constraint is not None and constraint.whole,
         )
     elif req.omit_tool_choice or (req.omit_tool_choice is None and backend.config.omit_tool_choice):
         body.pop("tool_choice", None)
@@ -97,17 +99,19 @@ def injected_texts(req: RoundRequest, mode: RoundMode, *, strict: bool = False) 
     """What toolrelay wrote into this round's prompt, as :mod:`toolrelay.echo` takes it."""
     texts = list(req.injected)
     if mode == "rescue":
-        texts.append(render_tools_prompt(req.plan.tools))
-        # Both strengths and the correction's fixed lines: a model copies what it
-        # saw in any earlier round of the conversation too.
-        for strength in ("normal", "strict"):
-            texts.append(
+        # Both strengths, with and without a constraint, and the correction's fixed
+        # lines: a model copies what it saw in any earlier round of the conversation too.
+        for constrained in (False, True):
+            texts.append(render_tools_prompt(req.plan.tools, constrained=constrained))
+            texts += (
                 directive(
                     req.plan.declared,
                     req.tool_choice,
                     parallel_tool_calls=req.parallel_tool_calls,
                     strength=strength,
+                    constrained=constrained,
                 )
+                for strength in ("normal", "strict")
             )
         texts += (CORRECTION_HEADER, CORRECTION_TAIL)
     elif strict:

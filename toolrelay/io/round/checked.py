@@ -28,7 +28,7 @@ from toolrelay.correction import (
     written_call,
 )
 from toolrelay.events import CallRejected, ContentDelta, RejectedCall, ToolCall, ToolCallStart
-from toolrelay.examples import COPIED
+from toolrelay.examples import is_copy
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
@@ -277,7 +277,7 @@ def _corrected_tools(req: RoundRequest, problems: Sequence[Problem]) -> tuple[st
     problem = problems[0]
     if problem.call is not None:
         return (problem.call.name,)
-    if req.plan.mode != "required" and COPIED in problem.reason:
+    if req.plan.mode != "required" and is_copy(problem.reason):
         return ()
     return tuple(tool.name for tool in req.plan.tools)
 

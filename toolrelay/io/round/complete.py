@@ -21,12 +21,13 @@ from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because
 from toolrelay.io.round.body import backend_body, cut_by_the_limit, read_answer
 from toolrelay.io.round.constraints import (
+    copies_dropped,
     cut_call,
+    cut_mid_call,
     judge,
     learn_refused,
     refused,
     round_constraint,
-    without,
 )
 from toolrelay.io.round.observed import ObservedAttempt, observe
 from toolrelay.io.round.request import Reply, RoundRequest, has_tool_history
@@ -147,8 +148,9 @@ async def _complete_single_attempt(
             raise
         learn_refused(backend, req, constraint, exc)
         counters.inc("constraints", "refused")
-        body = without(body, constraint)
         constraint = None
+        # Built again: the prompt of a whole-call constraint shows no call format.
+        body = await backend_body(backend, req, mode, strict=strict)
         observed = observe(backend, req, mode, body, stream=False)
         answer = await _sent(backend, req, body, observed)
     reply = read_answer(backend, req, mode, counters, answer, strict=strict)
@@ -158,8 +160,10 @@ async def _complete_single_attempt(
         counters.inc("constraints", constraint.kind)
         cut = cut_by_the_limit(answer)
         judge(backend, req, constraint, reply, cut=cut)
-        if cut and constraint.whole:
-            reply = cut_call(req, reply)
+        if cut and cut_mid_call(constraint, reply.raw):
+            reply = cut_call(req, reply, constraint)
+        elif constraint.whole:
+            reply = copies_dropped(reply)
     if req.has_tools:
         counters.inc("rounds", mode)
         watch_silence(backend, req, mode, bool(reply.calls))

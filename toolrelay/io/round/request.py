@@ -127,7 +127,7 @@ class Reply:
     raw: str | None = None
     # A call parsed from text: its id -> the format it was written in (hermes, ...).
     formats: dict[str, str] = field(default_factory=dict)
-    # A whole-call constrained answer the backend cut at its token limit: no
+    # A constrained answer the backend cut at its token limit inside its call: no
     # call, and no re-ask (toolrelay.io.round.constraints.cut_call).
     cut: bool = False
 

@@ -17,7 +17,14 @@ from functools import partial
 from typing import Any
 
 from toolrelay.echo import EchoCleaner
-from toolrelay.events import Event, ToolCall, ToolCallEnd
+from toolrelay.events import (
+    CallRejected,
+    Event,
+    ToolCall,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.http import Chunk, ChunkStream
@@ -44,6 +51,9 @@ from toolrelay.io.round.complete import (
     watch_silence,
 )
 from toolrelay.io.round.constraints import (
+    Constraint,
+    cut_mid_call,
+    cut_warning,
     learn_refused,
     refused,
     round_constraint,
@@ -104,12 +114,12 @@ async def _stream_handling_refusals(
         return mode, await _open(backend, req, mode, counters, patience)
 
     try:
-        mode, (chunks, first, observed) = await attempt(mode)
+        mode, opened = await attempt(mode)
     except BackendError as exc:
-        mode, (chunks, first, observed) = await rescued(backend, req, mode, counters, exc, attempt)
-    relay = _relay_single_stream(backend, req, counters, mode, chunks, first, observed)
+        mode, opened = await rescued(backend, req, mode, counters, exc, attempt)
+    relay = _relay_single_stream(backend, req, counters, mode, opened)
     # Inside: a caller that stops right after Opened closes the backend's stream.
-    async with chunks, contextlib.aclosing(relay):
+    async with opened[0], contextlib.aclosing(relay):
         async for items in relay:
             yield items
 
@@ -117,7 +127,7 @@ async def _stream_handling_refusals(
 # The stream's first read: its batch, [] when the stream ended before any
 # chunk, None when it was not in within the patience (read on later).
 _FirstRead = list[Chunk] | None
-_Opened = tuple[ChunkStream, _FirstRead, "ObservedAttempt | None"]
+_Opened = tuple[ChunkStream, _FirstRead, "ObservedAttempt | None", Constraint | None]
 
 
 async def _open(
@@ -141,10 +151,10 @@ async def _open(
             raise
         learn_refused(backend, req, constraint, exc)
         counters.inc("constraints", "refused")
-        return await _opened(backend, req, mode, without(body, constraint), patience)
+        return *await _opened(backend, req, mode, without(body, constraint), patience), None
     if constraint is not None:
         counters.inc("constraints", constraint.kind)
-    return opened
+    return *opened, constraint
 
 
 async def _opened(
@@ -153,7 +163,7 @@ async def _opened(
     mode: RoundMode,
     body: dict[str, Any],
     patience: float | None,
-) -> _Opened:
+) -> tuple[ChunkStream, _FirstRead, ObservedAttempt | None]:
     observed = observe(backend, req, mode, body, stream=True)
     try:
         # A recorded or traced attempt keeps every chunk as the backend sent it.
@@ -215,10 +225,9 @@ async def _relay_single_stream(
     req: RoundRequest,
     counters: Counters,
     mode: RoundMode,
-    chunks: ChunkStream,
-    first: _FirstRead,
-    observed: ObservedAttempt | None,
+    source: _Opened,
 ) -> AsyncGenerator[list[StreamItem], None]:
+    chunks, first, observed, constraint = source
     yield [Opened(mode)]
     if req.has_tools:
         counters.inc("rounds", mode)
@@ -265,6 +274,13 @@ async def _relay_single_stream(
         raise
     last: list[StreamItem] = []
     state.close(last)
+    raw = "".join(state.raw)
+    cut = constraint is not None and state.finish == "length" and cut_mid_call(constraint, raw)
+    if cut:
+        # The call the token limit cut is no call, and none to correct: its end (or
+        # rejection) is left out, and the start the cleaner holds never goes out.
+        state.cut += sum(isinstance(item, ToolCallEnd) for item in last)
+        last = [item for item in last if not isinstance(item, _CALL_EVENTS)]
     if cleaner:
         last = [*_cleaned(cleaner, last), *cleaner.close()]
         echoes = cleaner.removed_calls
@@ -272,7 +288,7 @@ async def _relay_single_stream(
         ended += _ended(last)
     if observed is not None:
         observed.parsed(_events(last), formats=state.formats)
-        observed.streamed("".join(state.raw), state.usage, state.finish)
+        observed.streamed(raw, state.usage, state.finish)
     if state.text_calls and mode == "native":
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
@@ -309,13 +325,17 @@ async def _relay_single_stream(
     said = stop_sequence(req, state.finish_choice) if state.finish_choice else None
     stopped = None if called else said
     reason = finish_reason(req, called, state.finish)
-    dropped = over_limit_warning(state.dropped)
-    last.append(Finish(reason, state.usage, dropped, stopped, "".join(state.raw), mode))
+    notes = (over_limit_warning(state.dropped), cut_warning(req) if cut else None)
+    warning = "; ".join(part for part in notes if part) or None
+    last.append(Finish(reason, state.usage, warning, stopped, raw, mode))
     yield last
 
 
 def _native_stream(req: RoundRequest, tools: list[ToolSpec]) -> NativeStream:
     return NativeStream(calls_toolset(req, tools))
+
+
+_CALL_EVENTS = (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd, CallRejected)
 
 
 def _count_quality(
