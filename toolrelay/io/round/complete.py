@@ -140,7 +140,8 @@ async def _complete_single_attempt(
         constraint = None
         observed = observe(backend, req, mode, body, stream=False)
         answer = await _sent(backend, req, body, observed)
-    reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+    whole_call = constraint is not None and constraint.whole
+    reply = read_answer(backend, req, mode, counters, answer, strict=strict, whole=whole_call)
     if observed is not None:
         observed.answered(answer, reply)
     if constraint is not None:
