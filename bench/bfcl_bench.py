@@ -258,7 +258,7 @@ def run(args: argparse.Namespace) -> None:
     lists = [[(kind, case) for case in cases(data, file, n, args.skip)] for kind, file, n in files]
     # Round robin, so that a run cut short by its budget stays balanced.
     order = [group[i] for i in range(max(map(len, lists))) for group in lists if i < len(group)]
-    port = free_port()
+    port = args.port or free_port()
     server = f"http://127.0.0.1:{port}"
     command = [
         str(args.llama_server), "-m", str(args.gguf), "--host", "127.0.0.1",
@@ -268,7 +268,7 @@ def run(args: argparse.Namespace) -> None:
     if args.setup == "native":
         template = llama_sources(CACHE, args.sources) / TOOL_TEMPLATE
         command += ["--jinja", "--chat-template-file", str(template)]
-    log = CACHE / "logs" / "llama-server-bfcl.log"
+    log = CACHE / "logs" / f"llama-server-bfcl-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     stop = time.monotonic() + args.budget
     with process(command, server + "/health", log), open(args.out, "a") as out:
@@ -380,6 +380,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--timeout", type=float, default=240, help="per request, seconds")
     parser.add_argument("--budget", type=float, default=1200, help="no new case after, seconds")
+    parser.add_argument("--port", type=int, default=0, help="llama-server's (else a free one)")
     parser.add_argument("--out", type=Path, default=CACHE / "bfcl-outcomes.jsonl")
     parser.add_argument("--setup", choices=("rescue", "native"), default="rescue")
     parser.add_argument("--sources", type=Path, help="llama.cpp sources (else the sdist's)")

@@ -394,7 +394,14 @@ def test_an_unknown_constrain_value_is_a_400() -> None:
     assert response.json()["error"]["param"] == "toolrelay_constrain"
 
 
-def test_a_schema_no_engine_takes_goes_unconstrained(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("kind", "tool_mode", "sim"),
+    [("vllm", "rescue", {}), ("llamacpp", "native", {"ignore_tool_choice": True})],
+    ids=["rescue", "native-llamacpp"],
+)
+def test_a_schema_no_engine_takes_goes_unconstrained(
+    caplog: pytest.LogCaptureFixture, kind: str, tool_mode: str, sim: dict[str, Any]
+) -> None:
     caplog.set_level(logging.INFO, "toolrelay.constrain")
     recursive = {
         "type": "function",
@@ -407,9 +414,9 @@ def test_a_schema_no_engine_takes_goes_unconstrained(caplog: pytest.LogCaptureFi
             },
         },
     }
-    with _stack("vllm", tool_mode="rescue") as (sim, gw):
+    with _stack(kind, sim=sim, tool_mode=tool_mode) as (simulator, gw):
         answer = _ask(gw, "walk", stream=False, tools=[recursive], tool_choice="required")
-        sent = _completions(sim)
+        sent = _completions(simulator)
     assert answer["calls"] == [] and "required" in answer["warning"]
     assert not any("response_format" in body for body in sent)
     assert any("cannot be constrained" in r.getMessage() for r in caplog.records)
