@@ -248,6 +248,24 @@ def test_llama_cpp_native_required_and_named_on_the_messages_front(
     assert len(sent) == 1 and sent[0]["tools"] and "response_format" in sent[0]
 
 
+@pytest.mark.parametrize("constraints", ["ignore", "refuse"])
+def test_llama_cpp_native_schema_ignored_or_refused_falls_back_without_an_error(
+    constraints: str,
+) -> None:
+    sim = {"ignore_tool_choice": True}
+    with _stack("llamacpp", constraints, sim=sim, tool_mode="native") as (sim_, gw):
+        first = _ask(gw, "weather?", stream=False, tool_choice="required")
+        before = len(_completions(sim_))
+        _ask(gw, "weather?", stream=False, tool_choice="required")
+        sent = _completions(sim_)
+        learned = _learned(gw)
+    # The old route: unmet, with the warning, never an error; and remembered.
+    assert first["calls"] == [] and "required" in first["warning"]
+    assert "response_format" in sent[0] and all(body["tools"] for body in sent)
+    assert not any("response_format" in body for body in sent[before:])
+    assert learned["takes_json_schema"][0] is False
+
+
 def test_a_backend_of_unknown_kind_is_not_constrained() -> None:
     with _stack("openai", tool_mode="rescue") as (sim, gw):
         _ask(gw, "weather?", stream=False, tool_choice="required")
