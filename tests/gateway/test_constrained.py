@@ -364,8 +364,11 @@ def test_a_lazy_grammar_the_server_refuses_is_asked_again_without() -> None:
 
 
 @STREAM
-def test_the_correction_re_ask_is_constrained_to_the_tool_corrected(stream: bool) -> None:
-    with _stack("vllm", tool_mode="native") as (sim, gw):
+@pytest.mark.parametrize("kind", ["vllm", "llamacpp"])
+def test_the_correction_re_ask_is_constrained_to_the_tool_corrected(
+    kind: str, stream: bool
+) -> None:
+    with _stack(kind, tool_mode="native") as (sim, gw):
         answer = _ask(gw, "native wrong weather", stream=stream)
         sent = _completions(sim)
     assert answer["calls"] == [("get_weather", {"city": "example"})]
