@@ -27,6 +27,10 @@ side on generated near-misses):
 Anything else (other reasoning tags, markup in the reasoning, single quotes, a
 second call, text after the call, a name the tools do not declare) goes the
 slow way, where the repairs and the rejections are.
+
+A block of Qwen3-Coder's XML parameters (and the formats that share its engine:
+MiMo, Seed-OSS, MiniMax-M2) in the same place, claimed by that format, is read
+by ``toolrelay.finished_xml`` under the same rules around it.
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ from typing import Any
 import orjson
 
 from toolrelay.events import ParseResult, ToolCall
+from toolrelay.finished_xml import DIALECTS, MARKERS, read_xml_call
 from toolrelay.formats import bracket, hermes, opener_table
 from toolrelay.formats.base import Opener
+from toolrelay.formats.markers import OpenerTable
 from toolrelay.names import ToolSet
 from toolrelay.strictjson import strict_json
 
@@ -60,6 +66,8 @@ _ONLY_BLANKS = re.compile(r"[ \t\r\n]*\Z")
 # claim it (``markers._MAX_BLANKS``): far under it here, so no edge is shared.
 _MAX_LEAD = 64
 _APART = frozenset({"arguments"})
+# Every block marker read here: a text without one goes the slow way at once.
+_MARKERS = ("<tool_call>", bracket.MARKER, *sorted(MARKERS - {"<tool_call>"}))
 
 
 @lru_cache(maxsize=64)
@@ -79,10 +87,7 @@ def parse_one_call(
 ) -> tuple[ParseResult, bool] | None:
     """``parse_output`` of ``text`` when it is one clean call block, perhaps after a
     plain ``<think>`` block, or None (take the slow path)."""
-    if "<tool_call>" not in text and bracket.MARKER not in text:
-        return None
-    blocks = _claimed(format_name)
-    if not blocks:
+    if not any(marker in text for marker in _MARKERS):
         return None
     table = opener_table(format_name)
     # Markers are taken in order, each the first of any active format (reasoning tags
@@ -114,14 +119,21 @@ def parse_one_call(
         if found is None:
             return None
     start, marker = found.start(), found.group()
-    if marker not in blocks:
-        return None
-    close = _BLOCKS[marker][0]
     body = start + len(marker)
     value_at = _BLANKS.match(text, body).end()  # type: ignore[union-attr]
+    head = lead + text[prose_at:start]
+    if text.startswith("<", value_at) and marker in MARKERS:
+        read = _xml_block(text, start, marker, table, tools)
+        if read is None:
+            return None
+        call, tail, written_in = read
+        return ParseResult([call], head + tail, reasoning or None, formats=[written_in]), opened
+    if marker not in _claimed(format_name):
+        return None
+    close = _BLOCKS[marker][0]
     if value_at - body > _MAX_LEAD or not text.startswith("{", value_at):
         return None
-    end = text.find(close, value_at)
+    end = _find(text, close, value_at)
     if end < 0:
         # The closing marker left out (a server that stops on it): the region ends with
         # the text, and takes the blanks after the value with it.
@@ -147,9 +159,41 @@ def parse_one_call(
         return None
     written = decoded.objects.get(id(arguments))
     arguments_json = (orjson.dumps(arguments) if written is None else written).decode()
-    # The id the stream parser's context gives its first call (``Context.new_id``).
-    call_id = f"call_{secrets.token_hex(8)}0"
-    head = lead + text[prose_at:start]
-    call = ToolCall(call_id, name, arguments, arguments_json)
+    call = ToolCall(_first_call_id(), name, arguments, arguments_json)
     written_in = table.format_of[_BLOCKS[marker][1].region]
     return ParseResult([call], head + tail, reasoning or None, formats=[written_in]), opened
+
+
+def _find(text: str, marker: str, start: int) -> int:
+    """``text.find(marker, start)``, sooner where the marker's first character is rare
+    before it (a finished call's end marker, after its arguments): one memchr."""
+    first = text.find(marker[0], start)
+    if first < 0 or text.startswith(marker, first):
+        return first
+    return text.find(marker, first)
+
+
+def _first_call_id() -> str:
+    """The id the stream parser's context gives its first call (``Context.new_id``)."""
+    return f"call_{secrets.token_hex(8)}0"
+
+
+def _xml_block(
+    text: str, start: int, marker: str, table: OpenerTable, tools: Iterable[Any] | None
+) -> tuple[ToolCall, str, str] | None:
+    """The call of the XML-parameter block at ``start``, the content after it, and its
+    format; None unless it is one clean call (``toolrelay.finished_xml``) followed by
+    nothing but blanks."""
+    region = table.opens(text, start, marker, True)
+    if not region or region not in DIALECTS:
+        return None
+    dialect = DIALECTS[region]
+    read = read_xml_call(text, start + len(marker), dialect, ToolSet(tools))
+    if read is None:
+        return None
+    name, arguments, arguments_json, end = read
+    tail = text[end:]
+    if _ONLY_BLANKS.fullmatch(tail) is None:
+        return None
+    call = ToolCall(_first_call_id(), name, arguments, arguments_json)
+    return call, tail, table.format_of[region]

@@ -96,8 +96,12 @@ def silent_backend(closed: threading.Event) -> Any:
     return app
 
 
-def wait_until_up(url: str, process: subprocess.Popen[str], seconds: float = 30) -> None:
-    """Wait for ``url`` to answer, failing at once (with its stderr) if ``process`` exits."""
+def wait_until_up(url: str, process: subprocess.Popen[str], seconds: float = 120) -> None:
+    """Wait for ``url`` to answer, failing at once (with its stderr) if ``process`` exits.
+
+    The window is wide because a gateway that starts MCP servers first serves only once
+    they are up: on a loaded CI machine (a Python MCP server importing its SDK) that took
+    17 s where it takes 3 s alone. A process that dies fails at once, whatever the window."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         assert process.poll() is None, process.stderr.read() if process.stderr else ""

@@ -13,11 +13,12 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import websockets
 from mcp import Client
 from mcp_types import TextContent
 
 from tests.gateway.inspected import QUESTION, RIGHT, WEATHER, WRONG, lookup_tools_file, scenario
-from tests.gateway.support import GatewayServer, gateway, ws_turn
+from tests.gateway.support import GatewayServer, gateway, read_turn, ws_turn
 from tests.tools.service import Service
 from toolrelay.io import recording
 from toolrelay.server.inspector import api as inspector_api
@@ -235,6 +236,28 @@ def test_credentials_are_never_kept(sim: Simulator) -> None:
         (record,) = inspector.recent()
         kept = orjson.dumps(record.to_dict()).decode()
     assert "client-key-2" not in kept and "sesame-admin-1" not in kept
+    assert "my key is ***" in kept
+
+
+def test_a_ws_turn_keeps_no_credentials(sim: Simulator, tmp_path: Path) -> None:
+    async def turn(url: str, key: str, text: str) -> list[dict[str, Any]]:
+        headers = {"Authorization": f"Bearer {key}"}
+        async with websockets.connect(
+            url.replace("http", "ws", 1) + "/ws", additional_headers=headers
+        ) as ws:
+            return await read_turn(ws, text)
+
+    secrets = {"admin_token": "sesame-admin-3", "api_keys": ["client-key-4"]}
+    with Service() as service:
+        tools = lookup_tools_file(service.url, tmp_path)
+        with _inspected(sim, tools_file=tools, model="sim", **secrets) as gw:
+            text = "Lookup Paris; my key is client-key-4, Authorization: Bearer sesame-admin-3"
+            events = asyncio.run(turn(gw.url, "client-key-4", text))
+            (record,) = gw.gateway_app.state.inspector.recent()
+            kept = orjson.dumps(record.to_dict()).decode()
+    assert events[-1]["type"] == "assistant_end"
+    assert record.to_dict()["front"] == "/ws"
+    assert "client-key-4" not in kept and "sesame-admin-3" not in kept
     assert "my key is ***" in kept
 
 

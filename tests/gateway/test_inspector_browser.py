@@ -2,6 +2,7 @@
 in front of ``toolrelay serve --inspector`` and ``toolrelay simulate`` (real
 processes). A rescue-path request whose call is repaired, sent with the openai
 SDK, appears in the live list; opened, it shows the raw answer and the repair.
+A ``/ws`` turn appears beside it and opens with what the client sent and got.
 
 Chromium comes from scripts/install (Debian's package), never from Playwright's
 own download; without it the test is skipped, and fails under CI.
@@ -9,6 +10,7 @@ own download; without it the test is skipped, and fails under CI.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import select
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import openai
 import pytest
+from websockets.sync.client import connect
 
 from tests.gateway.inspected import QUESTION, RIGHT, WEATHER, WRONG, scenario_json
 from tests.gateway.serve_process import serve_process
@@ -138,6 +141,21 @@ def test_a_repaired_request_appears_live_and_shows_its_raw_answer_and_repair(
                 "1 rejected (unknown tool 1), text calls bracket 1"
             )
             page.screenshot(path=str(tmp_path / "inspector-models.png"), full_page=True)
+
+            # A /ws turn is a request of its own: listed live, opened with what was said.
+            page.evaluate("location.hash = '#/'")
+            # (websockets' own sync client: Playwright's sync API holds this thread's loop)
+            with connect(gateway.url.replace("http", "ws", 1) + "/ws") as ws:
+                ws.send(json.dumps({"type": "user_text", "text": "hi"}))
+                while json.loads(ws.recv(timeout=30))["type"] != "assistant_end":
+                    pass
+            ws_row = page.locator("#requests tr", has_text="/ws")
+            expect(ws_row).to_have_count(1, timeout=LIVE_MS)
+            expect(ws_row).to_contain_text("200")
+            ws_row.click()
+            expect(page.locator("h2")).to_contain_text("/ws")
+            expect(page.locator("[data-testid=client-sent]")).to_contain_text('"hi"')
+            expect(page.locator("[data-testid=client-got]")).to_contain_text("Hello.")
         finally:
             browser.close()
     assert (tmp_path / "inspector-request.png").stat().st_size > 10_000

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.gateway.support import stack
 from toolrelay.repair import MAX_DEPTH
+from toolrelay.server.asgi import _WRAP, _may_nest_too_deep, _too_deep, decode
+from toolrelay.server.errors import APIError
 
 
 def _body(levels: int, stream: bool = False) -> bytes:
@@ -64,3 +70,46 @@ def test_a_deep_tool_schema_is_a_400_naming_tools() -> None:
         reply = httpx.post(gw.url + "/v1/chat/completions", json=body, timeout=20)
         assert reply.status_code == 400
         assert reply.json()["error"]["param"] == "tools"
+
+
+def _nest(depth: int, kinds: list[bool], filler: list[Any]) -> Any:
+    """A value ``depth`` levels deep (lists and objects as ``kinds`` says), beside ``filler``."""
+    value: Any = "leaf"
+    for level in range(depth):
+        value = {"k": value, "f": filler} if kinds[level % len(kinds)] else [value, *filler]
+    return value
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='{}[]"\\ab', max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300)
+@given(
+    depth=st.integers(min_value=0, max_value=MAX_DEPTH + 12),
+    kinds=st.lists(st.booleans(), min_size=1, max_size=4),
+    filler=st.lists(json_values, max_size=2),
+    spaced=st.booleans(),
+)
+def test_the_bracket_count_shortcut_agrees_with_the_depth_check(
+    depth: int, kinds: list[bool], filler: list[Any], spaced: bool
+) -> None:
+    """A body is checked for depth (encoding it again) only when its brackets
+    could reach the limit; the shortcut never lets through what the check
+    refuses, and decoding answers as with the check always run."""
+    body = {"model": "m", "metadata": _nest(depth, kinds, filler)}
+    raw = json.dumps(body, indent=1 if spaced else None).encode()
+    refused = _too_deep(orjson.loads(raw), _WRAP)
+    if not _may_nest_too_deep(raw):
+        assert not refused
+    if refused:
+        with pytest.raises(APIError) as caught:
+            decode(raw)
+        assert caught.value.param == "metadata"
+    else:
+        assert decode(raw) == orjson.loads(raw)
+    if not filler:  # the body is depth + 1 levels deep: both sides of the limit occur
+        assert refused == (depth + 1 > MAX_DEPTH)

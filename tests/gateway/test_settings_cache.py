@@ -53,4 +53,4 @@ def test_made_up_model_names_do_not_grow_the_cache() -> None:
     settings = Settings()
     for i in range(3000):
         settings.round_options(f"made-up-{i}")
-    assert len(settings._options) <= 1024
+    assert len(settings._lookups.options) <= 1024

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolrelay.stuck import (
+    Mode,
     StuckConfig,
     StuckDetector,
     Verdict,
@@ -17,6 +18,7 @@ from toolrelay.stuck import (
     name_saturation,
     signature,
 )
+from toolrelay.stuck.detector import _window_verdict
 
 DETECTORS = [StuckDetector(), StuckDetector(StuckConfig(mode="observe"))]
 PROPERTY_SETTINGS = settings(
@@ -192,3 +194,37 @@ def test_an_enforcing_loop_never_runs_a_no_progress_call_a_fourth_time(
         runs_executed += outcome is not None
         limit = 2 if choice[2].startswith("Error") else 3
         assert runs_executed <= limit, (choices, executed)
+
+
+ends_with_user = st.tuples(looping_transcript(), single_messages).map(
+    lambda pair: [*pair[0], pair[1]]
+)
+
+
+@PROPERTY_SETTINGS
+@given(
+    messages=st.one_of(transcripts, looping_transcript(), ends_with_user, st.lists(junk)),
+    mode=st.sampled_from(["enforce", "observe"]),
+)
+def test_the_no_turn_shortcut_answers_as_reading_the_window(
+    messages: list[Any], mode: Mode
+) -> None:
+    """The gateway skips reading a window that holds no assistant turn (issue 29):
+    its verdict is the one the window's reading gives, loops before the user's
+    last message included."""
+    config = StuckConfig(mode=mode)
+    assert gateway_verdict(messages, config) == _window_verdict(messages, config, None)
+
+
+def test_a_loop_before_the_users_new_message_is_not_a_verdict_either_way() -> None:
+    loop = [{"role": "user", "content": "go"}]
+    for n in range(4):
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        loop += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": "same"},
+        ]
+    assert gateway_verdict(loop) is not None  # the loop is found while it runs
+    ended = [*loop, {"role": "user", "content": "something else"}]
+    assert gateway_verdict(ended) is None
+    assert _window_verdict(ended, StuckConfig(), None) is None

@@ -160,7 +160,7 @@ _TAG_NAME = re.compile(r"\s*(/?)\s*([^\s=/>]*)")
 _ATTRIBUTE = re.compile(r"""([\w:.-]+)\s*=\s*(?:"([^"]*)"?|'([^']*)'?|([^\s"'>]+))""")
 
 
-def _parse_tag(body: str) -> _Tag:
+def parse_tag(body: str) -> _Tag:
     """``<…>`` without its brackets: ``function=f``, ``invoke name="f"``, ``/parameter``."""
     head = _TAG_NAME.match(body)
     assert head is not None  # the pattern matches the empty string
@@ -178,13 +178,13 @@ def _parse_tag(body: str) -> _Tag:
     return _Tag(name, bool(slash), value, attributes)
 
 
-class _TagRead(enum.Enum):
+class TagRead(enum.Enum):
     COMPLETE = 0
     PARTIAL = 1  # the buffer ends inside the tag
     BROKEN = 2  # a newline or another '<' came before '>'
 
 
-def _read_tag(buf: str, pos: int, final: bool) -> tuple[_TagRead, int]:
+def read_tag(buf: str, pos: int, final: bool) -> tuple[TagRead, int]:
     """At a '<': where the tag ends (after '>'), or where it broke off."""
     end = len(buf)
     limit = min(end, pos + TAG_LIMIT)
@@ -192,16 +192,16 @@ def _read_tag(buf: str, pos: int, final: bool) -> tuple[_TagRead, int]:
     while i < limit:
         char = buf[i]
         if char == ">":
-            return _TagRead.COMPLETE, i + 1
+            return TagRead.COMPLETE, i + 1
         if char == "<" or char == "\n":
-            return _TagRead.BROKEN, i
+            return TagRead.BROKEN, i
         i += 1
     if limit == end and not final:
-        return _TagRead.PARTIAL, pos
-    return _TagRead.BROKEN, limit
+        return TagRead.PARTIAL, pos
+    return TagRead.BROKEN, limit
 
 
-class _Trim:
+class Trim:
     """Drops the line break, and the tag's indentation, that frame a value.
 
     ``<parameter=p>\\nvalue\\n</parameter>`` means ``value``; pretty-printed
@@ -264,7 +264,7 @@ class _Trim:
         return "" if tail.lstrip("\r") in ("\n", self._frame) else tail
 
 
-class _Mode(enum.Enum):
+class ValueMode(enum.Enum):
     STREAM = 0  # a string: streamed as a JSON string
     HOLD = 1  # typed or schema-less: coerced when complete
     IGNORE = 2  # part of a dropped call, or after JSON arguments
@@ -272,14 +272,25 @@ class _Mode(enum.Enum):
 
 
 # A nullable string's text longer than this streams as a string, whatever it holds.
-_NULL_WINDOW = 64
+NULL_WINDOW = 64
+
+
+def value_mode(schema: Mapping[str, Any] | None, text_flag: bool | None = None) -> ValueMode:
+    """How a parameter's text is read under its schema (``text_flag``: DSML's
+    ``string=`` attribute): streamed as a string, held while it may be ``null``,
+    or held whole and coerced."""
+    if is_string_schema(schema) or (not schema and text_flag is True):
+        return ValueMode.STREAM
+    if is_nullable_string(schema):
+        return ValueMode.MAYBE_NULL
+    return ValueMode.HOLD
 
 
 class _Value:
     __slots__ = ("cdata", "key", "mode", "parts", "schema", "trim", "wrapper")
 
     def __init__(
-        self, key: str, mode: _Mode, schema: Mapping[str, Any] | None, trim: _Trim
+        self, key: str, mode: ValueMode, schema: Mapping[str, Any] | None, trim: Trim
     ) -> None:
         self.key = key
         self.mode = mode
@@ -424,15 +435,15 @@ class XmlParamsRegion:
             return (self._finish(pos), Status.DONE) if final else (pos, Status.CONTINUE)
         if buf[pos] != "<":
             return self._stray_text(buf, pos, final)
-        kind, tag_end = _read_tag(buf, pos, final)
-        if kind is _TagRead.PARTIAL:
+        kind, tag_end = read_tag(buf, pos, final)
+        if kind is TagRead.PARTIAL:
             return pos, Status.CONTINUE
-        if kind is _TagRead.BROKEN:
+        if kind is TagRead.BROKEN:
             return self._broken_tag(buf, pos, tag_end, final)
         indent = self._indent
         self._indent = None
         self._fresh = False
-        return self._tag(_parse_tag(buf[pos + 1 : tag_end - 1]), buf, pos, tag_end, indent)
+        return self._tag(parse_tag(buf[pos + 1 : tag_end - 1]), buf, pos, tag_end, indent)
 
     def _stray_text(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         dialect = self._dialect
@@ -650,10 +661,10 @@ class XmlParamsRegion:
     ) -> tuple[int, Status | None]:
         dialect = self._dialect
         call = self._call
-        trim = _Trim((indent or "") if dialect.trim else None)
+        trim = Trim((indent or "") if dialect.trim else None)
         self._state = _State.VALUE
         if key is None or call is None or call.dropped or self._json is not None:
-            self._value = _Value("", _Mode.IGNORE, None, trim)
+            self._value = _Value("", ValueMode.IGNORE, None, trim)
             return end, None
         self._flush_wrapper()
         call.start()
@@ -668,16 +679,14 @@ class XmlParamsRegion:
             and tools.declared
             and key not in ((tools.parameters(name) or {}).get("properties") or {})
         ):
-            value = _Value(key, _Mode.HOLD, None, trim)
+            value = _Value(key, ValueMode.HOLD, None, trim)
             value.wrapper = True
-        elif is_string_schema(schema) or (not schema and text_flag is True):
-            value = _Value(key, _Mode.STREAM, schema, trim)
-            call.arguments(self._key_prefix(key) + '"')
-            self._values = None  # a string that streams
-        elif is_nullable_string(schema):
-            value = _Value(key, _Mode.MAYBE_NULL, schema, trim)
         else:
-            value = _Value(key, _Mode.HOLD, schema or None, trim)
+            mode = value_mode(schema, text_flag)
+            value = _Value(key, mode, schema or None, trim)
+            if mode is ValueMode.STREAM:
+                call.arguments(self._key_prefix(key) + '"')
+                self._values = None  # a string that streams
         self._value = value
         return end, None
 
@@ -738,7 +747,7 @@ class XmlParamsRegion:
         # Only a string's text: MiniCPM5's template puts a string holding '&' in CDATA,
         # so an escape outside one is XML's, but writes lists and objects raw.
         value = self._value
-        return self._dialect.xml_text and value is not None and value.mode is not _Mode.HOLD
+        return self._dialect.xml_text and value is not None and value.mode is not ValueMode.HOLD
 
     def _read_cdata(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         """A CDATA section's text is the value's, markup and all, up to ``]]>``."""
@@ -773,33 +782,33 @@ class XmlParamsRegion:
 
     def _value_text(self, text: str) -> None:
         value = self._value
-        if value is None or not text or value.mode is _Mode.IGNORE:
+        if value is None or not text or value.mode is ValueMode.IGNORE:
             return
         certain = value.trim.push(text)
         if not certain:
             return
-        if value.mode is _Mode.STREAM:
+        if value.mode is ValueMode.STREAM:
             if self._call is not None:
                 self._call.arguments(escape_json_text(certain))
             return
         value.parts.append(certain)
-        if value.mode is _Mode.MAYBE_NULL and self._call is not None:
+        if value.mode is ValueMode.MAYBE_NULL and self._call is not None:
             held = "".join(value.parts)
-            if len(held) > _NULL_WINDOW or not could_be_null(held):
+            if len(held) > NULL_WINDOW or not could_be_null(held):
                 # A string after all: it streams from here on.
                 self._call.arguments(self._key_prefix(value.key) + '"' + escape_json_text(held))
                 value.parts.clear()
-                value.mode = _Mode.STREAM
+                value.mode = ValueMode.STREAM
                 self._values = None
 
     def _close_value(self) -> None:
         value = self._value
         self._value = None
         call = self._call
-        if value is None or call is None or value.mode is _Mode.IGNORE:
+        if value is None or call is None or value.mode is ValueMode.IGNORE:
             return
         rest = value.trim.close()
-        if value.mode is _Mode.STREAM:
+        if value.mode is ValueMode.STREAM:
             call.arguments(escape_json_text(rest) + '"')
             return
         coerced = coerce_text("".join(value.parts) + rest, value.schema)
@@ -853,10 +862,10 @@ class XmlParamsRegion:
 
     def _read_open_tag(self, buf: str, pos: int, final: bool) -> tuple[int, Status | None]:
         """After "<function=": the name and '>', or this was not a call."""
-        kind, end = _read_tag(buf, pos - 1, final)  # the opener ends with '=', not '<'
-        if kind is _TagRead.PARTIAL:
+        kind, end = read_tag(buf, pos - 1, final)  # the opener ends with '=', not '<'
+        if kind is TagRead.PARTIAL:
             return pos, Status.CONTINUE
-        name = buf[pos : end - 1].strip().strip("\"'") if kind is _TagRead.COMPLETE else ""
+        name = buf[pos : end - 1].strip().strip("\"'") if kind is TagRead.COMPLETE else ""
         if not name or any(c.isspace() for c in name):
             return pos, Status.FALLBACK
         self._fallback = False

@@ -9,8 +9,10 @@ settings describe the default (first) backend.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,7 +24,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    PrivateAttr,
     ValidationError,
     model_validator,
 )
@@ -508,11 +509,6 @@ class Settings(BaseSettings):
     models: dict[str, ModelOverride] = Field(
         default_factory=dict, description="per-model settings (config file only)"
     )
-    # model -> its backend's config, worked out once (every request asks).
-    _routes: dict[str, BackendConfig | None] = PrivateAttr(default_factory=dict)
-    _model_names: ModelNames | None = PrivateAttr(default=None)
-    # round_options per model and backend: read on every request, and the settings never change.
-    _options: dict[tuple[str, str | None], dict[str, Any]] = PrivateAttr(default_factory=dict)
     _aliases_in_models = model_validator(mode="before")(_aliases_from_models)
 
     @classmethod
@@ -546,12 +542,16 @@ class Settings(BaseSettings):
                     )
         return self
 
-    @property
+    @cached_property
+    def _lookups(self) -> _Lookups:
+        # A cached_property lives in the instance's __dict__: read as fast as a
+        # field, where a pydantic private attribute costs a __getattr__ call (µs).
+        return _Lookups()
+
+    @cached_property
     def model_names(self) -> ModelNames:
         """Client model names to backend ones: the aliases and the ``model`` catch-all."""
-        if self._model_names is None:
-            self._model_names = ModelNames(map(parse_alias, self.model_alias), self.model)
-        return self._model_names
+        return ModelNames(map(parse_alias, self.model_alias), self.model)
 
     @property
     def tools_active(self) -> bool:
@@ -608,15 +608,16 @@ class Settings(BaseSettings):
     def backend_config_for(self, model: str) -> BackendConfig | None:
         """The first backend serving ``model`` (:meth:`backend_configs_for`); None
         when none is configured."""
-        if model not in self._routes:
-            self._routes[model] = next(iter(self.backend_configs_for(model)), None)
-        return self._routes[model]
+        routes = self._lookups.routes
+        if model not in routes:
+            routes[model] = next(iter(self.backend_configs_for(model)), None)
+        return routes[model]
 
     def round_options(self, model: str, backend: BackendConfig | None = None) -> dict[str, Any]:
         """The options of a ``RoundRequest`` for ``model``: its config entry's, else
         its backend's (``backend``, else its first), else the global settings (a
         request may still choose its own)."""
-        options = self._options
+        options = self._lookups.options
         key = (model, backend.name if backend is not None else None)
         cached = options.get(key)
         if cached is None:
@@ -666,6 +667,16 @@ class Settings(BaseSettings):
 
 
 _NO_OVERRIDE = ModelOverride()
+
+
+@dataclasses.dataclass
+class _Lookups:
+    """What the settings work out once and every request reads: the settings never change."""
+
+    # model -> its backend's config
+    routes: dict[str, BackendConfig | None] = dataclasses.field(default_factory=dict)
+    # round_options per model and backend
+    options: dict[tuple[str, str | None], dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def environment_help() -> str:

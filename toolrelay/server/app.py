@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from importlib import metadata
 
 import orjson
@@ -224,13 +224,14 @@ class FrontLanes:
         self.app = app
         self.lanes = lanes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # The app's coroutine is handed back, not awaited here: a pure choice of
+        # app, it is no frame on the request's path.
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             lane = self.lanes.get(scope["path"])
             if lane is not None:
-                await lane(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+                return lane(scope, receive, send)
+        return self.app(scope, receive, send)
 
 
 class StartupFailure:
@@ -241,11 +242,12 @@ class StartupFailure:
         self.app = app
         self.reasons = reasons
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] != "lifespan":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)  # handed on: no frame of its own
+        return self._lifespan(scope, receive, send)
 
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def send_reason(message: Message) -> None:
             if message["type"] == "lifespan.startup.failed" and self.reasons:
                 message = {**message, "message": self.reasons[-1]}
@@ -261,10 +263,11 @@ class RequestIdMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Plain functions handing on the next coroutine: no frames of their own
+        # on the request's path, nor on each send.
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         request_id = None
         for key, value in scope["headers"]:
             if key == b"x-request-id" and _SAFE_REQUEST_ID.fullmatch(value):
@@ -274,12 +277,12 @@ class RequestIdMiddleware:
             request_id = b"req_" + unique_hex().encode()
         note(scope, request_id=request_id.decode())
 
-        async def send_with_id(message: Message) -> None:
+        def send_with_id(message: Message) -> Awaitable[None]:
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
-            await send(message)
+            return send(message)
 
-        await self.app(scope, receive, send_with_id)
+        return self.app(scope, receive, send_with_id)
 
 
 def _version() -> str:

@@ -32,7 +32,7 @@ def decode(raw: bytes) -> dict[str, Any]:
         raise invalid(f"The request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
-    if _too_deep(body, _WRAP):
+    if _may_nest_too_deep(raw) and _too_deep(body, _WRAP):
         # What the gateway accepts it must be able to forward (and to read).
         param = next((key for key, value in body.items() if _too_deep(value, _WRAP + 1)), None)
         raise invalid(
@@ -41,6 +41,13 @@ def decode(raw: bytes) -> dict[str, Any]:
             param,
         )
     return body
+
+
+def _may_nest_too_deep(raw: bytes) -> bool:
+    """False when ``raw`` cannot hold more than MAX_NESTING levels: each level
+    opens with a bracket, so fewer brackets than that (strings' own included)
+    settle it without encoding the body again, as most requests' few do."""
+    return raw.count(b"{") + raw.count(b"[") > MAX_NESTING
 
 
 class _Wrapper(threading.local):

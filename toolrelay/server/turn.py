@@ -111,13 +111,14 @@ class Front(Protocol[TurnT]):
         """Status and JSON body of an error answered before any stream started."""
 
 
-async def complete_turn(
+def complete_turn(
     gateway: Gateway, req: RoundRequest, tools: ServerTools | None = None
-) -> Reply:
-    """The turn's finished answer (with server tools: the agent loop's)."""
+) -> Awaitable[Reply]:
+    """The turn's finished answer (with server tools: the agent loop's), to await;
+    handed on, not awaited here, so the path holds one coroutine fewer."""
     if tools is not None:
-        return await complete_agent_turn(gateway, req, tools)
-    return await complete_routed(gateway.backends.pool_for(req.model), req, gateway.counters)
+        return complete_agent_turn(gateway, req, tools)
+    return complete_routed(gateway.backends.pool_for(req.model), req, gateway.counters)
 
 
 def stream_turn(
@@ -420,10 +421,10 @@ class _ClientWatch:
         self._pending = asyncio.ensure_future(receive())
         self._pending.add_done_callback(self._received)
 
-    async def send(self, message: Message) -> None:
+    def send(self, message: Message) -> Awaitable[None]:
         if message["type"] == "http.response.body" and not message.get("more_body", False):
             self._complete = True  # from here on, a disconnect is the normal end
-        await self._send(message)
+        return self._send(message)  # handed on: no coroutine of its own per send
 
     def _received(self, pending: asyncio.Future[Message]) -> None:
         if self._complete or pending.cancelled() or pending.exception() is not None:

@@ -343,8 +343,26 @@ def gateway_verdict(
     with the same result) and reports it with level ``halt``.
     """
     config = config or StuckConfig()
-    if config.mode == "off":
+    if config.mode == "off" or not _turn_in_window(messages, config):
         return None
+    return _window_verdict(messages, config, tools)
+
+
+def _turn_in_window(messages: Sequence[Any], config: StuckConfig) -> bool:
+    """Whether the window holds an assistant turn. Without one no pattern has
+    progress, and the window need not be read: a first request, and every
+    request that ends with the user's own message, are most of the traffic."""
+    start = window_start(messages, config.window_max_calls)
+    return any(
+        isinstance(message, (dict, Mapping)) and message.get("role") == "assistant"
+        for message in messages[start:]
+    )
+
+
+def _window_verdict(
+    messages: Sequence[Any], config: StuckConfig, tools: Tools | None
+) -> Verdict | None:
+    """:func:`gateway_verdict` read from the window, every time."""
     window = read_window(messages, call_reader(config, ToolCatalog.from_tools(tools)))
     findings = []
     for measure in _measures_after_round(window, config):

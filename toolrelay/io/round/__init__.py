@@ -20,7 +20,8 @@ calling the next)::
                asked again plainly (never "" where the backend wrote something)
     checked    complete_checked / stream_checked: calls checked, one correction re-ask
     complete   complete_handling_required -> _complete_handling_refusals
-               -> _complete_single_attempt
+               -> _complete_single_attempt; a round without tools:
+               complete_without_tools -> _complete_single_attempt
     streamed   stream_handling_fallbacks -> _stream_handling_refusals
                -> _relay_single_stream
     body       what the backend is sent, and how its answer is read

@@ -29,6 +29,7 @@ from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because, recording
 from toolrelay.io.round.body import injected_texts
 from toolrelay.io.round.checked import complete_checked, joined_warnings, stream_checked, usage_sum
+from toolrelay.io.round.complete import complete_without_tools
 from toolrelay.io.round.request import (
     TOOL_FIELDS,
     Finish,
@@ -56,11 +57,16 @@ KEPT_WORDS = "nothing but echoes and markup came back: the backend's text with t
 async def complete_round(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
     """One non-streamed round, with every fallback, ``tool_choice`` enforced, the
     calls checked (``req.validate``), and never an answer that leaves nothing."""
+    if req.has_tools:
 
-    async def ask(again: RoundRequest) -> Reply:
-        return await complete_checked(backend, again, counters)
+        async def ask(again: RoundRequest) -> Reply:
+            return await complete_checked(backend, again, counters)
 
-    reply = await _answered(backend.name, req, await ask(req), ask, counters)
+        first = await complete_checked(backend, req, counters)
+        reply = await _answered(backend.name, req, first, ask, counters)
+    else:
+        # Never empty-handed, nothing to check: the layers above the attempt are skipped.
+        reply = await complete_without_tools(backend, req, counters)
     record = recording()
     if record is not None:
         record.answer_out(len(reply.calls), reply.warning)

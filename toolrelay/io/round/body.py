@@ -144,6 +144,15 @@ def parse_tools(req: RoundRequest) -> list[ToolSpec]:
     return list(req.plan.tools)
 
 
+def calls_toolset(req: RoundRequest, tools: list[ToolSpec]) -> ToolSet:
+    """The names a finished answer's native calls resolve to (``tools``, from
+    :func:`parse_tools`): the round's own set, made once, when the choice allows
+    every declared tool, as ``auto``, ``required`` and ``none`` do."""
+    if req.plan.mode == "none" or req.plan.tools is req.plan.declared:
+        return req.toolset
+    return ToolSet(tools)
+
+
 def _text(content: Any) -> str | None:
     if isinstance(content, str) or content is None:
         return content
@@ -185,7 +194,7 @@ def read_answer(
     formats: dict[str, str] = {}  # a text call's id -> the format it was written in
     quality = counters.quality
     if mode == "native" and req.has_tools:
-        calls, rejected = message_calls(message, ToolSet(tools))
+        calls, rejected = message_calls(message, calls_toolset(req, tools))
         quality.add(backend.name, req.model, "calls", "native", len(calls))
     if req.has_tools and content:
         # Parsed like a stream of it would be: markup never stays in content.

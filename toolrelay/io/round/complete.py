@@ -1,7 +1,9 @@
 """The finished path of a round, in layers as httpx's ``send`` is:
 
 ``complete_handling_required`` -> ``_complete_handling_refusals`` ->
-``_complete_single_attempt``, each one function calling the next. The
+``_complete_single_attempt``, each one function calling the next; a round
+without tools takes ``complete_without_tools`` -> ``_complete_single_attempt``
+(the layers between have nothing to do for it). The
 streamed path (:mod:`toolrelay.io.round.streamed`) shares the choice of mode,
 the refusal handling and the silence watch defined here.
 """
@@ -86,6 +88,14 @@ async def complete_handling_required(
     return reply
 
 
+async def complete_without_tools(backend: Backend, req: RoundRequest, counters: Counters) -> Reply:
+    """A finished round that declares no tool, without the layers that would only
+    pass it through: ``tool_choice`` is ``auto`` or ``none`` (``required`` and a
+    named tool need a declared one), so nothing is required; no ``tools`` are
+    sent, so none can be refused; no call is read, so none is checked."""
+    return await _complete_single_attempt(backend, req, await round_mode(backend, req), counters)
+
+
 def _unmet(
     backend: Backend, req: RoundRequest, counters: Counters, counted: bool, why: str | None
 ) -> None:
@@ -109,7 +119,8 @@ async def _complete_handling_refusals(
         return await _complete_single_attempt(backend, req, mode, counters)
 
     try:
-        return await attempt(mode)
+        # Called directly, not through ``attempt``: one coroutine less per wake-up.
+        return await _complete_single_attempt(backend, req, mode, counters)
     except BackendError as exc:
         return await rescued(backend, req, mode, counters, exc, attempt)
 
