@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import anthropic
 import httpx
 import pytest
 import yaml
@@ -181,6 +182,90 @@ def test_ollama_ignores_tool_choice_so_its_native_required_call_is_constrained(
     assert len(sent) == 1 and sent[0]["tools"] and _schema(sent[0])["anyOf"]
 
 
+NAMED_TIME = {"type": "function", "function": {"name": "get_time"}}
+# What each choice gets from a constrained first attempt (the simulator makes the
+# schema's instance up: the first tool the choice allows, sample values).
+CHOICES = {
+    "required": ("required", ("get_weather", {"city": "example"})),
+    "named": (NAMED_TIME, ("get_time", {"tz": "example"})),
+}
+
+
+@STREAM
+@pytest.mark.parametrize("choice", list(CHOICES))
+def test_llama_cpp_native_required_and_named_are_constrained_beside_tools(
+    choice: str, stream: bool
+) -> None:
+    # llama-server reads a named tool_choice as "auto" and lets prose run before a
+    # required call (docs/constrained.md): the simulator ignores tool_choice as it
+    # does. The model's configured format does not hide the call's JSON text.
+    tool_choice, expected = CHOICES[choice]
+    sim = {"ignore_tool_choice": True}
+    with _stack("llamacpp", sim=sim, tool_mode="native", format="hermes") as (sim_, gw):
+        answer = _ask(gw, "weather?", stream=stream, tool_choice=tool_choice)
+        sent = _completions(sim_)
+        learned = _learned(gw)
+    assert answer["calls"] == [expected] and answer["warning"] is None
+    assert answer["content"] is None and answer["finish_reason"] == "tool_calls"
+    assert len(sent) == 1, "no re-ask"
+    assert sent[0]["tools"] == TOOLS and sent[0]["tool_choice"] == tool_choice
+    assert "grammar" not in sent[0], "llama-server refuses a grammar beside tools"
+    schema = _schema(sent[0])
+    names = [variant["properties"]["name"]["const"] for variant in schema.get("anyOf", [schema])]
+    assert names == (["get_weather", "get_time"] if choice == "required" else ["get_time"])
+    assert learned["takes_json_schema"][0] is True
+
+
+@STREAM
+@pytest.mark.parametrize("choice", list(CHOICES))
+def test_llama_cpp_native_required_and_named_on_the_messages_front(
+    choice: str, stream: bool
+) -> None:
+    named: Any = {"type": "tool", "name": "get_time"}
+    tool_choice: Any = {"type": "any"} if choice == "required" else named
+    _, (name, arguments) = CHOICES[choice]
+    tools: Any = [
+        {"name": tool["function"]["name"], "input_schema": tool["function"]["parameters"]}
+        for tool in TOOLS
+    ]
+    ask: Any = {
+        "model": "sim",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "weather?"}],
+        "tools": tools,
+        "tool_choice": tool_choice,
+    }
+    with _stack("llamacpp", sim={"ignore_tool_choice": True}, tool_mode="native") as (sim, gw):
+        client = anthropic.Anthropic(base_url=gw.url, api_key="none", max_retries=0, timeout=20)
+        if stream:
+            with client.messages.stream(**ask) as events:
+                message = events.get_final_message()
+        else:
+            message = client.messages.create(**ask)
+        sent = _completions(sim)
+    uses = [(block.name, block.input) for block in message.content if block.type == "tool_use"]
+    assert uses == [(name, arguments)] and message.stop_reason == "tool_use"
+    assert len(sent) == 1 and sent[0]["tools"] and "response_format" in sent[0]
+
+
+@pytest.mark.parametrize("constraints", ["ignore", "refuse"])
+def test_llama_cpp_native_schema_ignored_or_refused_falls_back_without_an_error(
+    constraints: str,
+) -> None:
+    sim = {"ignore_tool_choice": True}
+    with _stack("llamacpp", constraints, sim=sim, tool_mode="native") as (sim_, gw):
+        first = _ask(gw, "weather?", stream=False, tool_choice="required")
+        before = len(_completions(sim_))
+        _ask(gw, "weather?", stream=False, tool_choice="required")
+        sent = _completions(sim_)
+        learned = _learned(gw)
+    # The old route: unmet, with the warning, never an error; and remembered.
+    assert first["calls"] == [] and "required" in first["warning"]
+    assert "response_format" in sent[0] and all(body["tools"] for body in sent)
+    assert not any("response_format" in body for body in sent[before:])
+    assert learned["takes_json_schema"][0] is False
+
+
 def test_a_backend_of_unknown_kind_is_not_constrained() -> None:
     with _stack("openai", tool_mode="rescue") as (sim, gw):
         _ask(gw, "weather?", stream=False, tool_choice="required")
@@ -279,8 +364,11 @@ def test_a_lazy_grammar_the_server_refuses_is_asked_again_without() -> None:
 
 
 @STREAM
-def test_the_correction_re_ask_is_constrained_to_the_tool_corrected(stream: bool) -> None:
-    with _stack("vllm", tool_mode="native") as (sim, gw):
+@pytest.mark.parametrize("kind", ["vllm", "llamacpp"])
+def test_the_correction_re_ask_is_constrained_to_the_tool_corrected(
+    kind: str, stream: bool
+) -> None:
+    with _stack(kind, tool_mode="native") as (sim, gw):
         answer = _ask(gw, "native wrong weather", stream=stream)
         sent = _completions(sim)
     assert answer["calls"] == [("get_weather", {"city": "example"})]
@@ -327,7 +415,14 @@ def test_an_unknown_constrain_value_is_a_400() -> None:
     assert response.json()["error"]["param"] == "toolrelay_constrain"
 
 
-def test_a_schema_no_engine_takes_goes_unconstrained(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("kind", "tool_mode", "sim"),
+    [("vllm", "rescue", {}), ("llamacpp", "native", {"ignore_tool_choice": True})],
+    ids=["rescue", "native-llamacpp"],
+)
+def test_a_schema_no_engine_takes_goes_unconstrained(
+    caplog: pytest.LogCaptureFixture, kind: str, tool_mode: str, sim: dict[str, Any]
+) -> None:
     caplog.set_level(logging.INFO, "toolrelay.constrain")
     recursive = {
         "type": "function",
@@ -340,9 +435,9 @@ def test_a_schema_no_engine_takes_goes_unconstrained(caplog: pytest.LogCaptureFi
             },
         },
     }
-    with _stack("vllm", tool_mode="rescue") as (sim, gw):
+    with _stack(kind, sim=sim, tool_mode=tool_mode) as (simulator, gw):
         answer = _ask(gw, "walk", stream=False, tools=[recursive], tool_choice="required")
-        sent = _completions(sim)
+        sent = _completions(simulator)
     assert answer["calls"] == [] and "required" in answer["warning"]
     assert not any("response_format" in body for body in sent)
     assert any("cannot be constrained" in r.getMessage() for r in caplog.records)

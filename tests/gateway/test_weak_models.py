@@ -316,7 +316,8 @@ def test_the_final_round_after_a_loop_is_cleaned(tool_mode: str, stream: bool) -
 
 def test_native_mode_reasks_natively() -> None:
     silent = {"rules": [{"answer": {"content": "I would rather chat."}}]}
-    settings = {"backend_kind": "llamacpp", "tool_mode": "native"}
+    # Unconstrained: a constrained first attempt is a call, and there is no re-ask.
+    settings = {"backend_kind": "llamacpp", "tool_mode": "native", "constrain": "off"}
     with stack(silent, gateway_settings=settings, ignore_tool_choice=True) as (sim, gw):
         _, calls, _ = ask(
             gw, False, messages=ASK_WEATHER, tools=[WEATHER_TOOL], tool_choice="required"

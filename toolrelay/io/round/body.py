@@ -134,10 +134,11 @@ def call_limit(req: RoundRequest) -> int | None:
     return None if req.parallel_tool_calls else 1
 
 
-def parse_format(req: RoundRequest, mode: RoundMode) -> str:
+def parse_format(req: RoundRequest, mode: RoundMode, *, whole: bool = False) -> str:
     # A rescued model is asked for [TOOL_CALL] blocks but may drift back to its
-    # native format: every format is read. The configured one is for native rounds.
-    return "auto" if mode == "rescue" else req.format
+    # native format: every format is read. The configured one is for native rounds,
+    # except an answer held to the whole-call schema: bare JSON, not the model's markup.
+    return "auto" if mode == "rescue" or whole else req.format
 
 
 def parse_tools(req: RoundRequest) -> list[ToolSpec]:
@@ -183,9 +184,11 @@ def read_answer(
     answer: dict[str, Any],
     *,
     strict: bool = False,
+    whole: bool = False,
 ) -> Reply:
     """A finished answer read into a :class:`Reply`: native calls and calls written
-    as text, markup and echoes of toolrelay's own prompt removed, the call limit applied."""
+    as text, markup and echoes of toolrelay's own prompt removed, the call limit
+    applied (``whole``: the answer was held to the whole-call schema)."""
     choice, message = _choice_message(answer)
     content = raw = _text(message.get("content"))
     reasoning = _text(message.get("reasoning_content") or message.get("reasoning"))
@@ -203,7 +206,7 @@ def read_answer(
         # The whole text says whether it starts inside reasoning (an orphan closing
         # tag), unless the model's setting says so.
         parsed, opened = parse_output(
-            content, tools, parse_format(req, mode), reasoning_open=req.reasoning_open
+            content, tools, parse_format(req, mode, whole=whole), reasoning_open=req.reasoning_open
         )
         if opened and req.reasoning_open is None:
             backend.learn(req.model, "opens_reasoning")
@@ -211,7 +214,8 @@ def read_answer(
         reasoning = _concat(reasoning, parsed.reasoning)
         rejected = [*rejected, *parsed.rejected]
         if parsed.calls and not calls:  # a native call wins over its text twin
-            if mode == "native" and req.plan.mode != "none":
+            # A call held to the whole-call schema is JSON text by that constraint.
+            if mode == "native" and req.plan.mode != "none" and not whole:
                 backend.learn(req.model, "emits_text_calls")
                 counters.inc("text_calls")
             calls, copies = reject_copies(parsed.calls, tools)

@@ -153,7 +153,8 @@ async def _complete_single_attempt(
         body = await backend_body(backend, req, mode, strict=strict)
         observed = observe(backend, req, mode, body, stream=False)
         answer = await _sent(backend, req, body, observed)
-    reply = read_answer(backend, req, mode, counters, answer, strict=strict)
+    whole_call = constraint is not None and constraint.whole
+    reply = read_answer(backend, req, mode, counters, answer, strict=strict, whole=whole_call)
     if observed is not None:
         observed.answered(answer, reply)
     if constraint is not None:

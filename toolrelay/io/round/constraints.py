@@ -13,7 +13,10 @@ Two uses (values from :mod:`toolrelay.constrain`):
   a lazy GBNF grammar (llama.cpp) where ``constrain: grammar`` asks for it.
 
 Native rounds are left to the server's own ``tool_choice`` handling, except
-where the server is known to ignore it (Ollama).
+where the server is known not to hold the answer to a call (Ollama, which has no
+``tool_choice``; llama.cpp, which reads a named choice as ``auto`` and under
+``required`` lets prose run before the call, docs/constrained.md): there the
+whole-call schema goes beside ``tools``.
 """
 
 from __future__ import annotations
@@ -49,10 +52,16 @@ KIND_TAKES: dict[str, frozenset[ConstraintKind]] = {
     "ollama": frozenset({"json_schema"}),
     "lmstudio": frozenset({"json_schema"}),
 }
-# Kinds that take a response_format beside native tools.
-_SCHEMA_BESIDE_TOOLS = frozenset({"vllm", "sglang", "ollama", "lmstudio"})
-# Kinds that ignore tool_choice on native rounds: a required call is constrained there.
-IGNORES_TOOL_CHOICE = frozenset({"ollama"})
+# Kinds that do not hold a native round to the call ``tool_choice`` asks for: a
+# required or named call is constrained there from the first attempt. Ollama has
+# no tool_choice. llama-server (tools/server/server-common.cpp,
+# oaicompat_chat_params_parse) reads tool_choice as a string, so a named choice
+# (an object) becomes "auto"; under "required" its grammar (common/chat.cpp and
+# the template's parser) still admits any text before the first call, which a
+# weak model writes until its token limit; a template without a tool format gets
+# no grammar at all. Both take a response_format beside tools (llama-server
+# refuses only a `grammar` there), and it replaces the server's own tool grammar.
+IGNORES_TOOL_CHOICE = frozenset({"ollama", "llamacpp"})
 FACT_OF: dict[ConstraintKind, Fact] = {
     "json_schema": "takes_json_schema",
     "grammar": "takes_grammar",
@@ -116,8 +125,6 @@ async def _chosen(
     elif req.plan.mode == "required":
         whole = whole or mode == "rescue" or kind in IGNORES_TOOL_CHOICE
     if whole:
-        if mode == "native" and kind not in _SCHEMA_BESIDE_TOOLS and req.constrain == "auto":
-            return None  # llama.cpp constrains a native required call itself
         return _whole(backend, req, kind, tools)
     if mode != "rescue" or req.plan.mode != "auto":
         return None
