@@ -76,7 +76,11 @@ def _nest(depth: int, kinds: list[bool], filler: list[Any]) -> Any:
     """A value ``depth`` levels deep (lists and objects as ``kinds`` says), beside ``filler``."""
     value: Any = "leaf"
     for level in range(depth):
-        value = {"k": value, "f": filler} if kinds[level % len(kinds)] else [value, *filler]
+        if kinds[level % len(kinds)]:
+            # No filler, no "f": an empty list beside the innermost value is a level more.
+            value = {"k": value, "f": filler} if filler else {"k": value}
+        else:
+            value = [value, *filler]
     return value
 
 
