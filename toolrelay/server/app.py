@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import metadata
+from typing import Any
 
 import orjson
 from starlette.applications import Starlette
@@ -19,7 +19,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError
-from toolrelay.io.ids import unique_hex
 from toolrelay.io.settings import Settings
 from toolrelay.io.spans import use_tracer
 from toolrelay.io.tools.source import SourceStartError
@@ -28,11 +27,12 @@ from toolrelay.server.anthropic import CountTokens, MessagesFront
 from toolrelay.server.auth import ApiKeys
 from toolrelay.server.chat import ChatFront
 from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
+from toolrelay.server.envelope import Envelope
 from toolrelay.server.errors import APIError, api_error, upstream
 from toolrelay.server.facts_api import FactsApi
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.inspector import Inspector, InspectorApi
-from toolrelay.server.logs import AccessLog, Redactor, note, secrets_of
+from toolrelay.server.logs import Redactor, secrets_of
 from toolrelay.server.mcp import PATH as MCP_PATH
 from toolrelay.server.mcp import McpEndpoint
 from toolrelay.server.metrics import Metrics
@@ -42,8 +42,6 @@ from toolrelay.server.session import websocket_endpoint
 from toolrelay.server.tools_api import ToolsApi, document
 from toolrelay.server.tracing import Traced, make_tracer, traces_wanted
 from toolrelay.server.turn import TurnRoute
-
-_SAFE_REQUEST_ID = re.compile(rb"[\w.:/=+-]{1,128}")
 
 
 class JSONResponse(Response):
@@ -175,7 +173,17 @@ def create_app(settings: Settings) -> Starlette:
     retrieve, delete = stored_routes(store)
     # The fronts' POST endpoints: routes, and the lanes that reach them past the router.
     lanes = {"/v1/chat/completions": chat, "/v1/messages": messages, "/v1/responses": responses}
-    app = Starlette(
+
+    def layers(app: ASGIApp) -> ASGIApp:
+        # Innermost: keys, request ids and the access log still apply to the lanes.
+        app = FrontLanes(app, lanes)
+        if settings.api_keys:
+            keys = [*settings.api_keys, *([settings.admin_token] if settings.admin_token else [])]
+            app = ApiKeys(app, keys=keys)
+        return StartupFailure(Envelope(app), startup_failure)
+
+    app = GatewayApp(
+        layers,
         routes=[
             *(Route(path, front, methods=["POST"]) for path, front in lanes.items()),
             Route("/v1/messages/count_tokens", CountTokens(settings), methods=["POST"]),
@@ -202,23 +210,30 @@ def create_app(settings: Settings) -> Starlette:
     )
     app.state.gateway = gateway
     app.state.inspector = inspector
-    # Innermost of the middleware: keys, request ids and the access log still apply.
-    app.add_middleware(FrontLanes, lanes=lanes)
-    if settings.api_keys:
-        keys = [*settings.api_keys, *([settings.admin_token] if settings.admin_token else [])]
-        app.add_middleware(ApiKeys, keys=keys)
-    app.add_middleware(RequestIdMiddleware)
-    app.add_middleware(AccessLog)
-    app.add_middleware(StartupFailure, reasons=startup_failure)
     return app
+
+
+class GatewayApp(Starlette):
+    """Starlette with the gateway's own layers (``layers``) outside its error
+    middleware rather than inside: the fronts' lanes (:class:`FrontLanes`) pass
+    one send wrapper (:class:`~toolrelay.server.envelope.Envelope`, which
+    answers a bug that escapes with a 500 itself) instead of that one too."""
+
+    def __init__(self, layers: Callable[[ASGIApp], ASGIApp], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.layers = layers
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return self.layers(super().build_middleware_stack())
 
 
 class FrontLanes:
     """The fronts' ``POST`` endpoints, most of the traffic, reached without the
-    router (which tries the routes in turn) and the exception middleware (one
-    more wrapper around every send): each is a :class:`TurnRoute`, which
-    answers every failure itself in its front's shape. Other paths and
-    methods, and any request under a root path, go through the router as before."""
+    router (which tries the routes in turn) and Starlette's exception
+    middlewares (each one more wrapper around every send): each is a
+    :class:`TurnRoute`, which answers every failure itself in its front's
+    shape. Other paths and methods, and any request under a root path, go
+    through the router as before."""
 
     def __init__(self, app: ASGIApp, lanes: dict[str, ASGIApp]) -> None:
         self.app = app
@@ -254,35 +269,6 @@ class StartupFailure:
             await send(message)
 
         await self.app(scope, receive, send_reason)
-
-
-class RequestIdMiddleware:
-    """``x-request-id`` on every response: the client's own when it sent a sane
-    one, a fresh one otherwise."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        # Plain functions handing on the next coroutine: no frames of their own
-        # on the request's path, nor on each send.
-        if scope["type"] != "http":
-            return self.app(scope, receive, send)
-        request_id = None
-        for key, value in scope["headers"]:
-            if key == b"x-request-id" and _SAFE_REQUEST_ID.fullmatch(value):
-                request_id = value
-                break
-        if request_id is None:
-            request_id = b"req_" + unique_hex().encode()
-        note(scope, request_id=request_id.decode())
-
-        def send_with_id(message: Message) -> Awaitable[None]:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
-            return send(message)
-
-        return self.app(scope, receive, send_with_id)
 
 
 def _version() -> str:
