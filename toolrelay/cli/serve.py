@@ -175,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     from toolrelay.io.tools.registry import ToolsError
     from toolrelay.io.urls import redact_url
     from toolrelay.server import create_app
+    from toolrelay.server.app import settle_collector
     from toolrelay.server.auth import is_loopback
     from toolrelay.server.logs import configure_logging, secrets_of
     from toolrelay.server.tracing import TracingUnavailable
@@ -271,6 +272,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.workers > 1:
         _serve_workers(settings, explicit, args)
         return 0
+    settle_collector()
     uvicorn.run(
         app,
         host=settings.host,

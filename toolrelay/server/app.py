@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import metadata
@@ -286,7 +287,26 @@ def app_from_environment() -> Starlette:
     level, _, style = os.environ.get(WORKER_LOGGING, "info:text").partition(":")
     settings = Settings()
     configure_logging(level, style or "text", secrets_of(settings))
-    return create_app(settings)
+    app = create_app(settings)
+    settle_collector()
+    return app
+
+
+# The young generation's threshold (Python's default: 700). A request allocates
+# and frees a few hundred containers, and crosses 700 about once in ten requests
+# for a collection that finds nearly nothing; at 10000 the gateway served 2000
+# requests at concurrency 16 without one (issue 29, bench/RESULTS.md "Fifth round").
+YOUNG_THRESHOLD = 10_000
+
+
+def settle_collector() -> None:
+    """The garbage collector of a serving process, once its app is built: what
+    start-up made (modules, settings, the app) is frozen out of every later
+    collection, and the young generation is collected less often. Measured in
+    bench/RESULTS.md ("Fifth round: the process"): CPU and memory under load."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 # Where ``serve`` leaves its log level and format for its workers.
