@@ -292,10 +292,12 @@ def app_from_environment() -> Starlette:
     return app
 
 
-# The young generation's threshold (Python's default: 700). A request allocates
-# and frees a few hundred containers, and crosses 700 about once in ten requests
-# for a collection that finds nearly nothing; at 10000 the gateway served 2000
-# requests at concurrency 16 without one (issue 29, bench/RESULTS.md "Fifth round").
+# The young generation's threshold (Python's default: 700). Requests in flight
+# hold containers that reference counting frees when they end; their peaks
+# crossed 700 once every 10-30 requests at concurrency 16, for collections that
+# found nearly nothing. At 10000 the gateway served 2000 requests without one,
+# and held no more memory under 1000 streams (issue 29, bench/RESULTS.md
+# "Fifth round: the process").
 YOUNG_THRESHOLD = 10_000
 
 

@@ -29,8 +29,8 @@ _REQUEST_ID = b"x-request-id"
 class Envelope:
     """``x-request-id`` on every response (the client's own when it sent a sane
     one, a fresh one otherwise), one access-log line per request when the
-    response is over, and a JSON 500 for an exception that escapes before the
-    response started (the exception is raised on, for the server to log)."""
+    response is over, and a JSON error (a 500 for a bug) for an exception that
+    escapes before the response started (raised on, for the server to log)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
