@@ -46,7 +46,7 @@ from typing import Any
 import aiohttp
 import orjson
 from gateway_bench import PLAIN, ROOT, TOOL, free_port, percentile, process
-from release_bench import family_cpu, rss_mib
+from release_bench import CHAT, MESSAGES, family_cpu, messages_body, rss_mib
 from results import write_section
 
 HEADING = "## The field's method: p99, p99-bounded throughput, TTFT, translation (issue 29)"
@@ -74,16 +74,8 @@ BOUNDS_MS = (1, 5, 10, 50)
 SWEEP_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 STEP_SECONDS = 1.0
 REPEATS = 3
-CHAT = "/v1/chat/completions"
-MESSAGES = "/v1/messages"
 # Who speaks Anthropic Messages: the others get the same question as Chat Completions.
 TRANSLATES = ("toolrelay", "litellm")
-
-
-def messages_body(text: str, stream: bool = False) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": "bench", "max_tokens": 1024}
-    body["messages"] = [{"role": "user", "content": text}]
-    return {**body, "stream": True} if stream else body
 
 
 def chat_body(text: str, stream: bool = False, tools: bool = False) -> dict[str, Any]:

@@ -14,14 +14,16 @@ subprocesses on free 127.0.0.1 ports:
   uvicorn, one worker, for the choice of server stack (``pip install granian``).
 
 Each cell (non-streamed and streamed, without and with tools, concurrency 1
-and 16) is run in rounds, the three targets in turn within each round, so that
-a busy neighbour on the shared machine weighs on all three alike. Per target:
+and 16; with ``--wide`` also concurrency 64, and the Anthropic Messages front,
+which the floor, and a release without that front, are asked as Chat
+Completions) is run in rounds, the three targets in turn within each round, so
+that a busy neighbour on the shared machine weighs on all three alike. Per target:
 the CPU time of its processes per request (their threads' run time from
 /proc/PID/task/*/schedstat, children included; the median over the rounds),
 the latency p50, and its memory at the end. Ratios first: they are what a
 loaded machine still measures well.
 
-    .venv/bin/python bench/release_bench.py [--rounds 5] [--write]
+    .venv/bin/python bench/release_bench.py [--rounds 5] [--wide] [--write]
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx
 from gateway_bench import (
     PLAIN,
     ROOT,
@@ -73,17 +76,60 @@ SCENARIO = {
 }
 WITH_TOOLS = {**PLAIN, "tools": [TOOL]}
 STREAM_TOOLS = {**STREAM, "tools": [TOOL]}
-CELLS: list[tuple[str, dict[str, Any], int, int]] = [
-    # label, body, concurrency, requests per round
-    ("plain c=1", PLAIN, 1, 120),
-    ("plain c=16", PLAIN, 16, 320),
-    ("tools c=1", WITH_TOOLS, 1, 120),
-    ("tools c=16", WITH_TOOLS, 16, 320),
-    ("stream 128 chunks c=1", STREAM, 1, 32),
-    ("stream 128 chunks c=16", STREAM, 16, 96),
-    ("stream tools c=1", STREAM_TOOLS, 1, 80),
-    ("stream tools c=16", STREAM_TOOLS, 16, 192),
+CHAT = "/v1/chat/completions"
+MESSAGES = "/v1/messages"
+
+
+def messages_body(text: str, stream: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "bench", "max_tokens": 1024}
+    body["messages"] = [{"role": "user", "content": text}]
+    return {**body, "stream": True} if stream else body
+
+
+# A cell: label, front ("chat", or "messages" answered by the floor as chat),
+# the Chat Completions body, concurrency, requests per round.
+Cell = tuple[str, str, dict[str, Any], int, int]
+CELLS: list[Cell] = [
+    ("plain c=1", "chat", PLAIN, 1, 120),
+    ("plain c=16", "chat", PLAIN, 16, 320),
+    ("tools c=1", "chat", WITH_TOOLS, 1, 120),
+    ("tools c=16", "chat", WITH_TOOLS, 16, 320),
+    ("stream 128 chunks c=1", "chat", STREAM, 1, 32),
+    ("stream 128 chunks c=16", "chat", STREAM, 16, 96),
+    ("stream tools c=1", "chat", STREAM_TOOLS, 1, 80),
+    ("stream tools c=16", "chat", STREAM_TOOLS, 16, 192),
 ]
+# --wide: concurrency 64 on every Chat Completions cell, and the Messages front.
+WIDE: list[Cell] = [
+    ("plain c=64", "chat", PLAIN, 64, 640),
+    ("tools c=64", "chat", WITH_TOOLS, 64, 640),
+    ("stream 128 chunks c=64", "chat", STREAM, 64, 192),
+    ("stream tools c=64", "chat", STREAM_TOOLS, 64, 384),
+    ("messages plain c=1", "messages", PLAIN, 1, 120),
+    ("messages plain c=16", "messages", PLAIN, 16, 320),
+    ("messages plain c=64", "messages", PLAIN, 64, 640),
+    ("messages stream 128 chunks c=1", "messages", STREAM, 1, 32),
+    ("messages stream 128 chunks c=16", "messages", STREAM, 16, 96),
+    ("messages stream 128 chunks c=64", "messages", STREAM, 64, 192),
+]
+
+
+def speaks_messages(base: str) -> bool:
+    """Whether a gateway has a Messages front (the release 23584fa has none)."""
+    probe = httpx.post(base + "/messages", json=messages_body("hi"), timeout=60)
+    return probe.status_code != 404
+
+
+def target_request(
+    front: str, name: str, body: dict[str, Any], translating: set[str]
+) -> tuple[str, dict[str, Any]]:
+    """The path and body a cell sends to one target: a Messages cell asks a target
+    without that front (the floor) the same question as Chat Completions, as
+    field_bench.py's translation lane does."""
+    if front == "messages" and name in translating:
+        text = body["messages"][-1]["content"]
+        return MESSAGES, messages_body(text, bool(body.get("stream")))
+    return CHAT, body
 
 
 def release_python(ref: str) -> Path:
@@ -104,13 +150,13 @@ def release_python(ref: str) -> Path:
 
 
 def last_tag() -> str:
-    return subprocess.run(
-        ["git", "describe", "--tags", "--abbrev=0"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    found = subprocess.run(
+        ["git", "describe", "--tags", "--abbrev=0"], cwd=ROOT, capture_output=True, text=True
+    )
+    if found.returncode != 0:
+        # A clone without tags (a shallow or a worktree's): say what to pass, no traceback.
+        sys.exit("release_bench: no git tag names the previous release here: pass --release REF")
+    return found.stdout.strip()
 
 
 def family(pid: int) -> list[int]:
@@ -157,7 +203,8 @@ def stream_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any
         last = b""
         async with session.post(url, data=data, headers=headers) as response:
             async for line in response.content:
-                if line.startswith(b"data: [DONE]"):
+                # Chat Completions' last line, or Anthropic Messages' last event.
+                if line.startswith((b"data: [DONE]", b"event: message_stop")):
                     return
                 last = line.strip() or last
         # An in-stream error event is the usual last line: it says what broke.
@@ -166,20 +213,21 @@ def stream_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any
     return go
 
 
-async def run_cells(targets: dict[str, tuple[str, int]], rounds: int) -> dict[str, Any]:
+async def run_cells(
+    targets: dict[str, tuple[str, int]], rounds: int, cells: list[Cell], translating: set[str]
+) -> dict[str, Any]:
     """Per cell and target: CPU µs per request (median of rounds) and p50 latency (ms)."""
     results: dict[str, Any] = {}
     # A target idles while the others run: its pooled connections are let go before
     # uvicorn's keep-alive timeout (5 s) closes them under a request being written.
     connector = aiohttp.TCPConnector(limit=64, keepalive_timeout=2)
     async with aiohttp.ClientSession(connector=connector) as session:
-        for label, body, concurrency, total in CELLS:
-            streamed = bool(body.get("stream"))
+        for label, front, chat_body, concurrency, total in cells:
+            make = stream_request if chat_body.get("stream") else aiohttp_post
             requests = {}
             for name, (base, _pid) in targets.items():
-                url = base + "/chat/completions"
-                make = stream_request if streamed else aiohttp_post
-                requests[name] = make(session, url, body)
+                path, body = target_request(front, name, chat_body, translating)
+                requests[name] = make(session, base.removesuffix("/v1") + path, body)
                 await latencies(requests[name], min(total, 32), concurrency)  # warm up
             cpu: dict[str, list[float]] = {name: [] for name in targets}
             p50: dict[str, list[float]] = {name: [] for name in targets}
@@ -200,7 +248,7 @@ async def run_cells(targets: dict[str, tuple[str, int]], rounds: int) -> dict[st
     return results
 
 
-def report(results: dict[str, Any], release: str, rounds: int) -> str:
+def report(results: dict[str, Any], release: str, rounds: int, cells: list[Cell]) -> str:
     rss = results["rss"]
     lines = [
         HEADING,
@@ -219,7 +267,7 @@ def report(results: dict[str, Any], release: str, rounds: int) -> str:
         "| release CPU | floor CPU | p50: this / release | p50 this |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for label, *_ in CELLS:
+    for label, *_ in cells:
         row = results[label]
         this, before, floor = row["this"], row["release"], row["floor"]
         lines.append(
@@ -233,6 +281,13 @@ def report(results: dict[str, Any], release: str, rounds: int) -> str:
         f"Memory at the end (RSS): this commit {rss['this']:.0f} MiB, the release "
         f"{rss['release']:.0f} MiB, the floor {rss['floor']:.0f} MiB.",
     ]
+    if any(front == "messages" for _label, front, *_ in cells):
+        asked = ", ".join(results["translating"]) or "none"
+        lines += [
+            "",
+            f"The messages cells ask Anthropic Messages of: {asked}; the others the same "
+            "question as Chat Completions (the floor has no Messages front to ask).",
+        ]
     if "granian" in rss:
         lines += [
             "",
@@ -242,7 +297,7 @@ def report(results: dict[str, Any], release: str, rounds: int) -> str:
             "| cell | CPU: granian / uvicorn | p50: granian / uvicorn | granian CPU |",
             "|---|---:|---:|---:|",
         ]
-        for label, *_ in CELLS:
+        for label, *_ in cells:
             row = results[label]
             granian, this = row["granian"], row["this"]
             lines.append(
@@ -259,9 +314,15 @@ def main() -> None:
     parser.add_argument("--release-python", type=Path, help="a Python with that release installed")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--granian", action="store_true", help="add this commit on granian")
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="add concurrency 64 and the Messages front (about 2.5x the run's time)",
+    )
     parser.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     args = parser.parse_args()
     release = args.release or last_tag()
+    cells = CELLS + WIDE if args.wide else CELLS
     before = args.release_python or release_python(release)
     sim_port = free_port()
     ports = {name: free_port() for name in ("this", "release", "floor", "granian")}
@@ -301,10 +362,14 @@ def main() -> None:
                     process(command, base + "/models", cwd=cwd, env=envs.get(name))
                 )
                 targets[name] = (base, proc.pid)
-            results = asyncio.run(run_cells(targets, args.rounds))
+            translating = {n for n, (base, _) in targets.items() if n != "floor"}
+            if args.wide:
+                translating = {n for n in translating if speaks_messages(targets[n][0])}
+            results = asyncio.run(run_cells(targets, args.rounds, cells, translating))
+            results["translating"] = sorted(translating)
     finally:
         os.unlink(scenario.name)
-    text = report(results, release, args.rounds)
+    text = report(results, release, args.rounds, cells)
     print(text)
     if args.write:
         write_section(HEADING, text)

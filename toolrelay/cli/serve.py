@@ -76,6 +76,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Redis, e.g. redis://127.0.0.1:6379/0 (TOOLRELAY_REDIS_URL; default: none, each "
         "process keeps its own); serve stops at startup if it does not answer",
     )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        help="behind a reverse proxy: trust its X-Forwarded-For/-Proto headers when it "
+        "connects from one of these comma-separated addresses ('*' for any; also "
+        "FORWARDED_ALLOW_IPS; default: none, the headers are not read)",
+    )
     parser.add_argument("--config", help="a YAML or JSON config file")
     parser.add_argument(
         "--inspector",
@@ -168,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     from toolrelay.io.tools.registry import ToolsError
     from toolrelay.io.urls import redact_url
     from toolrelay.server import create_app
+    from toolrelay.server.app import settle_collector
     from toolrelay.server.auth import is_loopback
     from toolrelay.server.logs import configure_logging, secrets_of
     from toolrelay.server.tracing import TracingUnavailable
@@ -264,6 +272,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.workers > 1:
         _serve_workers(settings, explicit, args)
         return 0
+    settle_collector()
     uvicorn.run(
         app,
         host=settings.host,
@@ -271,8 +280,20 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_config=None,  # uvicorn's records go through our handler and format
         access_log=False,  # ours (toolrelay.access) knows the model and the tool mode
+        **proxy_options(args.forwarded_allow_ips),
     )
     return 0
+
+
+def proxy_options(trusted: str | None) -> dict[str, Any]:
+    """uvicorn's reading of proxy headers, only when addresses are trusted (the
+    flag, else uvicorn's own ``FORWARDED_ALLOW_IPS``). uvicorn reads them by
+    default, trusting 127.0.0.1: one more layer on every request and send
+    (issue 29), for a client address and scheme the gateway itself never uses."""
+    trusted = trusted or os.environ.get("FORWARDED_ALLOW_IPS")
+    if not trusted:
+        return {"proxy_headers": False}
+    return {"proxy_headers": True, "forwarded_allow_ips": trusted}
 
 
 def _serve_workers(settings: Any, explicit: dict[str, Any], args: argparse.Namespace) -> None:
@@ -307,6 +328,7 @@ def _serve_workers(settings: Any, explicit: dict[str, Any], args: argparse.Names
             log_level=args.log_level,
             log_config=None,
             access_log=False,
+            **proxy_options(args.forwarded_allow_ips),
         )
     finally:
         shutil.rmtree(shared, ignore_errors=True)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
-import re
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import metadata
+from typing import Any
 
 import orjson
 from starlette.applications import Starlette
@@ -19,7 +20,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.io.backends import BackendError
-from toolrelay.io.ids import unique_hex
 from toolrelay.io.settings import Settings
 from toolrelay.io.spans import use_tracer
 from toolrelay.io.tools.source import SourceStartError
@@ -28,11 +28,12 @@ from toolrelay.server.anthropic import CountTokens, MessagesFront
 from toolrelay.server.auth import ApiKeys
 from toolrelay.server.chat import ChatFront
 from toolrelay.server.docs import DOCS_PAGE, SWAGGER_ASSETS, openapi_spec
+from toolrelay.server.envelope import Envelope
 from toolrelay.server.errors import APIError, api_error, upstream
 from toolrelay.server.facts_api import FactsApi
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.inspector import Inspector, InspectorApi
-from toolrelay.server.logs import AccessLog, Redactor, note, secrets_of
+from toolrelay.server.logs import Redactor, secrets_of
 from toolrelay.server.mcp import PATH as MCP_PATH
 from toolrelay.server.mcp import McpEndpoint
 from toolrelay.server.metrics import Metrics
@@ -42,8 +43,6 @@ from toolrelay.server.session import websocket_endpoint
 from toolrelay.server.tools_api import ToolsApi, document
 from toolrelay.server.tracing import Traced, make_tracer, traces_wanted
 from toolrelay.server.turn import TurnRoute
-
-_SAFE_REQUEST_ID = re.compile(rb"[\w.:/=+-]{1,128}")
 
 
 class JSONResponse(Response):
@@ -175,7 +174,17 @@ def create_app(settings: Settings) -> Starlette:
     retrieve, delete = stored_routes(store)
     # The fronts' POST endpoints: routes, and the lanes that reach them past the router.
     lanes = {"/v1/chat/completions": chat, "/v1/messages": messages, "/v1/responses": responses}
-    app = Starlette(
+
+    def layers(app: ASGIApp) -> ASGIApp:
+        # Innermost: keys, request ids and the access log still apply to the lanes.
+        app = FrontLanes(app, lanes)
+        if settings.api_keys:
+            keys = [*settings.api_keys, *([settings.admin_token] if settings.admin_token else [])]
+            app = ApiKeys(app, keys=keys)
+        return StartupFailure(Envelope(app), startup_failure)
+
+    app = GatewayApp(
+        layers,
         routes=[
             *(Route(path, front, methods=["POST"]) for path, front in lanes.items()),
             Route("/v1/messages/count_tokens", CountTokens(settings), methods=["POST"]),
@@ -202,23 +211,30 @@ def create_app(settings: Settings) -> Starlette:
     )
     app.state.gateway = gateway
     app.state.inspector = inspector
-    # Innermost of the middleware: keys, request ids and the access log still apply.
-    app.add_middleware(FrontLanes, lanes=lanes)
-    if settings.api_keys:
-        keys = [*settings.api_keys, *([settings.admin_token] if settings.admin_token else [])]
-        app.add_middleware(ApiKeys, keys=keys)
-    app.add_middleware(RequestIdMiddleware)
-    app.add_middleware(AccessLog)
-    app.add_middleware(StartupFailure, reasons=startup_failure)
     return app
+
+
+class GatewayApp(Starlette):
+    """Starlette with the gateway's own layers (``layers``) outside its error
+    middleware rather than inside: the fronts' lanes (:class:`FrontLanes`) pass
+    one send wrapper (:class:`~toolrelay.server.envelope.Envelope`, which
+    answers a bug that escapes with a 500 itself) instead of that one too."""
+
+    def __init__(self, layers: Callable[[ASGIApp], ASGIApp], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.layers = layers
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return self.layers(super().build_middleware_stack())
 
 
 class FrontLanes:
     """The fronts' ``POST`` endpoints, most of the traffic, reached without the
-    router (which tries the routes in turn) and the exception middleware (one
-    more wrapper around every send): each is a :class:`TurnRoute`, which
-    answers every failure itself in its front's shape. Other paths and
-    methods, and any request under a root path, go through the router as before."""
+    router (which tries the routes in turn) and Starlette's exception
+    middlewares (each one more wrapper around every send): each is a
+    :class:`TurnRoute`, which answers every failure itself in its front's
+    shape. Other paths and methods, and any request under a root path, go
+    through the router as before."""
 
     def __init__(self, app: ASGIApp, lanes: dict[str, ASGIApp]) -> None:
         self.app = app
@@ -256,35 +272,6 @@ class StartupFailure:
         await self.app(scope, receive, send_reason)
 
 
-class RequestIdMiddleware:
-    """``x-request-id`` on every response: the client's own when it sent a sane
-    one, a fresh one otherwise."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        # Plain functions handing on the next coroutine: no frames of their own
-        # on the request's path, nor on each send.
-        if scope["type"] != "http":
-            return self.app(scope, receive, send)
-        request_id = None
-        for key, value in scope["headers"]:
-            if key == b"x-request-id" and _SAFE_REQUEST_ID.fullmatch(value):
-                request_id = value
-                break
-        if request_id is None:
-            request_id = b"req_" + unique_hex().encode()
-        note(scope, request_id=request_id.decode())
-
-        def send_with_id(message: Message) -> Awaitable[None]:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
-            return send(message)
-
-        return self.app(scope, receive, send_with_id)
-
-
 def _version() -> str:
     try:
         return metadata.version("toolrelay")
@@ -300,7 +287,28 @@ def app_from_environment() -> Starlette:
     level, _, style = os.environ.get(WORKER_LOGGING, "info:text").partition(":")
     settings = Settings()
     configure_logging(level, style or "text", secrets_of(settings))
-    return create_app(settings)
+    app = create_app(settings)
+    settle_collector()
+    return app
+
+
+# The young generation's threshold (Python's default: 700). Requests in flight
+# hold containers that reference counting frees when they end; their peaks
+# crossed 700 once every 10-30 requests at concurrency 16, for collections that
+# found nearly nothing. At 10000 the gateway served 2000 requests without one,
+# and held no more memory under 1000 streams (issue 29, bench/RESULTS.md
+# "Fifth round: the process").
+YOUNG_THRESHOLD = 10_000
+
+
+def settle_collector() -> None:
+    """The garbage collector of a serving process, once its app is built: what
+    start-up made (modules, settings, the app) is frozen out of every later
+    collection, and the young generation is collected less often. Measured in
+    bench/RESULTS.md ("Fifth round: the process"): CPU and memory under load."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 # Where ``serve`` leaves its log level and format for its workers.

@@ -4,7 +4,7 @@ Every module logs to ``toolrelay.<area>``; the access log (one line per
 request) is ``toolrelay.access``. With ``--log-format json`` each record is
 one JSON object, and the access log's fields (``method``, ``path``,
 ``model``, ``mode``, ``status``, ``duration_ms``, ``request_id``) are keys
-of their own.
+of their own; the line is written by :class:`~toolrelay.server.envelope.Envelope`.
 
 No level prints a credential: every record passes :class:`RedactSecrets`,
 which hides the values of credential headers (what uvicorn and websockets
@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Iterable
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from toolrelay.io.settings import Settings
 
@@ -105,43 +104,3 @@ def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None
 def note(scope: Scope, **values: Any) -> None:
     """Record facts about this request (``model``, ``mode``) for its access-log line."""
     scope.setdefault(NOTES, {}).update(values)
-
-
-class AccessLog:
-    """One log line per HTTP request, written when the response is over."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not access_log.isEnabledFor(logging.INFO):
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 0
-
-        async def send_and_watch(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_and_watch)
-        finally:
-            notes = scope.get(NOTES, {})
-            fields = {
-                "method": scope["method"],
-                "path": scope["path"],
-                "model": notes.get("model", "-"),
-                "mode": notes.get("mode", "-"),
-                "status": status,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 1),
-                "request_id": notes.get("request_id", "-"),
-            }
-            access_log.info(
-                "%(method)s %(path)s model=%(model)s mode=%(mode)s %(status)s "
-                "%(duration_ms)sms %(request_id)s",
-                fields,
-                extra=fields,
-            )

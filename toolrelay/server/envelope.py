@@ -1,0 +1,91 @@
+"""What every HTTP request gets around it, in one layer: its ``x-request-id``,
+its access-log line, and a 500 in the error shape when a bug escapes.
+
+These were three middlewares (Starlette's ``ServerErrorMiddleware``, a
+request-id middleware, the access log), each wrapping ``send`` again, so each
+streamed chunk passed three wrappers. One layer watches ``send`` once, through a
+plain function (no coroutine per chunk), and the fronts' endpoints are reached
+without Starlette's error middleware (:class:`~toolrelay.server.app.GatewayApp`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Awaitable
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolrelay.io.ids import unique_hex
+from toolrelay.server.asgi import send_json
+from toolrelay.server.errors import api_error
+from toolrelay.server.logs import NOTES, access_log, note
+
+_SAFE_REQUEST_ID = re.compile(rb"[\w.:/=+-]{1,128}")
+_REQUEST_ID = b"x-request-id"
+
+
+class Envelope:
+    """``x-request-id`` on every response (the client's own when it sent a sane
+    one, a fresh one otherwise), one access-log line per request when the
+    response is over, and a JSON error (a 500 for a bug) for an exception that
+    escapes before the response started (raised on, for the server to log)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        request_id = _request_id(scope)
+        note(scope, request_id=request_id.decode())
+        status = 0
+
+        def watched(message: Message) -> Awaitable[None]:
+            # A plain function handing on send's awaitable: no frame of its own
+            # left on each chunk's path.
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), (_REQUEST_ID, request_id)]
+            return send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            if not status:
+                error = api_error(exc, f"internal error: {scope['method']} {scope['path']}")
+                await send_json(watched, error.status, error.to_dict(), error.headers)
+            raise
+        finally:
+            if access_log.isEnabledFor(logging.INFO):
+                _log(scope, status, started, request_id)
+
+
+def _request_id(scope: Scope) -> bytes:
+    for key, value in scope["headers"]:
+        if key == _REQUEST_ID and _SAFE_REQUEST_ID.fullmatch(value):
+            return bytes(value)
+    return b"req_" + unique_hex().encode()
+
+
+def _log(scope: Scope, status: int, started: float, request_id: bytes) -> None:
+    notes = scope.get(NOTES, {})
+    fields = {
+        "method": scope["method"],
+        "path": scope["path"],
+        "model": notes.get("model", "-"),
+        "mode": notes.get("mode", "-"),
+        "status": status,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+        "request_id": request_id.decode(),
+    }
+    access_log.info(
+        "%(method)s %(path)s model=%(model)s mode=%(mode)s %(status)s "
+        "%(duration_ms)sms %(request_id)s",
+        fields,
+        extra=fields,
+    )
