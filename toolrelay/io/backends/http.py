@@ -107,7 +107,9 @@ class ChunkStream:
     as its text (a ``str``), read without decoding (:mod:`.plain`).
 
     A read may be cancelled and made again: its only wait is for the socket,
-    before it takes any bytes from aiohttp's buffer.
+    before it takes any bytes from aiohttp's buffer. A batch read to look at
+    it first (:meth:`unread`) comes again from the next read: the relay then
+    iterates the stream itself, with no generator in between.
     """
 
     def __init__(
@@ -129,11 +131,19 @@ class ChunkStream:
         self._line_bytes = 0
         self._received = 0
         self._done = False
+        self._ahead: list[Chunk] | None = None  # a batch given back (unread)
 
     def __aiter__(self) -> ChunkStream:
         return self
 
+    def unread(self, batch: list[Chunk]) -> None:
+        """Give ``batch`` (the last read's) back: the next read returns it."""
+        self._ahead = batch
+
     async def __anext__(self) -> list[Chunk]:
+        if self._ahead is not None:
+            batch, self._ahead = self._ahead, None
+            return batch
         while not self._done:
             try:
                 data = await self._response.content.readany()
