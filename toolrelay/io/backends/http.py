@@ -195,17 +195,19 @@ class ChunkStream:
         batch: list[Chunk] = []
         plain = self._plain
         for line in lines:
+            if not line:
+                continue  # the blank line after each event, the most frequent line
+            if plain is not None:
+                text = plain.read(line)
+                if text is not None:
+                    batch.append(text)
+                    continue
             if not line.startswith(b"data:"):
-                continue  # blank separators, comments, event: lines
+                continue  # comments, event: lines
             payload = line[5:].strip()
             if payload == b"[DONE]":
                 self._done = True
                 break
-            if plain is not None:
-                text = plain.read(payload)
-                if text is not None:
-                    batch.append(text)
-                    continue
             try:
                 chunk = orjson.loads(payload)
             except orjson.JSONDecodeError:
@@ -223,7 +225,7 @@ class ChunkStream:
                     502, error_message(chunk, ""), upstream_status=200, reason="error_event"
                 )
             if plain is not None:
-                plain.learn(payload, chunk)
+                plain.learn(payload, chunk, line)
             batch.append(chunk)
         return batch
 
