@@ -241,11 +241,13 @@ async def _relay_single_stream(
         echoes = 0  # copies of the examples the cleaner removed
         ended: list[ToolCall] = []  # the calls that went out, for their formats
         try:
+            take = state.take  # looked up once: it runs for every chunk
             async for batch in chunks:
                 out: list[StreamItem] = []
                 for chunk in batch:
-                    state.take(chunk, out)
-                    if observed is not None:
+                    take(chunk, out)
+                if observed is not None:
+                    for chunk in batch:
                         assert isinstance(chunk, dict)  # opened without plain
                         observed.chunk(chunk)
                 if out and cleaner:
