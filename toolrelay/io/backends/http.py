@@ -163,7 +163,7 @@ class ChunkStream:
                     "too_large",
                     f"exceeds max_response_bytes ({self._limits.max_response_bytes} bytes)",
                 )
-            batch = await self._decode(self._lines(data))
+            batch = self._decode(self._lines(data))
             if batch:
                 return batch
         await self.aclose()
@@ -191,7 +191,9 @@ class ChunkStream:
             raise self._too_long()
         return lines
 
-    async def _decode(self, lines: list[bytes]) -> list[Chunk]:
+    def _decode(self, lines: list[bytes]) -> list[Chunk]:
+        """The chunks of ``lines``; not a coroutine (a frame less per read): what
+        it raises, it closes first."""
         batch: list[Chunk] = []
         plain = self._plain
         for line in lines:
@@ -214,13 +216,13 @@ class ChunkStream:
                 try:
                     payload.decode()
                 except UnicodeDecodeError:
-                    await self.aclose()
+                    self._close()
                     raise self._broken("invalid_utf8", "sent bytes that are not UTF-8") from None
                 continue  # a server's stray non-JSON line; clients skip it too
             if not isinstance(chunk, dict):
                 continue
             if chunk.get("error"):  # as the SDK checks it: a null or empty error is none
-                await self.aclose()
+                self._close()
                 raise BackendError(
                     502, error_message(chunk, ""), upstream_status=200, reason="error_event"
                 )
@@ -234,8 +236,7 @@ class ChunkStream:
 
     def _too_long(self) -> BackendError:
         # Raised from _lines, before anything is decoded: close here too.
-        self._response.close()
-        self._release()
+        self._close()
         limit = self._limits.max_line_bytes
         return self._broken(
             "line_too_long", f"sent a line longer than max_line_bytes ({limit} bytes)"
@@ -255,6 +256,9 @@ class ChunkStream:
             self._slots = None
 
     async def aclose(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
         if self._done:
             self._response.release()
         else:
