@@ -159,6 +159,19 @@ def test_a_learned_frame_reads_what_decoding_reads() -> None:
     assert plain.read(first.replace(b'"abcd"}', b'"x\\"z"}')) is None
 
 
+def test_a_frame_learned_with_its_line_reads_whole_lines() -> None:
+    """By hand: the line's ``data:``, its spacing and its end are part of the frame."""
+    first = b'{"id":"abcd","choices":[{"index":0,"delta":{"content":"abcd"},"finish_reason":null}]}'
+    for before, after in [(b"data: ", b""), (b"data:", b"\r"), (b"data:\t", b" ")]:
+        plain = PlainChunks()
+        line = before + first + after
+        plain.learn(first, orjson.loads(first), line)
+        assert plain.read(line.replace(b'"abcd"}', b'"xyz"}')) == "xyz"
+        # Another form of line, or the payload alone: decoded the usual way.
+        assert plain.read(b"data:  " + first.replace(b'"abcd"}', b'"xyz"}')) is None
+        assert plain.read(first.replace(b'"abcd"}', b'"xyz"}')) is None
+
+
 @settings(max_examples=600, deadline=None)
 @given(payloads())
 def test_reading_through_the_frame_equals_decoding(stream: list[bytes]) -> None:
@@ -177,8 +190,44 @@ def test_reading_through_the_frame_equals_decoding(stream: list[bytes]) -> None:
             plain.learn(payload, decoded)
 
 
-def _serve(stream: list[bytes], cuts: list[int]) -> Any:
-    body = b"".join(b"data: " + payload + b"\n\n" for payload in stream) + b"data: [DONE]\n\n"
+# How a server may write the line around a payload: the space after ``data:`` or
+# none or two, a carriage return or spaces before the line's end.
+LINE_FORMS = st.tuples(
+    st.sampled_from([b"data: ", b"data:", b"data:  ", b"data:\t"]),
+    st.sampled_from([b"", b"\r", b" ", b"\x0c"]),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(payloads(), st.lists(LINE_FORMS, min_size=1, max_size=3))
+def test_reading_whole_lines_through_the_frame_equals_decoding(
+    stream: list[bytes], forms: list[tuple[bytes, bytes]]
+) -> None:
+    """A frame learned with its SSE line reads later lines whole: whatever it reads
+    is what orjson decodes of the line's payload, stripped as the client strips it,
+    whatever the line's form, even when it changes from one line to the next."""
+    plain = PlainChunks()
+    for at, payload in enumerate(stream):
+        before, after = forms[at % len(forms)]
+        line = before + payload + after
+        text = plain.read(line)
+        try:
+            decoded = orjson.loads(line[5:].strip())
+        except orjson.JSONDecodeError:
+            assert text is None
+            continue
+        if text is not None:
+            assert plain_content(decoded) == text
+        else:
+            plain.learn(payload, decoded, line)
+
+
+def _serve(
+    stream: list[bytes], cuts: list[int], form: tuple[bytes, bytes] = (b"data: ", b"")
+) -> Any:
+    before, after = form
+    lines = [before + payload + after + b"\n\n" for payload in stream]
+    body = b"".join(lines) + b"data: [DONE]\n\n"
     positions = sorted({cut % len(body) for cut in cuts})
 
     def handler(_request: RawRequest, conn: socket.socket) -> str:
@@ -261,7 +310,12 @@ def test_a_plain_stream_gives_the_events_of_a_decoded_one(
 ) -> None:
     """Through the real client and the round's chunk reader (a parser for text calls
     and native calls both): the same events per read, the same state at the end."""
-    _SERVED.handler = _serve(stream, cuts)
+    _assert_read_alike(_serve(stream, cuts))
+
+
+def _assert_read_alike(handler: Any) -> None:
+    """The stream ``handler`` serves, read plain and decoded: the same events, the same state."""
+    _SERVED.handler = handler
     url = f"{_BACKEND.url}/v1/chat/completions"
     slow = asyncio.run(_read(url, plain=False))
     fast = asyncio.run(_read(url, plain=True))
@@ -278,6 +332,20 @@ def test_a_plain_stream_gives_the_events_of_a_decoded_one(
         return
     assert fast_events == slow_events
     assert fast[1] == slow[1]
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(payloads(), st.lists(st.integers(0, 10_000), max_size=6), LINE_FORMS)
+def test_a_plain_stream_in_any_line_form_gives_the_events_of_a_decoded_one(
+    stream: list[bytes], cuts: list[int], form: tuple[bytes, bytes]
+) -> None:
+    """As above, the server writing its lines in another form: the frame is learned
+    with the line, so the line's form is read through it too."""
+    _assert_read_alike(_serve(stream, cuts, form))
 
 
 _BACKEND = RawBackend(_SERVED)

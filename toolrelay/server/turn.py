@@ -307,6 +307,9 @@ def warn(extra: dict[str, Any], warning: str | None) -> None:
         extra["toolrelay_warning"] = f"{before}; {warning}" if before else warning
 
 
+_NOT_EVENTS = (Finish, Opened)
+
+
 async def _relay(
     batches: AsyncIterator[list[StreamItem]],
     encoder: Encoder,
@@ -317,6 +320,7 @@ async def _relay(
     end of the body, in one write too (each write is a system call: a short
     stream's cost is mostly its writes)."""
     last = b""  # the batch holding the Finish, once it came
+    event = encoder.event  # looked up once: it runs for every item
     try:
         async for batch in batches:
             if last:  # not the last after all
@@ -325,14 +329,14 @@ async def _relay(
             out = []
             finished = False
             for item in batch:
-                if isinstance(item, Finish):
+                if not isinstance(item, _NOT_EVENTS):  # one check for the most frequent item
+                    data = event(item)
+                    if data is not None:
+                        out.append(data)
+                elif isinstance(item, Finish):
                     warn(extra, item.warning)
                     out.append(encoder.finish(item, extra))
                     finished = True
-                elif not isinstance(item, Opened):
-                    data = encoder.event(item)
-                    if data is not None:
-                        out.append(data)
             if finished:
                 last = b"".join(out)
             elif out:

@@ -107,7 +107,9 @@ class ChunkStream:
     as its text (a ``str``), read without decoding (:mod:`.plain`).
 
     A read may be cancelled and made again: its only wait is for the socket,
-    before it takes any bytes from aiohttp's buffer.
+    before it takes any bytes from aiohttp's buffer. A batch read to look at
+    it first (:meth:`unread`) comes again from the next read: the relay then
+    iterates the stream itself, with no generator in between.
     """
 
     def __init__(
@@ -129,11 +131,19 @@ class ChunkStream:
         self._line_bytes = 0
         self._received = 0
         self._done = False
+        self._ahead: list[Chunk] | None = None  # a batch given back (unread)
 
     def __aiter__(self) -> ChunkStream:
         return self
 
+    def unread(self, batch: list[Chunk]) -> None:
+        """Give ``batch`` (the last read's) back: the next read returns it."""
+        self._ahead = batch
+
     async def __anext__(self) -> list[Chunk]:
+        if self._ahead is not None:
+            batch, self._ahead = self._ahead, None
+            return batch
         while not self._done:
             try:
                 data = await self._response.content.readany()
@@ -153,7 +163,7 @@ class ChunkStream:
                     "too_large",
                     f"exceeds max_response_bytes ({self._limits.max_response_bytes} bytes)",
                 )
-            batch = await self._decode(self._lines(data))
+            batch = self._decode(self._lines(data))
             if batch:
                 return batch
         await self.aclose()
@@ -181,39 +191,43 @@ class ChunkStream:
             raise self._too_long()
         return lines
 
-    async def _decode(self, lines: list[bytes]) -> list[Chunk]:
+    def _decode(self, lines: list[bytes]) -> list[Chunk]:
+        """The chunks of ``lines``; not a coroutine (a frame less per read): what
+        it raises, it closes first."""
         batch: list[Chunk] = []
         plain = self._plain
         for line in lines:
+            if not line:
+                continue  # the blank line after each event, the most frequent line
+            if plain is not None:
+                text = plain.read(line)
+                if text is not None:
+                    batch.append(text)
+                    continue
             if not line.startswith(b"data:"):
-                continue  # blank separators, comments, event: lines
+                continue  # comments, event: lines
             payload = line[5:].strip()
             if payload == b"[DONE]":
                 self._done = True
                 break
-            if plain is not None:
-                text = plain.read(payload)
-                if text is not None:
-                    batch.append(text)
-                    continue
             try:
                 chunk = orjson.loads(payload)
             except orjson.JSONDecodeError:
                 try:
                     payload.decode()
                 except UnicodeDecodeError:
-                    await self.aclose()
+                    self._close()
                     raise self._broken("invalid_utf8", "sent bytes that are not UTF-8") from None
                 continue  # a server's stray non-JSON line; clients skip it too
             if not isinstance(chunk, dict):
                 continue
             if chunk.get("error"):  # as the SDK checks it: a null or empty error is none
-                await self.aclose()
+                self._close()
                 raise BackendError(
                     502, error_message(chunk, ""), upstream_status=200, reason="error_event"
                 )
             if plain is not None:
-                plain.learn(payload, chunk)
+                plain.learn(payload, chunk, line)
             batch.append(chunk)
         return batch
 
@@ -222,8 +236,7 @@ class ChunkStream:
 
     def _too_long(self) -> BackendError:
         # Raised from _lines, before anything is decoded: close here too.
-        self._response.close()
-        self._release()
+        self._close()
         limit = self._limits.max_line_bytes
         return self._broken(
             "line_too_long", f"sent a line longer than max_line_bytes ({limit} bytes)"
@@ -243,6 +256,9 @@ class ChunkStream:
             self._slots = None
 
     async def aclose(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
         if self._done:
             self._response.release()
         else:

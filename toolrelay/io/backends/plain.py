@@ -16,6 +16,10 @@ middle holds no quote, backslash or control character and is UTF-8: then the
 middle is that one string token, and ``orjson.loads`` of the payload would give
 the learned chunk with the middle as its content. Anything else is decoded the
 usual way (tests/gateway/test_plain_chunks.py holds the two paths to each other).
+
+A frame learned with the SSE line its payload came in reads later lines whole:
+the line's ``data:`` and the whitespace around the payload are part of the
+frame, so a content-only line costs no cutting and stripping either.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ class PlainChunks:
         self._learnings = _LEARNINGS
 
     def read(self, payload: bytes) -> str | None:
-        """The content of a payload in the learned frame; None: decode it the usual way."""
+        """The content of a payload in the learned frame (of a whole SSE line, when
+        the frame was learned with one); None: decode it the usual way."""
         head = self._head
         if not head or not payload.startswith(head) or not payload.endswith(self._tail):
             return None
@@ -55,8 +60,9 @@ class PlainChunks:
         except UnicodeDecodeError:
             return None
 
-    def learn(self, payload: bytes, chunk: Any) -> None:
-        """Take the frame of ``payload`` (decoded: ``chunk``) if it is plain content."""
+    def learn(self, payload: bytes, chunk: Any, line: bytes | None = None) -> None:
+        """Take the frame of ``payload`` (decoded: ``chunk``) if it is plain content;
+        ``line``: the SSE line the payload was stripped from, read whole from then on."""
         if self._learnings == 0:
             return
         text = plain_content(chunk)
@@ -80,8 +86,14 @@ class PlainChunks:
         if plain_content(probed) != probe:
             return
         probed["choices"][0]["delta"]["content"] = text
-        if probed == chunk:
-            self._head, self._tail = head, tail
+        if probed != chunk:
+            return
+        if line is not None:
+            # The payload is the line stripped: the bytes around it are the same
+            # on every line of the server's (else the line is decoded the usual way).
+            at = line.find(payload, 5)
+            head, tail = line[:at] + head, tail + line[at + len(payload) :]
+        self._head, self._tail = head, tail
 
 
 def plain_content(chunk: Any) -> str | None:

@@ -22,8 +22,8 @@ calling the next)::
     complete   complete_handling_required -> _complete_handling_refusals
                -> _complete_single_attempt; a round without tools:
                complete_without_tools -> _complete_single_attempt
-    streamed   stream_handling_fallbacks -> _stream_handling_refusals
-               -> _relay_single_stream
+    streamed   stream_handling_fallbacks -> _relay_single_stream (opened by
+               _open_handling_refusals)
     body       what the backend is sent, and how its answer is read
     request    the round's data and its one builder
 """

@@ -1,18 +1,18 @@
 """The streamed path of a round, in layers as httpx's ``send`` is:
 
-``stream_handling_fallbacks`` -> ``_stream_handling_refusals`` ->
-``_relay_single_stream``, each one function calling the next. Batches of
-items come out: ``[Opened()]`` first, the last batch ending with one
-:class:`Finish`.
+``stream_handling_fallbacks`` -> ``_relay_single_stream``, which opens the
+stream with ``_open_handling_refusals`` (a coroutine, not a generator around
+the relay: a batch passes through one frame fewer), each one function calling
+the next. Batches of items come out: ``[Opened()]`` first, the last batch
+ending with one :class:`Finish`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from functools import partial
 from typing import Any
 
@@ -27,7 +27,7 @@ from toolrelay.events import (
 )
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
-from toolrelay.io.backends.http import Chunk, ChunkStream
+from toolrelay.io.backends.http import ChunkStream
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because
@@ -84,7 +84,7 @@ def stream_handling_fallbacks(
         req.plan.mode == "required" or not req.stream_tools or backend.holds_streams(req.model)
     ):
         return _stream_finished_reply(backend, req, counters, patience)
-    return _stream_handling_refusals(backend, req, counters, patience)
+    return _relay_single_stream(backend, req, counters, patience)
 
 
 async def _stream_finished_reply(
@@ -103,9 +103,14 @@ async def _stream_finished_reply(
     yield [*reply_events(reply), _finish_of(reply, reply.usage)]
 
 
-async def _stream_handling_refusals(
+# The opened stream (its first batch read and given back: ChunkStream.unread),
+# what observes the attempt, and the constraint the request carried.
+_Opened = tuple[ChunkStream, "ObservedAttempt | None", Constraint | None]
+
+
+async def _open_handling_refusals(
     backend: Backend, req: RoundRequest, counters: Counters, patience: float | None
-) -> AsyncGenerator[list[StreamItem], None]:
+) -> tuple[RoundMode, _Opened]:
     """The stream opened in the round's mode; a backend that refuses its tools
     gets it on the rescue path."""
     mode = await round_mode(backend, req)
@@ -114,20 +119,9 @@ async def _stream_handling_refusals(
         return mode, await _open(backend, req, mode, counters, patience)
 
     try:
-        mode, opened = await attempt(mode)
+        return await attempt(mode)
     except BackendError as exc:
-        mode, opened = await rescued(backend, req, mode, counters, exc, attempt)
-    relay = _relay_single_stream(backend, req, counters, mode, opened)
-    # Inside: a caller that stops right after Opened closes the backend's stream.
-    async with opened[0], contextlib.aclosing(relay):
-        async for items in relay:
-            yield items
-
-
-# The stream's first read: its batch, [] when the stream ended before any
-# chunk, None when it was not in within the patience (read on later).
-_FirstRead = list[Chunk] | None
-_Opened = tuple[ChunkStream, _FirstRead, "ObservedAttempt | None", Constraint | None]
+        return await rescued(backend, req, mode, counters, exc, attempt)
 
 
 async def _open(
@@ -163,13 +157,13 @@ async def _opened(
     mode: RoundMode,
     body: dict[str, Any],
     patience: float | None,
-) -> tuple[ChunkStream, _FirstRead, ObservedAttempt | None]:
+) -> tuple[ChunkStream, ObservedAttempt | None]:
     observed = observe(backend, req, mode, body, stream=True)
     try:
         # A recorded or traced attempt keeps every chunk as the backend sent it.
         chunks = await backend.open_stream(body, auth=req.auth, plain=observed is None)
         try:
-            first = await _first_read(chunks, patience)
+            await _first_read(chunks, patience)
         except BaseException:
             # The backend stops generating (the client left before the stream opened, say).
             await chunks.aclose()
@@ -178,14 +172,15 @@ async def _opened(
         if observed is not None:
             observed.failed(exc.message)
         raise
-    return chunks, first, observed
+    return chunks, observed
 
 
-async def _first_read(chunks: ChunkStream, patience: float | None) -> _FirstRead:
-    """The stream's first batch, awaited up to ``patience`` seconds, with no task
-    of its own (nor ``asyncio.timeout``'s, dearer than this timer): a read cut off
-    by the deadline loses nothing (a ``ChunkStream`` waits only on the socket,
-    before it takes any bytes), so the relay reads it again after opening."""
+async def _first_read(chunks: ChunkStream, patience: float | None) -> None:
+    """The stream's first batch, awaited up to ``patience`` seconds and given back
+    to the stream for the relay, with no task of its own (nor
+    ``asyncio.timeout``'s, dearer than this timer): a read cut off by the
+    deadline loses nothing (a ``ChunkStream`` waits only on the socket, before
+    it takes any bytes), so the relay reads it again after opening."""
     task = asyncio.current_task()
     assert task is not None
     expired = False
@@ -197,81 +192,78 @@ async def _first_read(chunks: ChunkStream, patience: float | None) -> _FirstRead
 
     timer = None if patience is None else asyncio.get_running_loop().call_later(patience, expire)
     try:
-        return await chunks.__anext__()
+        chunks.unread(await chunks.__anext__())
     except StopAsyncIteration:
-        return []
+        pass  # ended before its first chunk: the relay's first read ends it too
     except asyncio.CancelledError:
         # Ours, unless someone else (the client's departure) cancelled too. Before
         # 3.11 a task cannot tell: a departure in the same instant is missed there.
         if not expired or (sys.version_info >= (3, 11) and task.uncancel() > 0):
             raise
-        return None
     finally:
         if timer is not None:
             timer.cancel()
 
 
-async def _batches(chunks: ChunkStream, first: _FirstRead) -> AsyncIterator[list[Chunk]]:
-    if first == []:
-        return  # ended before its first chunk
-    if first is not None:
-        yield first
-    async for batch in chunks:
-        yield batch
-
-
 async def _relay_single_stream(
-    backend: Backend,
-    req: RoundRequest,
-    counters: Counters,
-    mode: RoundMode,
-    source: _Opened,
+    backend: Backend, req: RoundRequest, counters: Counters, patience: float | None
 ) -> AsyncGenerator[list[StreamItem], None]:
-    chunks, first, observed, constraint = source
-    yield [Opened(mode)]
-    if req.has_tools:
-        counters.inc("rounds", mode)
-    tools = parse_tools(req)
-    opened = req.has_tools and await backend.reasoning_open(req.model, req.body, req.reasoning_open)
-    state = ChunkReader(
-        partial(stream_parser, tools, parse_format(req, mode), reasoning_open=opened)
-        if req.has_tools
-        else None,
-        partial(_native_stream, req, tools) if req.has_tools and mode == "native" else None,
-        call_limit(req),
+    """The stream, opened (:func:`_open_handling_refusals`) and read into items.
+    Opening it here, not in a generator of its own around this one, saves each
+    batch a frame to pass through."""
+    mode, (chunks, observed, constraint) = await _open_handling_refusals(
+        backend, req, counters, patience
     )
-    # Copies of the examples exist only where the prompt showed them.
-    texts = injected_texts(req, mode)
-    # None when there is nothing to clean (a native round whose prompt is the client's).
-    cleaner = (
-        EchoCleaner(texts, tools if mode == "rescue" else None)
-        if texts or mode == "rescue"
-        else None
-    )
-    echoes = 0  # copies of the examples the cleaner removed
-    ended: list[ToolCall] = []  # the calls that went out, for their formats
-    try:
-        async for batch in _batches(chunks, first):
-            out: list[StreamItem] = []
-            for chunk in batch:
-                state.take(chunk, out)
+    # Inside: a caller that stops right after Opened closes the backend's stream.
+    async with chunks:
+        yield [Opened(mode)]
+        if req.has_tools:
+            counters.inc("rounds", mode)
+        tools = parse_tools(req)
+        opened = req.has_tools and await backend.reasoning_open(
+            req.model, req.body, req.reasoning_open
+        )
+        state = ChunkReader(
+            partial(stream_parser, tools, parse_format(req, mode), reasoning_open=opened)
+            if req.has_tools
+            else None,
+            partial(_native_stream, req, tools) if req.has_tools and mode == "native" else None,
+            call_limit(req),
+        )
+        # Copies of the examples exist only where the prompt showed them.
+        texts = injected_texts(req, mode)
+        # None when there is nothing to clean (a native round whose prompt is the client's).
+        cleaner = (
+            EchoCleaner(texts, tools if mode == "rescue" else None)
+            if texts or mode == "rescue"
+            else None
+        )
+        echoes = 0  # copies of the examples the cleaner removed
+        ended: list[ToolCall] = []  # the calls that went out, for their formats
+        try:
+            take = state.take  # looked up once: it runs for every chunk
+            async for batch in chunks:
+                out: list[StreamItem] = []
+                for chunk in batch:
+                    take(chunk, out)
                 if observed is not None:
-                    assert isinstance(chunk, dict)  # opened without plain
-                    observed.chunk(chunk)
-            if out and cleaner:
-                out = _cleaned(cleaner, out)
-            if out:
-                if state.formats:  # a call parsed from text started
-                    ended += _ended(out)
-                if observed is not None:
-                    observed.parsed(_events(out), formats=state.formats)
-                yield out
-    except BackendError as exc:
-        # The stream started and then broke: counted by how it ended.
-        counters.inc("broken_streams", exc.reason or "error")
-        if observed is not None:
-            observed.failed(exc.message)
-        raise
+                    for chunk in batch:
+                        assert isinstance(chunk, dict)  # opened without plain
+                        observed.chunk(chunk)
+                if out and cleaner:
+                    out = _cleaned(cleaner, out)
+                if out:
+                    if state.formats:  # a call parsed from text started
+                        ended += _ended(out)
+                    if observed is not None:
+                        observed.parsed(_events(out), formats=state.formats)
+                    yield out
+        except BackendError as exc:
+            # The stream started and then broke: counted by how it ended.
+            counters.inc("broken_streams", exc.reason or "error")
+            if observed is not None:
+                observed.failed(exc.message)
+            raise
     last: list[StreamItem] = []
     state.close(last)
     raw = "".join(state.raw)
