@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from toolrelay.events import CallRejected, Event, RejectedCall, ToolCall
+from toolrelay.flatjson import FlatObject
 from toolrelay.formats.base import ArgumentStream, Call, Context
 from toolrelay.io.ids import unique_hex
 from toolrelay.names import ToolSet
@@ -80,9 +81,21 @@ def _written(name: str | None, arguments: Any) -> str:
 class _Slot:
     """One upstream call: how later deltas find it, and its call as it streams."""
 
-    __slots__ = ("call", "ended", "id", "name", "pending", "queued", "raw", "received", "stream")
+    __slots__ = (
+        "call",
+        "ended",
+        "fed",
+        "flat",
+        "id",
+        "name",
+        "pending",
+        "queued",
+        "raw",
+        "received",
+        "stream",
+    )
 
-    def __init__(self, ctx: Context, call_id: str | None, name: str | None) -> None:
+    def __init__(self, ctx: Context, call_id: str | None, name: str | None, flat: bool) -> None:
         self.id = call_id
         self.name = name  # as upstream wrote it, for matching later deltas
         self.call = Call(ctx)
@@ -96,6 +109,11 @@ class _Slot:
         # Arguments that are not a JSON object (a double-encoded string, ...):
         # kept whole and read once the stream is over.
         self.raw: list[str] | None = None
+        # While the arguments are a flat object, its fragments are read by ``flat`` (and
+        # kept in ``fed``), not by ``stream``, which reads them all again if they turn
+        # out to be anything else.
+        self.flat = FlatObject() if flat else None
+        self.fed: list[str] = []
 
 
 class NativeStream:
@@ -109,6 +127,9 @@ class NativeStream:
     value's first fragment); arguments that are not an object at all are read
     whole when the stream ends.
     """
+
+    # Fragments of a flat object are read by FlatObject (the tests compare with False).
+    flat_fragments = True
 
     def __init__(self, tools: ToolSet) -> None:
         self._ctx = Context(tools)
@@ -205,7 +226,7 @@ class NativeStream:
         return slot
 
     def _open(self, index: int | None, call_id: str | None, name: str | None) -> _Slot:
-        slot = _Slot(self._ctx, call_id, name)
+        slot = _Slot(self._ctx, call_id, name, self.flat_fragments)
         position = len(self._slots)
         self._slots.append(slot)
         if index is not None:
@@ -243,6 +264,19 @@ class NativeStream:
             self._active += 1
 
     def _take(self, slot: _Slot, fragment: str | dict[str, Any]) -> None:
+        if slot.ended:
+            return  # what follows a complete object is not this call's
+        flat = slot.flat
+        if flat is not None:
+            if isinstance(fragment, str):
+                text = flat.feed(fragment)
+                if text is not None:
+                    slot.fed.append(fragment)
+                    slot.call.arguments(text)
+                    if flat.done:
+                        self._end(slot)
+                    return
+            self._read_again(slot)
         if isinstance(fragment, dict):
             if not slot.stream.started and slot.raw is None:
                 slot.call.arguments(json_text(fragment))
@@ -264,6 +298,19 @@ class NativeStream:
             slot.stream.finish()
             self._end(slot)
 
+    def _read_again(self, slot: _Slot) -> None:
+        """The arguments are not a flat object after all: the lenient reader reads what
+        ``flat`` read (its output already went out) and takes over."""
+        slot.flat = None
+        stream = slot.stream
+        stream.muted = True
+        for fragment in slot.fed:
+            buf = slot.pending + fragment
+            pos, _ = stream.feed(buf, 0, False)
+            slot.pending = buf[pos:]
+        stream.muted = False
+        slot.fed = []
+
     def _finish_whole(self, slot: _Slot) -> None:
         """A call whose arguments did not open an object: none at all ({}), a
         double-encoded object, or no object (the call is rejected)."""
@@ -279,6 +326,8 @@ class NativeStream:
         self._end(slot)
 
     def _finish(self, slot: _Slot) -> None:
+        if slot.flat is not None:
+            self._read_again(slot)
         if slot.raw is None and slot.pending:
             _, other = slot.stream.feed(slot.pending, 0, True)
             if other is not None and not slot.stream.started:
