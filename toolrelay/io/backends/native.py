@@ -85,14 +85,13 @@ class _Slot:
         "call",
         "ended",
         "fed",
-        "flat",
         "id",
         "name",
         "pending",
         "queued",
         "raw",
+        "reader",
         "received",
-        "stream",
     )
 
     def __init__(self, ctx: Context, call_id: str | None, name: str | None, flat: bool) -> None:
@@ -100,7 +99,6 @@ class _Slot:
         self.name = name  # as upstream wrote it, for matching later deltas
         self.call = Call(ctx)
         self.call.native_id = call_id
-        self.stream = ArgumentStream(self.call)
         self.received = False
         self.ended = False
         # Argument fragments (or a whole object) waiting for this call's turn.
@@ -109,10 +107,12 @@ class _Slot:
         # Arguments that are not a JSON object (a double-encoded string, ...):
         # kept whole and read once the stream is over.
         self.raw: list[str] | None = None
-        # While the arguments are a flat object, its fragments are read by ``flat`` (and
-        # kept in ``fed``), not by ``stream``, which reads them all again if they turn
-        # out to be anything else.
-        self.flat = FlatObject() if flat else None
+        # What reads the arguments: while they are a flat object, a FlatObject (its
+        # fragments kept in ``fed``); the lenient reader, which reads them all again
+        # (``NativeStream._stream``), once they turn out to be anything else.
+        self.reader: FlatObject | ArgumentStream = (
+            FlatObject() if flat else ArgumentStream(self.call)
+        )
         self.fed: list[str] = []
 
 
@@ -266,19 +266,18 @@ class NativeStream:
     def _take(self, slot: _Slot, fragment: str | dict[str, Any]) -> None:
         if slot.ended:
             return  # what follows a complete object is not this call's
-        flat = slot.flat
-        if flat is not None:
-            if isinstance(fragment, str):
-                text = flat.feed(fragment)
-                if text is not None:
-                    slot.fed.append(fragment)
-                    slot.call.arguments(text)
-                    if flat.done:
-                        self._end(slot)
-                    return
-            self._read_again(slot)
+        flat = slot.reader
+        if type(flat) is FlatObject and type(fragment) is str:
+            text = flat.feed(fragment)
+            if text is not None:
+                slot.fed.append(fragment)
+                slot.call.arguments(text)
+                if flat.done:
+                    self._end(slot)
+                return
+        stream = self._stream(slot)
         if isinstance(fragment, dict):
-            if not slot.stream.started and slot.raw is None:
+            if not stream.started and slot.raw is None:
                 slot.call.arguments(json_text(fragment))
                 self._end(slot)
             return
@@ -286,23 +285,26 @@ class NativeStream:
             slot.raw.append(fragment)
             return
         buf = slot.pending + fragment
-        pos, other = slot.stream.feed(buf, 0, False)
-        if other is not None and not slot.stream.started:
+        pos, other = stream.feed(buf, 0, False)
+        if other is not None and not stream.started:
             slot.raw = [buf]  # not an object: read whole at the end
             return
         slot.pending = buf[pos:]
-        if slot.stream.done:
+        if stream.done:
             self._end(slot)
         elif other is not None:
             # Something that is not JSON inside the object: it ends here.
-            slot.stream.finish()
+            stream.finish()
             self._end(slot)
 
-    def _read_again(self, slot: _Slot) -> None:
-        """The arguments are not a flat object after all: the lenient reader reads what
-        ``flat`` read (its output already went out) and takes over."""
-        slot.flat = None
-        stream = slot.stream
+    @staticmethod
+    def _stream(slot: _Slot) -> ArgumentStream:
+        """The slot's lenient reader; made when the arguments turn out not to be a flat
+        object, it reads what the FlatObject read (that output already went out)."""
+        reader = slot.reader
+        if isinstance(reader, ArgumentStream):
+            return reader
+        stream = slot.reader = ArgumentStream(slot.call)
         stream.muted = True
         for fragment in slot.fed:
             buf = slot.pending + fragment
@@ -310,6 +312,7 @@ class NativeStream:
             slot.pending = buf[pos:]
         stream.muted = False
         slot.fed = []
+        return stream
 
     def _finish_whole(self, slot: _Slot) -> None:
         """A call whose arguments did not open an object: none at all ({}), a
@@ -326,17 +329,16 @@ class NativeStream:
         self._end(slot)
 
     def _finish(self, slot: _Slot) -> None:
-        if slot.flat is not None:
-            self._read_again(slot)
+        stream = self._stream(slot)
         if slot.raw is None and slot.pending:
-            _, other = slot.stream.feed(slot.pending, 0, True)
-            if other is not None and not slot.stream.started:
+            _, other = stream.feed(slot.pending, 0, True)
+            if other is not None and not stream.started:
                 slot.raw = [slot.pending]
         if slot.raw is not None:
             # Begun as an object, then not one: what streamed stands.
             slot.call.arguments(json_text(_arguments("".join(slot.raw)) or {}))
         else:
-            slot.stream.finish()
+            stream.finish()
         self._end(slot)
 
     def _end(self, slot: _Slot) -> None:
