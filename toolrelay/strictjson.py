@@ -105,6 +105,11 @@ def strict_json(buf: str, pos: int, *, apart: frozenset[str] = frozenset()) -> D
     the objects written whole on the way are listed in ``objects``: the caller need
     not write them a second time.
     """
+    opener = buf[pos : pos + 1]
+    if (opener == "{" and buf.find("}", pos) < 0) or (opener == "[" and buf.find("]", pos) < 0):
+        # A container that never closes is no complete value: said without the decoder,
+        # whose refusal (an exception that counts lines) costs more than the read.
+        return None
     sample_end = pos + _SAMPLE
     # Keys (a quote before a colon that is not an escaped quote in a string) tell
     # many small objects from a long string, whatever brackets the string holds.

@@ -363,7 +363,7 @@ class ArgumentStream:
     inventing ``{}`` or a value that swallowed the call's end.
     """
 
-    __slots__ = ("_call", "_complete", "_finished", "_lexer", "_whole", "_writer")
+    __slots__ = ("_call", "_complete", "_finished", "_lexer", "_whole", "_writer", "muted")
 
     def __init__(self, call: Call) -> None:
         self._call = call
@@ -372,6 +372,8 @@ class ArgumentStream:
         self._finished = False
         self._complete = False  # the object closed as written
         self._whole = False  # read at once by the C decoder
+        # Reading again text whose output already went out (a fast path's): none is emitted.
+        self.muted = False
 
     @property
     def done(self) -> bool:
@@ -414,7 +416,8 @@ class ArgumentStream:
                 self._whole = self._complete = True
                 if self._call.name is not None:
                     self._call.start()
-                self._call.whole_arguments(arguments, value)
+                if not self.muted:
+                    self._call.whole_arguments(arguments, value)
                 return end, None
         pos, other = lex_value(self._lexer, writer, buf, pos, final, read_member)
         if other is None and writer.done and not writer.dropped_key:
@@ -427,7 +430,8 @@ class ArgumentStream:
             # broke before (other is set) are judged by the region, through ``readable``.
             # A call whose name is still to come (DeepSeek R1's name line) keeps holding.
             call.start()
-        call.arguments(text)
+        if not self.muted:
+            call.arguments(text)
         return pos, other
 
     def finish(self) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from toolrelay.events import CallRejected, Event, RejectedCall, ToolCall
+from toolrelay.flatjson import FlatObject
 from toolrelay.formats.base import ArgumentStream, Call, Context
 from toolrelay.io.ids import unique_hex
 from toolrelay.names import ToolSet
@@ -80,14 +81,24 @@ def _written(name: str | None, arguments: Any) -> str:
 class _Slot:
     """One upstream call: how later deltas find it, and its call as it streams."""
 
-    __slots__ = ("call", "ended", "id", "name", "pending", "queued", "raw", "received", "stream")
+    __slots__ = (
+        "call",
+        "ended",
+        "fed",
+        "id",
+        "name",
+        "pending",
+        "queued",
+        "raw",
+        "reader",
+        "received",
+    )
 
-    def __init__(self, ctx: Context, call_id: str | None, name: str | None) -> None:
+    def __init__(self, ctx: Context, call_id: str | None, name: str | None, flat: bool) -> None:
         self.id = call_id
         self.name = name  # as upstream wrote it, for matching later deltas
         self.call = Call(ctx)
         self.call.native_id = call_id
-        self.stream = ArgumentStream(self.call)
         self.received = False
         self.ended = False
         # Argument fragments (or a whole object) waiting for this call's turn.
@@ -96,6 +107,13 @@ class _Slot:
         # Arguments that are not a JSON object (a double-encoded string, ...):
         # kept whole and read once the stream is over.
         self.raw: list[str] | None = None
+        # What reads the arguments: while they are a flat object, a FlatObject (its
+        # fragments kept in ``fed``); the lenient reader, which reads them all again
+        # (``NativeStream._stream``), once they turn out to be anything else.
+        self.reader: FlatObject | ArgumentStream = (
+            FlatObject() if flat else ArgumentStream(self.call)
+        )
+        self.fed: list[str] = []
 
 
 class NativeStream:
@@ -109,6 +127,9 @@ class NativeStream:
     value's first fragment); arguments that are not an object at all are read
     whole when the stream ends.
     """
+
+    # Fragments of a flat object are read by FlatObject (the tests compare with False).
+    flat_fragments = True
 
     def __init__(self, tools: ToolSet) -> None:
         self._ctx = Context(tools)
@@ -205,7 +226,7 @@ class NativeStream:
         return slot
 
     def _open(self, index: int | None, call_id: str | None, name: str | None) -> _Slot:
-        slot = _Slot(self._ctx, call_id, name)
+        slot = _Slot(self._ctx, call_id, name, self.flat_fragments)
         position = len(self._slots)
         self._slots.append(slot)
         if index is not None:
@@ -243,8 +264,20 @@ class NativeStream:
             self._active += 1
 
     def _take(self, slot: _Slot, fragment: str | dict[str, Any]) -> None:
+        if slot.ended:
+            return  # what follows a complete object is not this call's
+        flat = slot.reader
+        if type(flat) is FlatObject and type(fragment) is str:
+            text = flat.feed(fragment)
+            if text is not None:
+                slot.fed.append(fragment)
+                slot.call.arguments(text)
+                if flat.done:
+                    self._end(slot)
+                return
+        stream = self._stream(slot)
         if isinstance(fragment, dict):
-            if not slot.stream.started and slot.raw is None:
+            if not stream.started and slot.raw is None:
                 slot.call.arguments(json_text(fragment))
                 self._end(slot)
             return
@@ -252,17 +285,34 @@ class NativeStream:
             slot.raw.append(fragment)
             return
         buf = slot.pending + fragment
-        pos, other = slot.stream.feed(buf, 0, False)
-        if other is not None and not slot.stream.started:
+        pos, other = stream.feed(buf, 0, False)
+        if other is not None and not stream.started:
             slot.raw = [buf]  # not an object: read whole at the end
             return
         slot.pending = buf[pos:]
-        if slot.stream.done:
+        if stream.done:
             self._end(slot)
         elif other is not None:
             # Something that is not JSON inside the object: it ends here.
-            slot.stream.finish()
+            stream.finish()
             self._end(slot)
+
+    @staticmethod
+    def _stream(slot: _Slot) -> ArgumentStream:
+        """The slot's lenient reader; made when the arguments turn out not to be a flat
+        object, it reads what the FlatObject read (that output already went out)."""
+        reader = slot.reader
+        if isinstance(reader, ArgumentStream):
+            return reader
+        stream = slot.reader = ArgumentStream(slot.call)
+        stream.muted = True
+        for fragment in slot.fed:
+            buf = slot.pending + fragment
+            pos, _ = stream.feed(buf, 0, False)
+            slot.pending = buf[pos:]
+        stream.muted = False
+        slot.fed = []
+        return stream
 
     def _finish_whole(self, slot: _Slot) -> None:
         """A call whose arguments did not open an object: none at all ({}), a
@@ -279,15 +329,16 @@ class NativeStream:
         self._end(slot)
 
     def _finish(self, slot: _Slot) -> None:
+        stream = self._stream(slot)
         if slot.raw is None and slot.pending:
-            _, other = slot.stream.feed(slot.pending, 0, True)
-            if other is not None and not slot.stream.started:
+            _, other = stream.feed(slot.pending, 0, True)
+            if other is not None and not stream.started:
                 slot.raw = [slot.pending]
         if slot.raw is not None:
             # Begun as an object, then not one: what streamed stands.
             slot.call.arguments(json_text(_arguments("".join(slot.raw)) or {}))
         else:
-            slot.stream.finish()
+            stream.finish()
         self._end(slot)
 
     def _end(self, slot: _Slot) -> None:

@@ -18,7 +18,8 @@ calling the next)::
                another once when the first failed before anything was sent
     answered   complete_round / stream_round: a round that leaves nothing is
                asked again plainly (never "" where the backend wrote something)
-    checked    complete_checked / stream_checked: calls checked, one correction re-ask
+    checked    complete_checked / checked_stages: calls checked, one correction re-ask
+               (the stream's stages, and answered's, run in one generator: staged)
     complete   complete_handling_required -> _complete_handling_refusals
                -> _complete_single_attempt; a round without tools:
                complete_without_tools -> _complete_single_attempt

@@ -28,7 +28,13 @@ from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because, recording
 from toolrelay.io.round.body import injected_texts
-from toolrelay.io.round.checked import complete_checked, joined_warnings, stream_checked, usage_sum
+from toolrelay.io.round.checked import (
+    checked_stages,
+    complete_checked,
+    joined_warnings,
+    staged,
+    usage_sum,
+)
 from toolrelay.io.round.complete import complete_without_tools
 from toolrelay.io.round.request import (
     TOOL_FIELDS,
@@ -38,6 +44,7 @@ from toolrelay.io.round.request import (
     StreamItem,
     reply_events,
 )
+from toolrelay.io.round.streamed import stream_handling_fallbacks
 from toolrelay.parse import parse_tool_calls
 from toolrelay.rescue import rewrite_history
 
@@ -96,10 +103,12 @@ def stream_round(
     async def ask(again: RoundRequest) -> Reply:
         return await complete_checked(backend, again, counters)
 
-    items = stream_checked(backend, req, counters, patience=patience)
-    if not req.has_tools and recording() is None:
-        return items  # nothing to re-ask (a round without tools is never empty-handed)
-    return _answered_stream(backend.name, req, items, ask, counters)
+    items = stream_handling_fallbacks(backend, req, counters, patience=patience)
+    stages = checked_stages(backend, req, counters)
+    # Nothing to re-ask without tools (a round without tools is never empty-handed).
+    if req.has_tools or recording() is not None:
+        stages.append(_Answered(backend.name, req, ask, counters))
+    return staged(items, stages) if stages else items
 
 
 def _empty_handed(req: RoundRequest, calls: bool, content: str | None) -> bool:
@@ -178,49 +187,61 @@ async def _asked_again(
     return None
 
 
-async def _answered_stream(
-    backend: str,
-    req: RoundRequest,
-    items: AsyncGenerator[list[StreamItem], None],
-    ask: _Ask,
-    counters: Counters,
-) -> AsyncGenerator[list[StreamItem], None]:
+class _Answered:
     """:func:`_answered` for a stream: what goes out is watched, and a round that
     gave nothing ends with the re-ask's answer (or the backend's words) instead
     of toolrelay's note."""
-    spoke = False
-    record = recording()
-    calls = 0
-    try:
-        async for batch in items:
-            out: list[StreamItem] = []
-            held: list[StreamItem] = []
-            for item in batch:
-                if isinstance(item, Finish):
-                    out += await _stream_end(backend, req, item, spoke, held, ask, counters)
-                    held = []
-                elif isinstance(item, ToolCallStart):
-                    spoke = True
+
+    __slots__ = ("ask", "backend", "calls", "counters", "record", "req", "spoke")
+
+    def __init__(self, backend: str, req: RoundRequest, ask: _Ask, counters: Counters) -> None:
+        self.backend = backend
+        self.req = req
+        self.ask = ask
+        self.counters = counters
+        self.spoke = False
+        self.record = recording()
+        self.calls = 0
+
+    def batch(self, batch: list[StreamItem]) -> list[StreamItem]:
+        out, held = self._watched(batch)
+        return self._recorded(out + held)
+
+    async def last(self, batch: list[StreamItem]) -> list[StreamItem]:
+        finish = batch[-1]
+        assert isinstance(finish, Finish)
+        out, held = self._watched(batch[:-1])
+        ask, counters = self.ask, self.counters
+        out += await _stream_end(self.backend, self.req, finish, self.spoke, held, ask, counters)
+        return self._recorded(out)
+
+    def _watched(self, batch: list[StreamItem]) -> tuple[list[StreamItem], list[StreamItem]]:
+        """What goes out now, and toolrelay's notes, held until the batch's end (only
+        when nothing better comes)."""
+        out: list[StreamItem] = []
+        held: list[StreamItem] = []
+        for item in batch:
+            if isinstance(item, ToolCallStart):
+                self.spoke = True
+                out.append(item)
+            elif isinstance(item, ContentDelta) and item.text.strip():
+                if model_said_something(item.text):
+                    self.spoke = True
                     out.append(item)
-                elif isinstance(item, ContentDelta) and item.text.strip():
-                    if model_said_something(item.text):
-                        spoke = True
-                        out.append(item)
-                    else:
-                        held.append(item)  # toolrelay's note: only when nothing better comes
                 else:
-                    out.append(item)
-            out += held
-            if record is not None:
-                calls += sum(isinstance(item, ToolCallStart) for item in out)
-                for item in out:
-                    if isinstance(item, Finish):
-                        record.answer_out(calls, item.warning)
-            if out:
-                yield out
-    finally:
-        # A caller that stops early closes the backend's stream with it.
-        await items.aclose()
+                    held.append(item)
+            else:
+                out.append(item)
+        return out, held
+
+    def _recorded(self, out: list[StreamItem]) -> list[StreamItem]:
+        record = self.record
+        if record is not None:
+            self.calls += sum(isinstance(item, ToolCallStart) for item in out)
+            for item in out:
+                if isinstance(item, Finish):
+                    record.answer_out(self.calls, item.warning)
+        return out
 
 
 async def _stream_end(

@@ -1,7 +1,7 @@
 """A round's calls checked against their tools' schemas (the ``validate``
 setting), corrected by one re-ask, and counted.
 
-:func:`complete_checked` and :func:`stream_checked` sit below the entry points
+:func:`complete_checked` and :func:`checked_stages` sit below the entry points
 (:mod:`~toolrelay.io.round.answered`) and above
 :mod:`~toolrelay.io.round.complete` and :mod:`~toolrelay.io.round.streamed`.
 With validation off (or under ``tool_choice`` ``"none"``) rejected calls are
@@ -10,11 +10,10 @@ only noted in a warning.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from toolrelay.correction import (
     CallHold,
@@ -37,7 +36,6 @@ from toolrelay.io.recording import CORRECTION, next_attempt_because
 from toolrelay.io.round.body import call_limit, finish_reason
 from toolrelay.io.round.complete import complete_handling_required
 from toolrelay.io.round.request import Finish, Opened, Reply, RoundRequest, StreamItem
-from toolrelay.io.round.streamed import stream_handling_fallbacks
 
 # One line per re-ask after invalid calls, on a logger of its own.
 repair_log = logging.getLogger("toolrelay.repair")
@@ -52,21 +50,46 @@ async def complete_checked(backend: Backend, req: RoundRequest, counters: Counte
     return await _checked_reply(backend, req, counters, reply)
 
 
-def stream_checked(
-    backend: Backend,
-    req: RoundRequest,
-    counters: Counters,
-    *,
-    patience: float | None = 10.0,
+class Stage(Protocol):
+    """One layer above a streamed round, batch by batch; the layers run in one
+    generator (:func:`staged`): each its own would cost a generator's hop per batch."""
+
+    def batch(self, batch: list[StreamItem]) -> list[StreamItem]:
+        """A batch without the :class:`Finish`."""
+        ...
+
+    async def last(self, batch: list[StreamItem]) -> list[StreamItem]:
+        """The last batch, ending with the :class:`Finish` (it may re-ask)."""
+        ...
+
+
+async def staged(
+    items: AsyncGenerator[list[StreamItem], None], stages: Sequence[Stage]
 ) -> AsyncGenerator[list[StreamItem], None]:
-    """The stream of :func:`~toolrelay.io.round.answered.stream_round`, its calls
-    checked (``req.validate``): each held until complete and valid."""
-    items = stream_handling_fallbacks(backend, req, counters, patience=patience)
+    """``items`` through each stage in turn; a batch a stage leaves empty goes no further."""
+    try:
+        async for batch in items:
+            last = bool(batch) and isinstance(batch[-1], Finish)
+            for stage in stages:
+                batch = await stage.last(batch) if last else stage.batch(batch)
+                if not batch:
+                    break
+            if batch:
+                yield batch
+    finally:
+        # A caller that stops early closes the backend's stream with it.
+        await items.aclose()
+
+
+def checked_stages(backend: Backend, req: RoundRequest, counters: Counters) -> list[Stage]:
+    """The stage of :func:`~toolrelay.io.round.answered.stream_round` that checks the
+    calls (``req.validate``), each held until complete and valid; with validation off,
+    the one that notes the rejected calls; none without tools."""
     if not req.has_tools:
-        return items  # no parser, no native calls: nothing to note
+        return []  # no parser, no native calls: nothing to note
     if not _checks_calls(req):
-        return _noted_stream(req, items)
-    return _checked_stream(backend, req, counters, items)
+        return [_Noted(req)]
+    return [_Checked(backend, req, counters)]
 
 
 # --- rejected calls, unchecked (validation off) --------------------------------------
@@ -86,29 +109,36 @@ def _noted(req: RoundRequest, reply: Reply) -> Reply:
     )
 
 
-async def _noted_stream(
-    req: RoundRequest, items: AsyncGenerator[list[StreamItem], None]
-) -> AsyncGenerator[list[StreamItem], None]:
+class _Noted:
     """``_noted`` for a stream: the warning rides on the Finish."""
-    rejected: list[RejectedCall] = []
-    answered = False
-    async with contextlib.aclosing(items):
-        async for batch in items:
-            out: list[StreamItem] = []
-            for item in batch:
-                if isinstance(item, CallRejected):
-                    rejected.append(item.call)
-                elif isinstance(item, ToolCallStart) or (
-                    isinstance(item, ContentDelta) and item.text.strip()
-                ):
-                    answered = True
-                elif isinstance(item, Finish) and rejected and req.plan.mode != "none":
-                    problems = check_calls((), rejected, req.toolset).problems
-                    if not answered:
-                        out.append(ContentDelta(nothing_usable(problems)))
-                    item = replace(item, warning=joined_warnings(item.warning, warning(problems)))
-                out.append(item)
-            yield out
+
+    __slots__ = ("answered", "rejected", "req")
+
+    def __init__(self, req: RoundRequest) -> None:
+        self.req = req
+        self.rejected: list[RejectedCall] = []
+        self.answered = False
+
+    def batch(self, batch: list[StreamItem]) -> list[StreamItem]:
+        req = self.req
+        out: list[StreamItem] = []
+        for item in batch:
+            if isinstance(item, CallRejected):
+                self.rejected.append(item.call)
+            elif isinstance(item, ToolCallStart) or (
+                isinstance(item, ContentDelta) and item.text.strip()
+            ):
+                self.answered = True
+            elif isinstance(item, Finish) and self.rejected and req.plan.mode != "none":
+                problems = check_calls((), self.rejected, req.toolset).problems
+                if not self.answered:
+                    out.append(ContentDelta(nothing_usable(problems)))
+                item = replace(item, warning=joined_warnings(item.warning, warning(problems)))
+            out.append(item)
+        return out
+
+    async def last(self, batch: list[StreamItem]) -> list[StreamItem]:
+        return self.batch(batch)
 
 
 # --- checking calls (the validate setting) ---------------------------------------
@@ -148,28 +178,33 @@ async def _checked_reply(
     )
 
 
-async def _checked_stream(
-    backend: Backend,
-    req: RoundRequest,
-    counters: Counters,
-    items: AsyncGenerator[list[StreamItem], None],
-) -> AsyncGenerator[list[StreamItem], None]:
-    hold = CallHold(req.toolset, pass_invalid=req.validate == "warn")
-    try:
-        async for batch in items:
-            out: list[StreamItem] = []
-            for item in batch:
-                if isinstance(item, Finish):
-                    out.extend(await _settle_stream(backend, req, counters, hold, item))
-                elif isinstance(item, Opened):
-                    out.append(item)
-                else:
-                    out.extend(hold.feed(item))
-            if out:
-                yield out
-    finally:
-        # A caller that stops early closes the backend's stream with it.
-        await items.aclose()
+class _Checked:
+    """Each call held until it is complete and valid; the re-ask at the end."""
+
+    __slots__ = ("backend", "counters", "hold", "req")
+
+    def __init__(self, backend: Backend, req: RoundRequest, counters: Counters) -> None:
+        self.backend = backend
+        self.req = req
+        self.counters = counters
+        self.hold = CallHold(req.toolset, pass_invalid=req.validate == "warn")
+
+    def batch(self, batch: list[StreamItem]) -> list[StreamItem]:
+        out: list[StreamItem] = []
+        feed = self.hold.feed
+        for item in batch:
+            if isinstance(item, Opened):
+                out.append(item)
+            else:
+                out.extend(feed(item))  # type: ignore[arg-type]  # (no Finish here)
+        return out
+
+    async def last(self, batch: list[StreamItem]) -> list[StreamItem]:
+        finish = batch[-1]
+        assert isinstance(finish, Finish)
+        out = self.batch(batch[:-1])
+        out.extend(await _settle_stream(self.backend, self.req, self.counters, self.hold, finish))
+        return out
 
 
 async def _settle_stream(
