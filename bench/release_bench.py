@@ -115,7 +115,7 @@ WIDE: list[Cell] = [
 
 
 def speaks_messages(base: str) -> bool:
-    """Whether a gateway has a Messages front (the release 23584fa has none)."""
+    """Whether a gateway has a Messages front (an early release has none)."""
     probe = httpx.post(base + "/messages", json=messages_body("hi"), timeout=60)
     return probe.status_code != 404
 
