@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from toolrelay.choice import ToolChoicePlan, resolve_tool_choice
 from toolrelay.errors import RequestError
+from toolrelay.names import ToolSet
 
 _SCALARS = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8)
 _JSON = st.recursive(
@@ -108,3 +109,33 @@ def test_without_tools_the_plan_is_the_same_one() -> None:
     assert resolve_tool_choice(None, "none").declared == ()
     with pytest.raises(RequestError, match="needs at least one tool"):
         resolve_tool_choice([], "required")
+
+
+_CALLED = st.sampled_from(["get_weather", "search", "functions.search", "x__a", "a", "nope", " a "])
+
+
+@settings(max_examples=200, deadline=None)
+@given(tools=st.lists(_ENTRIES, max_size=4), called=st.lists(_CALLED, max_size=4))
+def test_a_kept_list_names_its_tools_as_a_fresh_one(tools: list[Any], called: list[str]) -> None:
+    """The names of a kept read (one tuple, mapped once) match as a fresh read's do."""
+    try:
+        kept = resolve_tool_choice(tools, None).declared
+    except RequestError:
+        return
+    fresh = ToolSet(list(kept))
+    for toolset in (ToolSet(kept), ToolSet(resolve_tool_choice(tools, None).declared)):
+        assert toolset.declared == fresh.declared
+        for name in called:
+            assert toolset.resolve(name) == fresh.resolve(name)
+            assert toolset.parameters(name) == fresh.parameters(name)
+            assert toolset.unresolved(name) == fresh.unresolved(name)
+            assert toolset.without_arguments(name) == fresh.without_arguments(name)
+
+
+def test_a_tuple_of_entries_is_mapped_afresh() -> None:
+    """A tuple of entries (dicts a caller may still change) is no kept list."""
+    entries = ({"type": "function", "function": {"name": "before"}},)
+    assert ToolSet(entries).resolve("before") == "before"
+    entries[0]["function"]["name"] = "after"
+    assert ToolSet(entries).resolve("after") == "after"
+    assert ToolSet(entries).resolve("before") is None

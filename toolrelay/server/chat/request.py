@@ -21,6 +21,8 @@ _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "functio
 _NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 _INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
 _SAMPLING = frozenset(_NUMBERS + _INTEGERS)
+# What an entry without parameters is checked as (never changed): no dict made per entry.
+_NO_PARAMETERS: dict[str, Any] = {}
 # toolrelay's own request fields: read here, never sent to a backend.
 _OWN_FIELDS = (
     "toolrelay_profile",
@@ -141,7 +143,7 @@ def _check_tools(value: Any) -> None:
         name = function.get("name")
         if not isinstance(name, str) or not name:
             wrong(where + ".function.name", "a non-empty string")
-        if not isinstance(function.get("parameters", {}), dict):
+        if not isinstance(function.get("parameters", _NO_PARAMETERS), dict):
             wrong(where + ".function.parameters", "an object")
         if not isinstance(function.get("description", ""), str):
             wrong(where + ".function.description", "a string")
