@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 from toolrelay.conform import id_style
 from toolrelay.io.models import ModelNames
 from toolrelay.io.settings import Settings
+from toolrelay.repair import MAX_DEPTH
+from toolrelay.server.asgi import _WRAP, _may_nest_too_deep, _too_deep, decode
 from toolrelay.server.chat import request as chat_request
 from toolrelay.server.errors import APIError
 
@@ -80,3 +83,38 @@ def test_sampling_fields_are_checked_as_before(
         assert exc.message == _checked_in_full(body)
     else:
         assert _checked_in_full(body) is None
+
+
+_PADDED = st.recursive(
+    st.none() | st.integers(-(2**63), 2**63 - 1) | st.text(alphabet='{}[]"\\ab', max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    depth=st.integers(min_value=0, max_value=MAX_DEPTH + 8),
+    padding=st.sampled_from([0, 100, 3000, 5000, 20000]),
+    filler=_PADDED,
+)
+def test_the_nesting_check_answers_as_the_full_check(depth: int, padding: int, filler: Any) -> None:
+    """Small bodies skip the check by their length or brackets, large ones are
+    encoded again: every body is refused exactly when the full check refuses it."""
+    nested: Any = filler
+    for _ in range(depth):
+        nested = [nested]
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "x" * padding}],
+        "metadata": nested,
+    }
+    raw = orjson.dumps(body)
+    refused = _too_deep(orjson.loads(raw), _WRAP)
+    if not _may_nest_too_deep(raw):
+        assert not refused
+    if refused:
+        with pytest.raises(APIError):
+            decode(raw)
+    else:
+        assert decode(raw) == orjson.loads(raw)
