@@ -17,7 +17,7 @@ NAMESPACE_SEPARATORS = ("__", ".", "/", "-", ":")
 # every time it is sent: its names are mapped once too, kept by the tuple's
 # identity for the last _MAPS_KEPT tuples (an entry holds its tuple, so no other
 # tuple can take its id while it is kept).
-_MAPS_KEPT = 256
+_MAPS_KEPT = 128  # as toolrelay.choice keeps lists
 _maps: dict[int, tuple[tuple[Any, ...], dict[str, Mapping[str, Any]]]] = {}
 
 
