@@ -18,6 +18,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 Message = dict[str, Any]
@@ -46,6 +47,7 @@ _MODEL_WORDS: tuple[tuple[str, IdStyle], ...] = (
 )
 
 
+@lru_cache(maxsize=256)  # every round asks, for one of a few models
 def id_style(format_name: str, model: str) -> IdStyle | None:
     """The id style a backend's template wants: the configured format's, else
     the one the model's family is known by; None: any id will do."""

@@ -6,11 +6,37 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from toolrelay.types import tool_specs
+from toolrelay.types import ToolSpec, tool_specs
 
 log = logging.getLogger("toolrelay.names")
 
 NAMESPACE_SEPARATORS = ("__", ".", "/", "-", ":")
+
+
+# A tool list read once (toolrelay.choice) comes back as the same tuple of specs
+# every time it is sent: its names are mapped once too, kept by the tuple's
+# identity for the last _MAPS_KEPT tuples (an entry holds its tuple, so no other
+# tuple can take its id while it is kept).
+_MAPS_KEPT = 128  # as toolrelay.choice keeps lists
+_maps: dict[int, tuple[tuple[Any, ...], dict[str, Mapping[str, Any]]]] = {}
+
+
+def _names_of(tools: Iterable[Any] | None) -> dict[str, Mapping[str, Any]]:
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for spec in tool_specs(tools):
+        by_name.setdefault(spec.name, spec.parameters)
+    return by_name
+
+
+def _kept_names_of(tools: tuple[Any, ...]) -> dict[str, Mapping[str, Any]]:
+    kept = _maps.get(id(tools))
+    if kept is None or kept[0] is not tools:
+        if not all(type(tool) is ToolSpec for tool in tools):
+            return _names_of(tools)  # entries: a dict in it may change its name
+        if len(_maps) >= _MAPS_KEPT:
+            _maps.pop(next(iter(_maps)), None)
+        kept = _maps[id(tools)] = (tools, _names_of(tools))
+    return kept[1]
 
 
 class ToolSet:
@@ -20,9 +46,8 @@ class ToolSet:
     __slots__ = ("_by_name", "_cache", "declared")
 
     def __init__(self, tools: Iterable[Any] | None = None) -> None:
-        self._by_name: dict[str, Mapping[str, Any]] = {}
-        for spec in tool_specs(tools):
-            self._by_name.setdefault(spec.name, spec.parameters)
+        # Never changed once made: a kept map is shared by every set of its tuple.
+        self._by_name = _kept_names_of(tools) if type(tools) is tuple else _names_of(tools)
         self.declared = tools is not None and bool(self._by_name)
         self._cache: dict[str, str | None] = {}
 

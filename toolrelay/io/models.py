@@ -58,6 +58,8 @@ class ModelNames:
             if not _GLOB & set(client):
                 self._exact.setdefault(client, backend)
         self._globs = [(c, b) for c, b in self.aliases if _GLOB & set(c)]
+        # Without aliases and catch-all (the default) every name goes as it is.
+        self._as_is = not self.aliases and catch_all is None
         self.served: set[str] = set()
         self._used: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
@@ -68,6 +70,11 @@ class ModelNames:
         for entry in data if isinstance(data, list) else ():
             if isinstance(entry, dict) and isinstance(entry.get("id"), str):
                 self.served.add(entry["id"])
+
+    def backend_name(self, name: str) -> str:
+        """The backend's model for ``name``: :meth:`resolve`'s, without making its
+        :class:`Resolved` where no alias or catch-all can apply (every request asks)."""
+        return name if self._as_is else self.resolve(name).model
 
     def resolve(self, name: str) -> Resolved:
         found = self._match(name)

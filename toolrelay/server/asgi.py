@@ -43,11 +43,20 @@ def decode(raw: bytes) -> dict[str, Any]:
     return body
 
 
+# Past this size counting brackets costs more than encoding the body again (a
+# scan of every byte, twice, where the encoder copies strings whole): 55 µs
+# against 5 for 100 kB of text, 7.5 against 7.6 for 12 kB of tools (issue 29).
+_COUNTED_BELOW = 4096
+
+
 def _may_nest_too_deep(raw: bytes) -> bool:
     """False when ``raw`` cannot hold more than MAX_NESTING levels: each level
-    opens with a bracket, so fewer brackets than that (strings' own included)
-    settle it without encoding the body again, as most requests' few do."""
-    return raw.count(b"{") + raw.count(b"[") > MAX_NESTING
+    opens and closes with a bracket, so a body too short for that many, or a
+    small one with fewer brackets (strings' own included), is settled without
+    encoding it again, as most requests are."""
+    if len(raw) < 2 * (MAX_NESTING + 1):
+        return False
+    return len(raw) >= _COUNTED_BELOW or raw.count(b"{") + raw.count(b"[") > MAX_NESTING
 
 
 class _Wrapper(threading.local):

@@ -38,7 +38,7 @@ def model_name(body: dict[str, Any], settings: Settings) -> str:
         if settings.model is None:
             raise invalid("'model' is required and must be a non-empty string.", "model")
         return settings.model
-    return settings.model_names.resolve(model).model
+    return settings.model_names.backend_name(model)
 
 
 def own_options(

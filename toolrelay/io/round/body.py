@@ -67,7 +67,8 @@ async def backend_body(
     (:mod:`~toolrelay.io.round.constraints`).
     """
     body = dict(req.body)
-    messages = body["messages"] = conform(req.messages, IdMap(id_style(req.format, req.model)))
+    style = id_style(req.format, req.model)
+    messages = body["messages"] = conform(req.messages, IdMap(style) if style else None)
     if constraint is not None:
         body.update(constraint.fields)
     if mode == "native" and strict:

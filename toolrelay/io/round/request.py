@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Literal
 
 from toolrelay.choice import ToolChoicePlan, resolve_tool_choice
@@ -77,16 +76,21 @@ class RoundRequest:
     # Made from ``tools`` and ``tool_choice`` once per round: the declared tools
     # read into specs, and those the choice allows.
     plan: ToolChoicePlan = field(init=False)
+    # :attr:`toolset`, once made (a plain attribute: a cached_property takes a lock).
+    _toolset: ToolSet | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Raises ToolChoiceError (a ValueError with .param) for an invalid choice.
         self.plan = resolve_tool_choice(self.tools, self.tool_choice)
 
-    @cached_property
+    @property
     def toolset(self) -> ToolSet:
         """The declared tools' names for matching, made once, when the round first
         checks a call (a request that never reaches the round pays nothing)."""
-        return ToolSet(self.plan.declared)
+        toolset = self._toolset
+        if toolset is None:
+            toolset = self._toolset = ToolSet(self.plan.declared)
+        return toolset
 
     @classmethod
     def from_body(cls, body: dict[str, Any], **options: Any) -> RoundRequest:

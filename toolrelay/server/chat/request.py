@@ -20,6 +20,9 @@ from toolrelay.server.turn import Turn
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 _INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
+_SAMPLING = frozenset(_NUMBERS + _INTEGERS)
+# What an entry without parameters is checked as (never changed): no dict made per entry.
+_NO_PARAMETERS: dict[str, Any] = {}
 # toolrelay's own request fields: read here, never sent to a backend.
 _OWN_FIELDS = (
     "toolrelay_profile",
@@ -52,12 +55,15 @@ def read_request(
     n = optional(body, "n", int)
     if n is not None and n != 1:
         raise invalid("toolrelay serves one choice per request: 'n' must be 1.", "n")
-    for key in _NUMBERS:
-        value = body.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise invalid(f"'{key}' must be a number.", key)
-    for key in _INTEGERS:
-        optional(body, key, int)
+    if not _SAMPLING.isdisjoint(body):  # checked in their order, when any is there
+        for key in _NUMBERS:
+            value = body.get(key)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):
+                raise invalid(f"'{key}' must be a number.", key)
+        for key in _INTEGERS:
+            optional(body, key, int)
     stop = body.get("stop")
     if stop is not None and not isinstance(stop, str) and not _all_strings(stop):
         raise invalid("'stop' must be a string or an array of strings.", "stop")
@@ -137,7 +143,7 @@ def _check_tools(value: Any) -> None:
         name = function.get("name")
         if not isinstance(name, str) or not name:
             wrong(where + ".function.name", "a non-empty string")
-        if not isinstance(function.get("parameters", {}), dict):
+        if not isinstance(function.get("parameters", _NO_PARAMETERS), dict):
             wrong(where + ".function.parameters", "an object")
         if not isinstance(function.get("description", ""), str):
             wrong(where + ".function.description", "a string")

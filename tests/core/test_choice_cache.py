@@ -1,0 +1,141 @@
+"""The tool list read once: a list of JSON values is read into specs once and
+kept by its JSON (toolrelay.choice); what a request gets from the kept read must
+be what a fresh read of its own list gives, errors included."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolrelay.choice import ToolChoicePlan, resolve_tool_choice
+from toolrelay.errors import RequestError
+from toolrelay.names import ToolSet
+
+_SCALARS = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8)
+_JSON = st.recursive(
+    _SCALARS | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_NAMES = st.sampled_from(["get_weather", "search", "a", "", " x "]) | st.text(max_size=6)
+_SCHEMAS = (
+    st.fixed_dictionaries(
+        {"type": st.just("object")},
+        optional={"properties": st.dictionaries(st.text(max_size=5), _JSON, max_size=3)},
+    )
+    | _JSON
+)
+_FUNCTION = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": _NAMES | _SCALARS,
+        "description": st.text(max_size=12) | _SCALARS,
+        "parameters": _SCHEMAS,
+        "strict": st.booleans() | _SCALARS,
+    },
+)
+# Entries as clients write them, well formed or not: OpenAI's, flat, custom, junk.
+_ENTRIES = st.one_of(
+    st.fixed_dictionaries({"type": st.just("function"), "function": _FUNCTION}),
+    st.fixed_dictionaries({"type": st.sampled_from(["function", "custom", 3])}).flatmap(
+        lambda head: _FUNCTION.map(lambda body: {**head, **body})
+    ),
+    st.fixed_dictionaries({"type": st.just("custom"), "custom": _FUNCTION}),
+    _JSON,
+)
+_CHOICES = st.one_of(
+    st.sampled_from([None, "auto", "none", "required", "any"]),
+    _NAMES.map(lambda name: {"type": "function", "function": {"name": name}}),
+)
+
+
+def _outcome(tools: Any, choice: Any) -> tuple[str, Any]:
+    """The plan (with its declared specs, which the plan's equality leaves out), or the error."""
+    try:
+        plan = resolve_tool_choice(tools, choice)
+    except RequestError as exc:
+        return "error", (type(exc), str(exc), exc.param)
+    return "plan", (plan, plan.declared)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tools=st.lists(_ENTRIES, max_size=4), choice=_CHOICES)
+def test_a_kept_read_is_a_fresh_read(tools: list[Any], choice: Any) -> None:
+    # A tuple is no list: it is read afresh every time, the path without the cache.
+    fresh = _outcome(tuple(copy.deepcopy(tools)), choice)
+    assert _outcome(tools, choice) == fresh
+    assert _outcome(copy.deepcopy(tools), choice) == fresh  # read again: now from the kept read
+
+
+@settings(max_examples=100, deadline=None)
+@given(tools=st.lists(_ENTRIES, min_size=1, max_size=3))
+def test_no_request_values_are_kept(tools: list[Any]) -> None:
+    """What a request does with its own list after it was read changes nothing kept."""
+    fresh = _outcome(tuple(copy.deepcopy(tools)), None)
+    mine = copy.deepcopy(tools)
+    _outcome(mine, None)
+    for entry in mine:
+        if isinstance(entry, dict):
+            body = entry.get(entry.get("type", "function"))
+            target = body if isinstance(body, dict) else entry
+            target["parameters"] = {"changed": True}
+            target["description"] = "changed"
+    assert _outcome(copy.deepcopy(tools), None) == fresh
+
+
+def test_a_list_that_is_not_json_is_read_afresh() -> None:
+    spec_list: list[Any] = [
+        {"type": "function", "function": {"name": "f", "parameters": {"x": 1.5}}}
+    ]
+    first = resolve_tool_choice(spec_list, None)
+    # Specs (the agent loop's own tools) pass through; they are no JSON.
+    assert resolve_tool_choice(list(first.declared), None).declared == first.declared
+    assert resolve_tool_choice([*first.declared, spec_list[0]], None).declared == (
+        *first.declared,
+        *first.declared,
+    )
+
+
+def test_without_tools_the_plan_is_the_same_one() -> None:
+    assert resolve_tool_choice(None, None) is resolve_tool_choice([], "auto")
+    assert resolve_tool_choice(None, None) == ToolChoicePlan("auto")
+    assert resolve_tool_choice(None, "none") == ToolChoicePlan("none")
+    assert resolve_tool_choice(None, "none").declared == ()
+    with pytest.raises(RequestError, match="needs at least one tool"):
+        resolve_tool_choice([], "required")
+
+
+_CALLED = st.sampled_from(["get_weather", "search", "functions.search", "x__a", "a", "nope", " a "])
+
+
+@settings(max_examples=200, deadline=None)
+@given(tools=st.lists(_ENTRIES, max_size=4), called=st.lists(_CALLED, max_size=4))
+def test_a_kept_list_names_its_tools_as_a_fresh_one(tools: list[Any], called: list[str]) -> None:
+    """The names of a kept read (one tuple, mapped once) match as a fresh read's do."""
+    try:
+        kept = resolve_tool_choice(tools, None).declared
+    except RequestError:
+        return
+    fresh = ToolSet(list(kept))
+    for toolset in (ToolSet(kept), ToolSet(resolve_tool_choice(tools, None).declared)):
+        assert toolset.declared == fresh.declared
+        for name in called:
+            assert toolset.resolve(name) == fresh.resolve(name)
+            assert toolset.parameters(name) == fresh.parameters(name)
+            assert toolset.unresolved(name) == fresh.unresolved(name)
+            assert toolset.without_arguments(name) == fresh.without_arguments(name)
+
+
+def test_a_tuple_of_entries_is_mapped_afresh() -> None:
+    """A tuple of entries (dicts a caller may still change) is no kept list."""
+    entries = ({"type": "function", "function": {"name": "before"}},)
+    assert ToolSet(entries).resolve("before") == "before"
+    entries[0]["function"]["name"] = "after"
+    assert ToolSet(entries).resolve("after") == "after"
+    assert ToolSet(entries).resolve("before") is None
