@@ -12,6 +12,9 @@ cost is a stream's fixed cost.
 
     .venv/bin/python bench/checkout_bench.py main=. mine=../wt/mine \\
         --cells plain,tools,short,stream,stream-tools --concurrency 16 --rounds 9
+
+``--front messages`` asks the checkouts Anthropic Messages (the translation
+lane) and the floor the same question as Chat Completions.
 """
 
 from __future__ import annotations
@@ -50,6 +53,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="+", metavar="NAME=DIR", help="checkouts to run")
     parser.add_argument("--cells", default=",".join(BODIES), help="of: " + ", ".join(BODIES))
+    parser.add_argument(
+        "--front",
+        choices=["chat", "messages"],
+        default="chat",
+        help="messages: the checkouts are asked Anthropic Messages, the floor Chat Completions",
+    )
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
@@ -58,7 +67,7 @@ def main() -> None:
     }
     requests = 320 if args.concurrency > 1 else 120
     cells = [
-        (f"{name} c={args.concurrency}", "chat", BODIES[name], args.concurrency, requests)
+        (f"{name} c={args.concurrency}", args.front, BODIES[name], args.concurrency, requests)
         for name in args.cells.split(",")
     ]
     with tempfile.NamedTemporaryFile("w", suffix=".json") as scenario:
@@ -83,7 +92,9 @@ def main() -> None:
                     process(command, base + "/models", cwd=checkout, env=env)
                 )
                 targets[name] = (base, proc.pid)
-            results = asyncio.run(release_bench.run_cells(targets, args.rounds, cells, set()))
+            results = asyncio.run(
+                release_bench.run_cells(targets, args.rounds, cells, set(checkouts))
+            )
     for label, *_ in cells:
         row = results[label]
         floor_cpu = row["floor"]["cpu"]

@@ -79,6 +79,20 @@ class Blocks:
             return self._end(None)  # a started call cut short: its block closes without it
         return []
 
+    def more_text(self, text: str) -> str | None:
+        """The streams' hot path: ``text`` added to the text block already open,
+        and what of it is said now ('' for nothing yet: blanks wait). None when
+        no text block is open: the caller goes the whole way (:meth:`event`).
+        The same steps as :meth:`_add` takes for an open text block."""
+        if self._kind != "text":
+            return None
+        text = self._blank + text
+        visible = text.rstrip()
+        self._blank = text[len(visible) :]
+        if visible:
+            self._pieces.append(visible)
+        return visible
+
     def end_block(self) -> list[WireEvent]:
         """Close the open block, if any (at the answer's end, say)."""
         return self._end(None) if self._kind is not None else []

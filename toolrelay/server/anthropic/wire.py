@@ -16,13 +16,17 @@ from typing import Any
 
 import orjson
 
-from toolrelay.events import Event, ToolCall, ToolCallStart
+from toolrelay.events import ContentDelta, Event, ToolCall, ToolCallStart
 from toolrelay.io.ids import unique_hex
 from toolrelay.io.round import Finish
 from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
 PING = b'event: ping\ndata: {"type":"ping"}\n\n'
+_TEXT_DELTA_HEAD = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+    b'"delta":{"type":"text_delta","text":'
+)
 _STOP_REASONS = {"length": "max_tokens", "content_filter": "refusal"}
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -134,13 +138,22 @@ class MessageEncoder:
 
     def __init__(self, model: str, thinking: bool) -> None:
         self.builder = MessageBuilder(model, thinking)
+        self._text_head = b""  # set once a text block is open
 
     def start(self) -> bytes:
         # As Anthropic does: a ping right after message_start.
         return sse(self.builder.start()) + PING
 
     def event(self, event: Event) -> bytes | None:
+        if type(event) is ContentDelta:  # most events: more text in an open block
+            said = self.builder.more_text(event.text)
+            if said is not None:
+                # sse() of the builder's text delta, from a template: the same bytes
+                # (orjson writes the keys in order, without spaces).
+                return self._text_head + orjson.dumps(said) + b"}}\n\n" if said else None
         events = self.builder.event(event)
+        # The open block (whose index the template names) changes only here.
+        self._text_head = _TEXT_DELTA_HEAD % (len(self.builder.message["content"]) - 1)
         if not events:
             return None
         return b"".join(map(sse, events))

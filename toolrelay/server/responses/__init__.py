@@ -24,7 +24,7 @@ from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import ResponsesTurn, input_messages, read_responses
 from toolrelay.server.responses.store import Store
-from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder
+from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder, event_bytes
 
 
 class ResponsesFront:
@@ -93,8 +93,7 @@ class ResponseEncoder:
         return b"".join(map(sse, self.builder.start()))
 
     def event(self, event: Event) -> bytes | None:
-        events = self.builder.event(event)
-        return b"".join(map(sse, events)) if events else None
+        return event_bytes(self.builder, event)
 
     def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
         data = b"".join(map(sse, self.builder.finish(finish, extra)))

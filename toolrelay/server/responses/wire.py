@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 import orjson
 
-from toolrelay.events import ToolCall, ToolCallStart
+from toolrelay.events import ContentDelta, Event, ToolCall, ToolCallStart
 from toolrelay.io.ids import unique_hex
 from toolrelay.io.round import Finish
-from toolrelay.server.blocks import Blocks, Kind, WireEvent
+from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
 KEEPALIVE = b": keep-alive\n\n"
@@ -280,3 +280,15 @@ def _part(kind: Kind | Literal["summary"], text: str) -> dict[str, Any]:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def event_bytes(builder: ResponseBuilder, event: Event) -> bytes | None:
+    """The stream events saying ``event``, as SSE bytes (None: nothing to say).
+    More text in an open item, most events, skips the general dispatch."""
+    if type(event) is ContentDelta:
+        said = builder.more_text(event.text)
+        if said is not None:
+            delta = builder.delta("text", said) if said else None
+            return sse(delta) if delta is not None else None
+    events = builder.event(event)
+    return b"".join(map(sse, events)) if events else None

@@ -1,0 +1,77 @@
+"""The Messages and Responses encoders' fast path for more text in an open block
+writes exactly what the general path (the builder's events, each through ``sse``)
+writes, event for event, whatever the text, its blanks and what comes between."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.fronts.segments import events_of
+from toolrelay.events import ContentDelta, Event
+from toolrelay.server.anthropic.wire import MessageEncoder
+from toolrelay.server.blocks import Blocks, sse
+from toolrelay.server.responses.wire import ResponseBuilder, event_bytes
+
+# Text heavy in the blanks the builder holds back and in what JSON escapes.
+TEXT = st.text(
+    alphabet=st.sampled_from(list(' \n\t\r"\\aé\u2028\x01{}'))
+    | st.characters(exclude_categories=("Cs",)),
+    max_size=12,
+)
+PLAN = st.lists(
+    st.one_of(
+        st.tuples(st.just("text"), TEXT),
+        st.tuples(st.just("reasoning"), TEXT),
+        st.tuples(
+            st.just("call"), st.dictionaries(st.text(max_size=3), st.text(max_size=5), max_size=2)
+        ),
+    ),
+    max_size=6,
+)
+
+
+def _general(builder: Blocks, event: Event) -> bytes | None:
+    events = builder.event(event)
+    return b"".join(map(sse, events)) if events else None
+
+
+def _events(plan: list[Any], cuts: list[int], extra: list[str]) -> list[Event]:
+    # Text chunks one after another too, as a stream of content brings them.
+    return [*events_of(plan, cuts), *(ContentDelta(text) for text in extra)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(PLAN, st.lists(st.integers(0, 40), max_size=6), st.lists(TEXT, max_size=6), st.booleans())
+def test_messages_text_deltas_are_the_general_bytes(
+    plan: list[Any], cuts: list[int], extra: list[str], thinking: bool
+) -> None:
+    fast = MessageEncoder("m", thinking)
+    general = MessageEncoder("m", thinking).builder
+    for event in _events(plan, cuts, extra):
+        assert fast.event(event) == _general(general, event)
+    # (A call's input is an orjson.Fragment: compared as JSON.)
+    assert orjson.dumps(fast.builder.message["content"]) == orjson.dumps(general.message["content"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(PLAN, st.lists(st.integers(0, 40), max_size=6), st.lists(TEXT, max_size=6), st.booleans())
+def test_responses_text_deltas_are_the_general_bytes(
+    plan: list[Any], cuts: list[int], extra: list[str], reasoning: bool
+) -> None:
+    fast = ResponseBuilder("m", {}, reasoning)
+    general = ResponseBuilder("m", {}, reasoning)
+    for event in _events(plan, cuts, extra):
+        assert _without_ids(event_bytes(fast, event)) == _without_ids(_general(general, event))
+
+
+def _without_ids(data: bytes | None) -> bytes | None:
+    """Each builder's items have ids of their own (a process-wide counter)."""
+    return None if data is None else ITEM_ID.sub(b'"ID"', data)
+
+
+ITEM_ID = re.compile(rb'"(?:resp|msg|fc|rs|ctc)_[0-9a-f]{32}"')
