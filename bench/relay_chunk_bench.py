@@ -3,7 +3,8 @@
 One read of 128 content-only SSE lines (as vLLM or ``toolrelay simulate``
 writes them) through the gateway's functions: ``ChunkStream`` cutting and
 reading the lines (the plain-chunk frame learned from the first line),
-``ChunkReader.take`` and ``ChunkEncoder.event``, then one join, as the relay
+``ChunkReader.take`` and each front's encoder (Chat Completions' chunks,
+Anthropic Messages' and OpenAI Responses' events), then one join, as the relay
 does for a batch. No I/O: the figure is the relay's share of a chunk, not the
 sockets' or aiohttp's. Run it from each checkout to compare two (PYTHONPATH
 picks the code); the minimum of ``RUNS`` runs is printed, in µs per chunk.
@@ -20,7 +21,10 @@ import time
 from toolrelay.io.backends.http import ChunkStream, Limits
 from toolrelay.io.round.body import ChunkReader
 from toolrelay.io.round.request import Finish, Opened, StreamItem
+from toolrelay.server.anthropic.wire import MessageEncoder
 from toolrelay.server.chat.wire import ChunkEncoder
+from toolrelay.server.responses import ResponseEncoder
+from toolrelay.server.responses.wire import ResponseBuilder
 
 RUNS = 15
 READS = 400
@@ -33,18 +37,33 @@ _TAIL = b',"logprobs":null,"finish_reason":null}],"usage":null}\n\n'
 LINE = _HEAD + b'{"content":"abcd"}' + _TAIL
 
 
-def per_chunk() -> float:
-    """The minimum over the runs of the relay's µs per chunk."""
+def responses_encoder() -> ResponseEncoder:
+    """The Responses front's encoder without a front and a turn, which only the
+    start and the finish read."""
+    encoder = ResponseEncoder.__new__(ResponseEncoder)
+    encoder.builder = ResponseBuilder("bench", {}, False)
+    return encoder
+
+
+ENCODERS = {
+    "chat": lambda: ChunkEncoder("bench", include_usage=False),
+    "messages": lambda: MessageEncoder("bench", False),
+    "responses": responses_encoder,
+}
+
+
+def per_chunk(front: str) -> float:
+    """The minimum over the runs of the relay's µs per chunk, for ``front``'s encoder."""
     # The stream's response is never read here: only the lines given to it.
     stream = ChunkStream(None, "bench", Limits(), None, 0.0, plain=True)  # type: ignore[arg-type]
     stream._decode(stream._lines(LINE))  # learns the frame
     data = LINE * CHUNKS
-    encoder = ChunkEncoder("bench", include_usage=False)
     best = float("inf")
     for _ in range(RUNS):
         started = time.perf_counter()
         for _ in range(READS):
             batch = stream._decode(stream._lines(data))
+            encoder = ENCODERS[front]()
             reader = ChunkReader(None, None, None)
             items: list[StreamItem] = []
             for chunk in batch:
@@ -57,4 +76,5 @@ def per_chunk() -> float:
 
 
 if __name__ == "__main__":
-    print(f"relay's own work: {per_chunk():.3f} µs per content chunk")
+    for front in ENCODERS:
+        print(f"relay's own work, {front}: {per_chunk(front):.3f} µs per content chunk")
