@@ -28,13 +28,7 @@ from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because, recording
 from toolrelay.io.round.body import injected_texts
-from toolrelay.io.round.checked import (
-    checked_stages,
-    complete_checked,
-    joined_warnings,
-    staged,
-    usage_sum,
-)
+from toolrelay.io.round.checked import checked_stages, complete_checked, joined_warnings, usage_sum
 from toolrelay.io.round.complete import complete_without_tools
 from toolrelay.io.round.request import (
     TOOL_FIELDS,
@@ -44,6 +38,7 @@ from toolrelay.io.round.request import (
     StreamItem,
     reply_events,
 )
+from toolrelay.io.round.staged import staged
 from toolrelay.io.round.streamed import stream_handling_fallbacks
 from toolrelay.parse import parse_tool_calls
 from toolrelay.rescue import rewrite_history

@@ -11,9 +11,9 @@ only noted in a warning.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from toolrelay.correction import (
     CallHold,
@@ -36,6 +36,7 @@ from toolrelay.io.recording import CORRECTION, next_attempt_because
 from toolrelay.io.round.body import call_limit, finish_reason
 from toolrelay.io.round.complete import complete_handling_required
 from toolrelay.io.round.request import Finish, Opened, Reply, RoundRequest, StreamItem
+from toolrelay.io.round.staged import Stage
 
 # One line per re-ask after invalid calls, on a logger of its own.
 repair_log = logging.getLogger("toolrelay.repair")
@@ -48,37 +49,6 @@ async def complete_checked(backend: Backend, req: RoundRequest, counters: Counte
     if not _checks_calls(req):
         return _noted(req, reply)
     return await _checked_reply(backend, req, counters, reply)
-
-
-class Stage(Protocol):
-    """One layer above a streamed round, batch by batch; the layers run in one
-    generator (:func:`staged`): each its own would cost a generator's hop per batch."""
-
-    def batch(self, batch: list[StreamItem]) -> list[StreamItem]:
-        """A batch without the :class:`Finish`."""
-        ...
-
-    async def last(self, batch: list[StreamItem]) -> list[StreamItem]:
-        """The last batch, ending with the :class:`Finish` (it may re-ask)."""
-        ...
-
-
-async def staged(
-    items: AsyncGenerator[list[StreamItem], None], stages: Sequence[Stage]
-) -> AsyncGenerator[list[StreamItem], None]:
-    """``items`` through each stage in turn; a batch a stage leaves empty goes no further."""
-    try:
-        async for batch in items:
-            last = bool(batch) and isinstance(batch[-1], Finish)
-            for stage in stages:
-                batch = await stage.last(batch) if last else stage.batch(batch)
-                if not batch:
-                    break
-            if batch:
-                yield batch
-    finally:
-        # A caller that stops early closes the backend's stream with it.
-        await items.aclose()
 
 
 def checked_stages(backend: Backend, req: RoundRequest, counters: Counters) -> list[Stage]:
