@@ -1,8 +1,10 @@
 """The Chat Completions encoder's written-out chunks against building and encoding the dict.
 
 ``ChunkEncoder.event`` writes the most frequent chunks (content, argument
-fragments) as bytes around the encoded text, without building their dicts;
-these properties hold each to the chunk built the plain way, for any text.
+fragments) as bytes around the encoded text, and ``start`` and ``finish`` the
+stream's first and last chunks around their values, without building their
+dicts; these properties hold each to the chunk built the plain way, for any
+text, model name and end.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolrelay.events import ContentDelta, ToolCallArgumentsDelta
-from toolrelay.server.chat.wire import ChunkEncoder
+from toolrelay.io.round import Finish
+from toolrelay.server.chat.wire import DONE, ChunkEncoder
 
 
 def _sse(data: bytes) -> object:
@@ -46,3 +49,40 @@ def test_an_empty_text_sends_nothing() -> None:
     encoder = ChunkEncoder("m", False)
     assert encoder.event(ContentDelta("")) is None
     assert encoder.event(ToolCallArgumentsDelta(0, "")) is None
+
+
+@given(st.text(), st.booleans())
+def test_the_first_chunk_is_its_delta(model: str, usage: bool) -> None:
+    encoder = ChunkEncoder(model, usage)
+    assert encoder.start() == encoder.delta({"role": "assistant", "content": None})
+
+
+_USAGES = st.none() | st.dictionaries(
+    st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens", "details"]),
+    st.integers(0, 10**9) | st.text() | st.none(),
+)
+_EXTRA = st.dictionaries(st.sampled_from(["toolrelay_warning", "toolrelay_stuck", "id"]), st.text())
+
+
+@given(st.text(), st.booleans(), st.text(), _USAGES, _EXTRA)
+def test_the_last_chunks_are_their_dicts(
+    model: str, usage: bool, reason: str, counts: dict[str, object] | None, extra: dict[str, str]
+) -> None:
+    """The finish chunk, the usage chunk and [DONE], written around the reason
+    and the counts, are the bytes of the dicts built and encoded."""
+    encoder = ChunkEncoder(model, usage)
+    finish = Finish(reason, counts)
+    common = encoder._common
+    chunk = {
+        **common,
+        "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}],
+    }
+    if usage:
+        chunk["usage"] = None
+    chunk.update(extra)
+    built = b"data: " + orjson.dumps(chunk) + b"\n\n"
+    if usage:
+        zero = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        last = {**common, "choices": [], "usage": counts or zero}
+        built += b"data: " + orjson.dumps(last) + b"\n\n"
+    assert encoder.finish(finish, dict(extra)) == built + DONE

@@ -140,6 +140,12 @@ class ChunkStream:
         """Give ``batch`` (the last read's) back: the next read returns it."""
         self._ahead = batch
 
+    @property
+    def ended(self) -> bool:
+        """The last read brought the ``[DONE]``: the next read ends the iteration,
+        without waiting for anything."""
+        return self._done and self._ahead is None
+
     async def __anext__(self) -> list[Chunk]:
         if self._ahead is not None:
             batch, self._ahead = self._ahead, None

@@ -10,12 +10,14 @@ It is exact, not a guess. A frame is learned only from a chunk whose decoded
 form is plain content (no usage, finish reason, reasoning, tool calls or
 error), whose content is written as is (no escape in it), and only after a
 probe, the frame around another text, decodes to the same chunk with that text
-as its content (so the slice is the content's own string token, not a look-alike
-inside the id, say). A later payload is read through the frame only when its
-middle holds no quote, backslash or control character and is UTF-8: then the
-middle is that one string token, and ``orjson.loads`` of the payload would give
-the learned chunk with the middle as its content. Anything else is decoded the
-usual way (tests/gateway/test_plain_chunks.py holds the two paths to each other).
+as its content (so the slice is the content's own string token, not a
+look-alike inside the id, say); the probe is made when a later payload comes in
+the frame, so a stream of one content chunk makes none. A later payload is read
+through the frame only when its middle holds no quote, backslash or control
+character and is UTF-8: then the middle is that one string token, and
+``orjson.loads`` of the payload would give the learned chunk with the middle as
+its content. Anything else is decoded the usual way
+(tests/gateway/test_plain_chunks.py holds the two paths to each other).
 
 A frame learned with the SSE line its payload came in reads later lines whole:
 the line's ``data:`` and the whitespace around the payload are part of the
@@ -36,22 +38,39 @@ _UNSAFE = re.compile(rb'["\\\x00-\x1f]')
 _LEARNINGS = 4
 
 
+class _Seen:
+    """The frame around one decoded chunk's content, not probed yet."""
+
+    __slots__ = ("chunk", "head", "payload_head", "payload_tail", "tail", "text")
+
+    def __init__(
+        self, text: str, chunk: Any, payload: tuple[bytes, bytes], line: tuple[bytes, bytes]
+    ) -> None:
+        self.text = text
+        self.chunk = chunk
+        self.payload_head, self.payload_tail = payload  # around the content in the payload
+        self.head, self.tail = line  # around it in what is read (the line, when given)
+
+
 class PlainChunks:
     """The frame of one stream's content-only chunks."""
 
-    __slots__ = ("_head", "_learnings", "_tail")
+    __slots__ = ("_head", "_learnings", "_seen", "_tail")
 
     def __init__(self) -> None:
         self._head = b""  # empty: no frame learned
         self._tail = b""
         self._learnings = _LEARNINGS
+        self._seen: _Seen | None = None
 
     def read(self, payload: bytes) -> str | None:
         """The content of a payload in the learned frame (of a whole SSE line, when
         the frame was learned with one); None: decode it the usual way."""
         head = self._head
         if not head or not payload.startswith(head) or not payload.endswith(self._tail):
-            return None
+            if not self._adopted(payload):
+                return None
+            head = self._head
         middle = payload[len(head) : len(payload) - len(self._tail)]
         if not middle or _UNSAFE.search(middle):
             return None
@@ -61,8 +80,10 @@ class PlainChunks:
             return None
 
     def learn(self, payload: bytes, chunk: Any, line: bytes | None = None) -> None:
-        """Take the frame of ``payload`` (decoded: ``chunk``) if it is plain content;
-        ``line``: the SSE line the payload was stripped from, read whole from then on."""
+        """Note the frame of ``payload`` (decoded: ``chunk``) if it is plain content;
+        ``line``: the SSE line the payload was stripped from, read whole from then on.
+        The frame is probed when a later payload comes in it, not before: a stream
+        whose content comes in one chunk (a short answer) probes nothing."""
         if self._learnings == 0:
             return
         text = plain_content(chunk)
@@ -76,24 +97,36 @@ class PlainChunks:
         at = payload.rfind(b'"' + raw + b'"')
         if at < 0:
             return
-        self._learnings -= 1
         head, tail = payload[: at + 1], payload[at + 1 + len(raw) :]
-        probe = "!" if text == "?" else "?"
-        try:
-            probed = orjson.loads(head + probe.encode() + tail)
-        except orjson.JSONDecodeError:
-            return
-        if plain_content(probed) != probe:
-            return
-        probed["choices"][0]["delta"]["content"] = text
-        if probed != chunk:
-            return
+        around = (head, tail)
         if line is not None:
             # The payload is the line stripped: the bytes around it are the same
             # on every line of the server's (else the line is decoded the usual way).
             at = line.find(payload, 5)
-            head, tail = line[:at] + head, tail + line[at + len(payload) :]
-        self._head, self._tail = head, tail
+            around = (line[:at] + head, tail + line[at + len(payload) :])
+        self._seen = _Seen(text, chunk, (head, tail), around)
+
+    def _adopted(self, payload: bytes) -> bool:
+        """Whether ``payload`` comes in the frame last seen, which a probe confirms
+        (the frame around another text decodes to the same chunk with that text as
+        its content): it is the frame from then on."""
+        seen = self._seen
+        if seen is None or not payload.startswith(seen.head) or not payload.endswith(seen.tail):
+            return False
+        self._seen = None
+        self._learnings -= 1
+        probe = "!" if seen.text == "?" else "?"
+        try:
+            probed = orjson.loads(seen.payload_head + probe.encode() + seen.payload_tail)
+        except orjson.JSONDecodeError:
+            return False
+        if plain_content(probed) != probe:
+            return False
+        probed["choices"][0]["delta"]["content"] = seen.text
+        if probed != seen.chunk:
+            return False
+        self._head, self._tail = seen.head, seen.tail
+        return True
 
 
 def plain_content(chunk: Any) -> str | None:

@@ -240,6 +240,13 @@ async def _relay_single_stream(
         )
         echoes = 0  # copies of the examples the cleaner removed
         ended: list[ToolCall] = []  # the calls that went out, for their formats
+        # Without tools the items of the read that brought the backend's [DONE] go
+        # out with the stream's end, in one batch: one write to the client less,
+        # and no read that only ends the iteration. With tools each batch keeps
+        # its own: the answered layer lets toolrelay's notes out at a batch's end,
+        # but those of the last batch may give way to a re-ask's answer.
+        ends_with_last_read = not req.has_tools
+        last_read: list[StreamItem] = []
         try:
             take = state.take  # looked up once: it runs for every chunk
             async for batch in chunks:
@@ -257,6 +264,9 @@ async def _relay_single_stream(
                         ended += _ended(out)
                     if observed is not None:
                         observed.parsed(_events(out), formats=state.formats)
+                    if ends_with_last_read and chunks.ended:
+                        last_read = out
+                        break
                     yield out
         except BackendError as exc:
             # The stream started and then broke: counted by how it ended.
@@ -319,6 +329,7 @@ async def _relay_single_stream(
     reason = finish_reason(req, called, state.finish)
     notes = (over_limit_warning(state.dropped), cut_warning(req) if cut else None)
     warning = "; ".join(part for part in notes if part) or None
+    last[:0] = last_read
     last.append(Finish(reason, state.usage, warning, stopped, raw, mode))
     yield last
 

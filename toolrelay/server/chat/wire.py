@@ -28,6 +28,8 @@ from toolrelay.server.errors import APIError
 KEEPALIVE = b": keep-alive\n\n"
 DONE = b"data: [DONE]\n\n"
 _ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+# The delta a stream opens with.
+_START_DELTA = orjson.dumps({"role": "assistant", "content": None})
 
 
 def completion_id() -> str:
@@ -80,19 +82,24 @@ class ChunkEncoder:
             "model": model,
         }
         self.include_usage = include_usage
-        head = orjson.dumps(self._common)[:-1]
-        self._head = b"data: " + head + b',"choices":[{"index":0,"delta":'
+        # Every chunk of the stream opens with the same keys, written once here.
+        opening = b"data: " + orjson.dumps(self._common)[:-1]
+        self._head = opening + b',"choices":[{"index":0,"delta":'
         self._tail = b',"logprobs":null,"finish_reason":null}]'
         self._tail += b',"usage":null}\n\n' if include_usage else b"}\n\n"
         # Around a content delta's text, the most frequent chunk: two joins per chunk.
         self._content_head = self._head + b'{"content":'
         self._content_tail = b"}" + self._tail
+        # Around the finish reason and the usage: the stream's end without a dict.
+        self._finish_head = self._head + b'{},"logprobs":null,"finish_reason":'
+        self._finish_tail = b'}],"usage":null}\n\n' if include_usage else b"}]}\n\n"
+        self._usage_head = opening + b',"choices":[],"usage":'
 
     def delta(self, delta: dict[str, Any]) -> bytes:
         return self._head + orjson.dumps(delta) + self._tail
 
     def start(self) -> bytes:
-        return self.delta({"role": "assistant", "content": None})
+        return self._head + _START_DELTA + self._tail
 
     def event(self, event: Event) -> bytes | None:
         """The chunk for one parser event; None for events with nothing to send."""
@@ -126,7 +133,18 @@ class ChunkEncoder:
 
     def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
         """The last choice chunk (toolrelay's own keys ride on it, top level),
-        the usage chunk when asked for, and ``[DONE]``."""
+        the usage chunk when asked for, and ``[DONE]``. Written around the
+        values from the stream's own bytes; a chunk with toolrelay's keys (a
+        warning, a loop's verdict: rare) is built whole."""
+        if extra:
+            out = b"data: " + orjson.dumps(self._finish_chunk(finish, extra)) + b"\n\n"
+        else:
+            out = self._finish_head + orjson.dumps(finish.reason) + self._finish_tail
+        if self.include_usage:
+            out += self._usage_head + orjson.dumps(finish.usage or _ZERO_USAGE) + b"}\n\n"
+        return out + DONE
+
+    def _finish_chunk(self, finish: Finish, extra: dict[str, Any]) -> dict[str, Any]:
         chunk = {
             **self._common,
             "choices": [
@@ -136,11 +154,7 @@ class ChunkEncoder:
         if self.include_usage:
             chunk["usage"] = None
         chunk.update(extra)
-        out = b"data: " + orjson.dumps(chunk) + b"\n\n"
-        if self.include_usage:
-            usage = {**self._common, "choices": [], "usage": finish.usage or _ZERO_USAGE}
-            out += b"data: " + orjson.dumps(usage) + b"\n\n"
-        return out + DONE
+        return chunk
 
     def error(self, error: APIError) -> bytes:
         return b"data: " + orjson.dumps(error.to_dict()) + b"\n\n"
