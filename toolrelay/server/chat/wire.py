@@ -87,6 +87,9 @@ class ChunkEncoder:
         # Around a content delta's text, the most frequent chunk: two joins per chunk.
         self._content_head = self._head + b'{"content":'
         self._content_tail = b"}" + self._tail
+        # The last choice chunk without toolrelay's keys (the usual one), around its reason.
+        self._finish_head = self._head + b'{},"logprobs":null,"finish_reason":'
+        self._finish_tail = b"}]" + (b',"usage":null' if include_usage else b"") + b"}\n\n"
 
     def delta(self, delta: dict[str, Any]) -> bytes:
         return self._head + orjson.dumps(delta) + self._tail
@@ -113,13 +116,16 @@ class ChunkEncoder:
                 + self._tail
             )
         if isinstance(event, ToolCallStart):
-            start = {
-                "index": event.index,
-                "id": event.id,
-                "type": "function",
-                "function": {"name": event.name, "arguments": ""},
-            }
-            return self.delta({"tool_calls": [start]})
+            # Once a call, written without building its dict either.
+            return (
+                self._head
+                + b'{"tool_calls":[{"index":%d,"id":' % event.index
+                + orjson.dumps(event.id)
+                + b',"type":"function","function":{"name":'
+                + orjson.dumps(event.name)
+                + b',"arguments":""}}]}'
+                + self._tail
+            )
         if isinstance(event, ReasoningDelta):
             return self.delta({"reasoning_content": event.text}) if event.text else None
         return None  # ToolCallEnd: the fragments already carried the call
@@ -127,6 +133,18 @@ class ChunkEncoder:
     def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
         """The last choice chunk (toolrelay's own keys ride on it, top level),
         the usage chunk when asked for, and ``[DONE]``."""
+        if extra:
+            out = b"data: " + orjson.dumps(self._finish_chunk(finish, extra)) + b"\n\n"
+        else:
+            out = self._finish_head + orjson.dumps(finish.reason) + self._finish_tail
+        if self.include_usage:
+            usage = {**self._common, "choices": [], "usage": finish.usage or _ZERO_USAGE}
+            out += b"data: " + orjson.dumps(usage) + b"\n\n"
+        return out + DONE
+
+    def _finish_chunk(self, finish: Finish, extra: dict[str, Any]) -> dict[str, Any]:
+        """The last choice chunk with toolrelay's keys (what ``_finish_head`` and
+        ``_finish_tail`` write when there are none)."""
         chunk = {
             **self._common,
             "choices": [
@@ -136,11 +154,7 @@ class ChunkEncoder:
         if self.include_usage:
             chunk["usage"] = None
         chunk.update(extra)
-        out = b"data: " + orjson.dumps(chunk) + b"\n\n"
-        if self.include_usage:
-            usage = {**self._common, "choices": [], "usage": finish.usage or _ZERO_USAGE}
-            out += b"data: " + orjson.dumps(usage) + b"\n\n"
-        return out + DONE
+        return chunk
 
     def error(self, error: APIError) -> bytes:
         return b"data: " + orjson.dumps(error.to_dict()) + b"\n\n"
