@@ -33,7 +33,7 @@ from toolrelay.events import (
 )
 from toolrelay.names import ToolSet
 from toolrelay.repair import json_text
-from toolrelay.validate import validate_call
+from toolrelay.validate import valid_as_sent, validate_call
 
 # Starts the directive of a re-ask, so that a model double (toolrelay
 # simulate) and a log reader can tell it from what the user wrote.
@@ -223,10 +223,16 @@ class CallHold:
         "tools",
     )
 
+    # A call valid as it came goes out as the events it came in, when they are the
+    # ones a release would make (the tests compare with False: every call checked
+    # and its events made anew).
+    as_sent = True
+
     def __init__(self, tools: ToolSet, *, pass_invalid: bool = False) -> None:
         self.tools = tools
         self.pass_invalid = pass_invalid
-        self._held: dict[int, list[ToolCallArgumentsDelta]] = {}
+        # Per call being held: its ToolCallStart (when it came), then its argument deltas.
+        self._held: dict[int, list[ToolCallStart | ToolCallArgumentsDelta]] = {}
         # Valid calls released, coercions applied; ``released`` counts every call out.
         self.accepted: list[ToolCall] = []
         self.released = 0
@@ -235,12 +241,12 @@ class CallHold:
         self.content: list[str] = []
 
     def feed(self, event: Event) -> list[Event]:
-        if isinstance(event, ToolCallStart):
-            self._held[event.index] = []
-        elif isinstance(event, ToolCallArgumentsDelta):
+        if isinstance(event, ToolCallArgumentsDelta):  # the most frequent of a call's events
             self._held.setdefault(event.index, []).append(event)
+        elif isinstance(event, ToolCallStart):
+            self._held[event.index] = [event]
         elif isinstance(event, ToolCallEnd):
-            return self._end(event.call, self._held.pop(event.index, []))
+            return self._end(event, self._held.pop(event.index, []))
         elif isinstance(event, CallRejected):
             if event.index is not None:
                 self._held.pop(event.index, None)  # started, then cut: never released
@@ -260,8 +266,14 @@ class CallHold:
             out.extend(self._release(call, [call.arguments_json]))
         return out
 
-    def _end(self, call: ToolCall, deltas: list[ToolCallArgumentsDelta]) -> list[Event]:
-        texts = [delta.text for delta in deltas] or [call.arguments_json]
+    def _end(
+        self, end: ToolCallEnd, held: list[ToolCallStart | ToolCallArgumentsDelta]
+    ) -> list[Event]:
+        call = end.call
+        if self.as_sent and valid_as_sent(self.tools.parameters(call.name), call.arguments):
+            self.accepted.append(call)  # as check_calls would accept it: nothing coerced
+            return self._release_as_held(end, held)
+        texts = _texts(call, held)
         checked = check_calls([call], (), self.tools)
         if checked.problems:
             self.problems.extend(checked.problems)
@@ -273,6 +285,24 @@ class CallHold:
             texts = _cut_like(final.arguments_json, [len(text) for text in texts])
         return self._release(final, texts)
 
+    def _release_as_held(
+        self, end: ToolCallEnd, held: list[ToolCallStart | ToolCallArgumentsDelta]
+    ) -> list[Event]:
+        """A call that stands as it came: its own events when they are already
+        numbered as it goes out (the usual case: calls come and go out 0, 1, ...)."""
+        call = end.call
+        start = held[0] if held else None
+        if (
+            isinstance(start, ToolCallStart)
+            and len(held) > 1
+            and end.index == self.released
+            and start.id == call.id
+            and start.name == call.name
+        ):
+            self.released += 1
+            return [*held, end]
+        return self._release(call, _texts(call, held))
+
     def _release(self, call: ToolCall, texts: list[str]) -> list[Event]:
         index = self.released
         self.released += 1
@@ -281,6 +311,12 @@ class CallHold:
             *(ToolCallArgumentsDelta(index, text) for text in texts),
             ToolCallEnd(index, call),
         ]
+
+
+def _texts(call: ToolCall, held: list[ToolCallStart | ToolCallArgumentsDelta]) -> list[str]:
+    """The argument texts a held call came in (its whole JSON when it came in none)."""
+    texts = [delta.text for delta in held if isinstance(delta, ToolCallArgumentsDelta)]
+    return texts or [call.arguments_json]
 
 
 def _cut_like(text: str, sizes: list[int]) -> list[str]:

@@ -102,18 +102,31 @@ class Validation:
 
 def validate_arguments(tool: ToolSpec | Mapping[str, Any] | None, arguments: Any) -> Validation:
     """Check ``arguments`` against the parameters schema of ``tool`` (see the module doc)."""
-    validator = _validator(parameters_schema(tool))
+    if valid_as_sent(tool, arguments):
+        return Validation(arguments)
+    schema = parameters_schema(tool)
+    validator = _validator(schema)
     if validator is None:
-        if isinstance(arguments, dict):
-            return Validation(arguments)
         return Validation(arguments, errors=(_type_error([], ["object"], arguments),))
     try:
-        if validator.is_valid(arguments):
-            return Validation(arguments)
-        return _slow_path(validator, parameters_schema(tool), arguments)
+        return _slow_path(validator, schema, arguments)
     except ValueError:
         # Values JSON cannot carry (a lone surrogate) are the tool's to judge.
         return Validation(arguments)
+
+
+def valid_as_sent(tool: ToolSpec | Mapping[str, Any] | None, arguments: Any) -> bool:
+    """Whether ``arguments`` stand as they are (no coercion, no error): the one native
+    check a valid call costs, without a :class:`Validation` made for it. False: ask
+    :func:`validate_arguments` what is wrong, or what a coercion mends."""
+    validator = _validator(parameters_schema(tool))
+    if validator is None:
+        return isinstance(arguments, dict)
+    try:
+        return bool(validator.is_valid(arguments))
+    except ValueError:
+        # Values JSON cannot carry (a lone surrogate) are the tool's to judge.
+        return True
 
 
 def validate_call(

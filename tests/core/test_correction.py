@@ -183,3 +183,54 @@ def test_a_coerced_call_goes_out_in_as_many_deltas_as_it_came(
     assert len(deltas) == len(came)
     assert "".join(deltas) == end.call.arguments_json
     assert orjson.loads(end.call.arguments_json) == {"city": city, "days": days}
+
+
+class _CheckedAnew(CallHold):
+    """Every call checked in full and its events made anew: the general path."""
+
+    as_sent = False
+
+
+_ARGUMENTS = st.sampled_from(
+    [{"city": "Oslo"}, {"city": "Oslo", "days": 2}, {"city": "Oslo", "days": "2"}, {}, {"x": 1}]
+)
+
+
+@st.composite
+def _held_events(draw: st.DrawFn) -> list[Event]:
+    """Calls as a stream's layers hand them on: numbered in order or not, with or
+    without their start or deltas, valid, coercible or not, cut short, between content."""
+    events: list[Event] = []
+    for number in range(draw(st.integers(0, 4))):
+        index = draw(st.sampled_from([number, number, number + 1, 0]))
+        arguments = draw(_ARGUMENTS)
+        name = draw(st.sampled_from(["get_weather", "get_weather", "get_time"]))
+        the_call = call(arguments, name, draw(st.sampled_from([f"c{number}", "c0"])))
+        start_id = draw(st.sampled_from([the_call.id, the_call.id, "other"]))
+        if draw(st.integers(0, 5)):
+            events.append(ToolCallStart(index, start_id, the_call.name))
+        text = the_call.arguments_json
+        if draw(st.integers(0, 4)):
+            events += [ToolCallArgumentsDelta(index, p) for p in pieces(text, draw(_CUTS))]
+        if draw(st.integers(0, 5)):
+            events.append(ToolCallEnd(index, the_call))
+        else:
+            events.append(CallRejected(RejectedCall(name, text, "cut"), index))
+        if draw(st.booleans()):
+            events.append(ContentDelta(draw(st.sampled_from(["", " ", "Hi"]))))
+    return events
+
+
+_CUTS = st.lists(st.integers(min_value=0, max_value=30), max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(events=_held_events(), pass_invalid=st.booleans())
+def test_a_call_valid_as_sent_goes_out_as_the_general_path_releases_it(
+    events: list[Event], pass_invalid: bool
+) -> None:
+    fast = CallHold(TOOLS, pass_invalid=pass_invalid)
+    general = _CheckedAnew(TOOLS, pass_invalid=pass_invalid)
+    assert [fast.feed(event) for event in events] == [general.feed(event) for event in events]
+    for part in ("accepted", "coerced", "problems", "released", "content"):
+        assert getattr(fast, part) == getattr(general, part)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrelay.events import Event
+from toolrelay.events import Event, ToolCallEnd, ToolCallStart
 from toolrelay.flatjson import FlatObject
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.names import ToolSet
@@ -187,3 +188,125 @@ def test_what_the_writer_would_rewrite_is_left_to_it() -> None:
     for text in ['{"a": {"b": 1}}', '{"a": "\\u00e9"}', "{'a': 1}", '{"a": 1e5}', '{"a": True}']:
         flat = FlatObject()
         assert any(flat.feed(part) is None for part in (text[:4], text[4:])), text
+
+
+# Entries as servers send them: the index kept, lost, a bool; the id and name once,
+# repeated, or another call's; a "type" key; arguments whole, empty or in fragments;
+# several calls in one list. A continuation read at once (NativeStream._continued)
+# must give what the general path gives (the lenient reader never takes it).
+_TWO_TOOLS = ToolSet(
+    [
+        {"type": "function", "function": {"name": "get_weather"}},
+        {"type": "function", "function": {"name": "get_time"}},
+    ]
+)
+_INDEX = st.sampled_from([0, 1, None, True, "0"])
+_ID = st.sampled_from([None, "", "call_a", "call_b"])
+_NAME = st.sampled_from([None, "", "get_weather", "get_time", "unknown"])
+_ARGUMENTS = st.one_of(
+    st.sampled_from(['{"ci', 'ty":', '"Par', 'is"}', '{"a":1}', "}", "", " ", '"x"', "null"]),
+    st.none(),
+    st.just({"a": 1}),
+)
+
+
+@st.composite
+def _entry(draw: st.DrawFn) -> dict[str, Any]:
+    entry: dict[str, Any] = {}
+    index = draw(_INDEX)
+    if index is not None or draw(st.booleans()):
+        entry["index"] = index
+    call_id = draw(_ID)
+    if call_id is not None or draw(st.booleans()):
+        entry["id"] = call_id
+    if draw(st.booleans()):
+        entry["type"] = "function"
+    function: dict[str, Any] = {}
+    name = draw(_NAME)
+    if name is not None or draw(st.booleans()):
+        function["name"] = name
+    arguments = draw(_ARGUMENTS)
+    if arguments is not None or draw(st.booleans()):
+        function["arguments"] = arguments
+    if function or draw(st.booleans()):
+        entry["function"] = function
+    return entry
+
+
+def _fragment_entry(index: int, fragment: str) -> dict[str, Any]:
+    return {"index": index, "function": {"arguments": fragment}}
+
+
+_ABSENT = object()
+
+
+@st.composite
+def _continuation(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A call's next fragment, now and then with something more: an id, a name, a
+    ``type``, another index (what decides whether it continues the call)."""
+    entry = _fragment_entry(
+        draw(st.sampled_from([0, 0, 0, 1, True])),
+        draw(st.sampled_from(['{"ci', 'ty":', '"Par', 'is"}', 'ty":1}', '{"a":1}', "}", ""])),
+    )
+    for key, where, values in (
+        ("id", entry, [_ABSENT, _ABSENT, None, "", "call_a", "call_b"]),
+        ("name", entry["function"], [_ABSENT, _ABSENT, None, "", "get_weather", "get_time"]),
+        ("type", entry, [_ABSENT, "function"]),
+    ):
+        value = draw(st.sampled_from(values))
+        if value is not _ABSENT:
+            where[key] = value
+    return [entry]
+
+
+# A call that began streaming (its start, its object opened), then mostly its fragments,
+# with any entry between.
+_STARTED = [
+    [{"index": 0, "id": "call_a", "function": {"name": "get_weather", "arguments": ""}}],
+    [_fragment_entry(0, '{"ci')],
+]
+_SECOND = [{"index": 1, "id": "call_b", "function": {"name": "get_time", "arguments": "{"}}]
+_FEEDS = st.lists(
+    st.one_of(
+        _continuation(),
+        _continuation(),
+        st.just(_SECOND),
+        st.lists(_entry(), min_size=1, max_size=3),
+    ),
+    max_size=12,
+).map(lambda feeds: [*_STARTED, *feeds])
+
+
+@settings(max_examples=600)
+@given(feeds=_FEEDS)
+def test_any_entries_give_the_events_of_the_general_path(feeds: list[list[Any]]) -> None:
+    def events(native: NativeStream) -> list[list[Event]]:
+        """Each feed's events (what goes out when), the close's last."""
+        out = [native.feed(entries) for entries in feeds] + [native.close()]
+        numbered = _numbered([event for events in out for event in events])
+        return [[numbered.pop(0) for _ in events] for events in out]
+
+    assert events(NativeStream(_TWO_TOOLS)) == events(_Lenient(_TWO_TOOLS))
+
+
+def _numbered(events: list[Event]) -> list[Event]:
+    """The events with each id replaced by its order of appearance (an id of ours is
+    random: a call without one gets a fresh one in each stream)."""
+    ids: dict[str, str] = {}
+    out: list[Event] = []
+    for event in events:
+        if isinstance(event, ToolCallStart):
+            event = replace(event, id=ids.setdefault(event.id, f"id{len(ids)}"))
+        elif isinstance(event, ToolCallEnd):
+            call = replace(event.call, id=ids.setdefault(event.call.id, f"id{len(ids)}"))
+            event = replace(event, call=call)
+        out.append(event)
+    return out
+
+
+def test_a_call_streams_its_fragments_as_they_come() -> None:
+    native = NativeStream(_TWO_TOOLS)
+    start = {"index": 0, "id": "call_1", "function": {"name": "get_weather", "arguments": ""}}
+    assert native.feed([start]) == []
+    out = [native.feed([_fragment_entry(0, part)]) for part in ['{"ci', 'ty":', '"Par', 'is"}']]
+    assert [len(events) for events in out] == [2, 0, 1, 2]  # start and "{"; the key held; end

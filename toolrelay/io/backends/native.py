@@ -143,14 +143,26 @@ class NativeStream:
         return bool(self._slots)
 
     def feed(self, entries: Any) -> list[Event]:
+        if type(entries) is list and len(entries) == 1:
+            slot = self._continued(entries[0])
+            if slot is not None:  # most of a call's deltas: its next argument fragment
+                slot.received = True
+                self._take(slot, entries[0]["function"]["arguments"])
+                if slot.ended or slot.call.dropped:  # else there is nothing to move on to
+                    self._move_on()
+                return self._drain()
         if isinstance(entries, list):
             for entry in entries:
                 if isinstance(entry, dict):
                     self._feed_one(entry)
-            if self._active < len(self._slots) and self._slots[self._active].ended:
-                self._active += 1
-            self._advance(final=False)
+            self._move_on()
         return self._drain()
+
+    def _move_on(self) -> None:
+        """Past the active call once it ended; then stream what waits."""
+        if self._active < len(self._slots) and self._slots[self._active].ended:
+            self._active += 1
+        self._advance(final=False)
 
     def close(self) -> list[Event]:
         """The calls still open, completed as they stand, and the calls that
@@ -171,6 +183,31 @@ class NativeStream:
         events = self._ctx.events
         self._ctx.events = []
         return events
+
+    def _continued(self, entry: Any) -> _Slot | None:
+        """The call streaming now, when ``entry`` is only its next argument fragment
+        (under its index, no id, no name) and that call's ``FlatObject`` reads it as it
+        comes: what :meth:`_feed_one` and :meth:`_advance` would find, without their
+        checks (the tests compare with the lenient reader, which never comes here)."""
+        if type(entry) is not dict:
+            return None
+        function = entry.get("function")
+        if (
+            type(function) is not dict
+            or entry.get("id") is not None
+            or function.get("name") is not None
+        ):
+            return None
+        arguments = function.get("arguments")
+        index = entry.get("index")
+        if type(arguments) is not str or not arguments or type(index) is not int:
+            return None
+        if self._by_index.get(index) != self._active:
+            return None
+        slot = self._slots[self._active]
+        # (The active call never ended (each feed moves on past one that did), and
+        # once it started it has no queue: its fragments go straight to its reader.)
+        return slot if type(slot.reader) is FlatObject and slot.call.started else None
 
     def _feed_one(self, entry: dict[str, Any]) -> None:
         function = entry.get("function")

@@ -120,13 +120,16 @@ class ChunkEncoder:
                 + self._tail
             )
         if isinstance(event, ToolCallStart):
-            start = {
-                "index": event.index,
-                "id": event.id,
-                "type": "function",
-                "function": {"name": event.name, "arguments": ""},
-            }
-            return self.delta({"tool_calls": [start]})
+            # Once a call, written without building its dict either.
+            return (
+                self._head
+                + b'{"tool_calls":[{"index":%d,"id":' % event.index
+                + orjson.dumps(event.id)
+                + b',"type":"function","function":{"name":'
+                + orjson.dumps(event.name)
+                + b',"arguments":""}}]}'
+                + self._tail
+            )
         if isinstance(event, ReasoningDelta):
             return self.delta({"reasoning_content": event.text}) if event.text else None
         return None  # ToolCallEnd: the fragments already carried the call
@@ -145,6 +148,8 @@ class ChunkEncoder:
         return out + DONE
 
     def _finish_chunk(self, finish: Finish, extra: dict[str, Any]) -> dict[str, Any]:
+        """The last choice chunk with toolrelay's keys (what ``_finish_head`` and
+        ``_finish_tail`` write when there are none)."""
         chunk = {
             **self._common,
             "choices": [
