@@ -122,36 +122,19 @@ def declared_tools(tools: Sequence[Tool] | None) -> DeclaredTools:
     return _read_entries(tools)
 
 
-class _ListJSON(bytes):
-    """A tool list's JSON as the key of its kept read: hashed by its length and its
-    ends, compared whole. Hashing all of it (12 kB for 20 agent tools, made anew
-    by every request) cost more than the rest of the lookup; keys that share a
-    hash are told apart by their whole bytes, as any keys are."""
-
-    __slots__ = ()
-
-    def __hash__(self) -> int:
-        return hash((len(self), self[:_HASHED_ENDS], self[-_HASHED_ENDS:]))
-
-
-# The bytes hashed at each end of a key. Lists that differ mostly differ in length
-# or at an end (a tool added, another first); those that do not share a hash.
-_HASHED_ENDS = 64
-
-
-def _list_key(tools: list[Tool]) -> _ListJSON | None:
+def _list_key(tools: list[Tool]) -> bytes | None:
     """The list's JSON, or None when it holds something JSON does not."""
     try:
-        return _ListJSON(orjson.dumps(tools, option=_KEY_OPTIONS))
+        return orjson.dumps(tools, option=_KEY_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError is one
         return None
 
 
 @lru_cache(maxsize=TOOL_LISTS_KEPT)
-def _read_list(key: _ListJSON) -> DeclaredTools:
+def _read_list(key: bytes) -> DeclaredTools:
     """The specs of the list ``key`` encodes, read from a copy of its own: no
     request's values are kept. A list that is not valid raises, and is not kept."""
-    return _read_entries(orjson.loads(bytes(key)))  # orjson takes bytes, not a subclass
+    return _read_entries(orjson.loads(key))
 
 
 def _read_entries(tools: object) -> DeclaredTools:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrelay.choice import ToolChoicePlan, _list_key, declared_tools, resolve_tool_choice
+from toolrelay.choice import ToolChoicePlan, declared_tools, resolve_tool_choice
 from toolrelay.errors import RequestError
 from toolrelay.names import ToolSet
 from toolrelay.rescue import render_tools_prompt
@@ -192,26 +192,3 @@ def test_a_kept_read_is_made_once() -> None:
     assert declared_tools(copy.deepcopy(tools)) is first
     assert declared_tools(first) is first  # a read passes through as it is
     assert render_tools_prompt(first) is render_tools_prompt(declared_tools(tools))
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    descriptions=st.lists(
-        st.text(alphabet="abcdef", min_size=3, max_size=3), min_size=2, max_size=4, unique=True
-    ),
-)
-def test_lists_that_share_a_keys_hash_are_kept_apart(descriptions: list[str]) -> None:
-    """Lists of one length and the same ends (the key's hash) that differ in the
-    middle each get the read of their own JSON."""
-    lists = [
-        [
-            {"type": "function", "function": {"name": "first" + "x" * 100}},
-            {"type": "function", "function": {"name": "middle", "description": text}},
-            {"type": "function", "function": {"name": "last" + "y" * 100}},
-        ]
-        for text in descriptions
-    ]
-    assert len({hash(_list_key(tools)) for tools in lists}) == 1
-    for _ in range(2):  # read, then kept
-        for tools, text in zip(lists, descriptions, strict=True):
-            assert declared_tools(tools)[1].description == text
