@@ -4,10 +4,12 @@ Native and rescued rounds read it alike (:class:`ToolChoicePlan`, made once per
 round); the rescue prompt (:mod:`toolrelay.rescue`) renders the plan's tools.
 
 Agents send the same tool list with every turn, and reading a list into specs
-costs about 2.5 µs a tool: a list of JSON values is read once and its specs
-kept, by the list's JSON (what the backend is sent), for the last
-:data:`TOOL_LISTS_KEPT` lists; encoding a list is a few times cheaper than
-reading it.
+costs about 2.5 µs a tool: a list of JSON values is read once
+(:func:`declared_tools`) and its read kept, by the list's JSON (what the backend
+is sent), for the last :data:`TOOL_LISTS_KEPT` lists; encoding a list is a few
+times cheaper than reading it. The read is a
+:class:`~toolrelay.types.DeclaredTools`: what requests derive from the specs
+(the name map, the rescue prompt, ...) is kept with it, under the same rule.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Literal
 import orjson
 
 from toolrelay.errors import RequestError
-from toolrelay.types import Tool, ToolChoice, ToolSpec
+from toolrelay.types import NO_TOOLS, DeclaredTools, Tool, ToolChoice, ToolSpec
 
 ChoiceMode = Literal["auto", "none", "required"]
 
@@ -44,14 +46,15 @@ class ToolChoicePlan:
     mode: ChoiceMode
     tools: tuple[ToolSpec, ...] = field(default=(), hash=False)
     forced_name: str | None = None
-    declared: tuple[ToolSpec, ...] = field(default=(), hash=False, compare=False)
+    declared: DeclaredTools = field(default=NO_TOOLS, hash=False, compare=False)
 
 
 # The plans of a request without tools, most requests: made once (plans are frozen).
 _AUTO_WITHOUT_TOOLS = ToolChoicePlan("auto")
 _NONE_WITHOUT_TOOLS = ToolChoicePlan("none")
-# A kept list holds its JSON and a decoded copy (about 4.4x its bytes in all): 128
-# lists of 20 agent tools (12 kB each) hold about 7 MB.
+# A kept list holds its JSON and a decoded copy (about 4.4x its bytes in all), and
+# what is derived from it (its name map; on rescue routes its prompt, some 1.5x its
+# bytes): 128 lists of 20 agent tools (12 kB each) hold about 7-10 MB.
 TOOL_LISTS_KEPT = 128
 # What is not JSON (a spec, a dataclass, a datetime, a str subclass) is no key:
 # such a list is read afresh each time.
@@ -73,7 +76,7 @@ def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -
     ``tools`` does not declare, and :class:`~toolrelay.errors.RequestError` for a malformed
     ``tools`` array.
     """
-    declared = _declared_tools(tools)
+    declared = declared_tools(tools)
     if tool_choice is None or tool_choice == "auto":
         return (
             ToolChoicePlan("auto", declared, declared=declared) if declared else _AUTO_WITHOUT_TOOLS
@@ -104,9 +107,14 @@ def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -
     )
 
 
-def _declared_tools(tools: Sequence[Tool] | None) -> tuple[ToolSpec, ...]:
+def declared_tools(tools: Sequence[Tool] | None) -> DeclaredTools:
+    """``tools`` read into specs: a list of JSON values from the kept read of an
+    equal list, a read (a :class:`DeclaredTools`) as it is, anything else afresh.
+    Raises :class:`~toolrelay.errors.RequestError` for a list that is no tool list."""
     if tools is None:
-        return ()
+        return NO_TOOLS
+    if type(tools) is DeclaredTools:
+        return tools
     if type(tools) is list and tools:
         key = _list_key(tools)
         if key is not None:
@@ -123,16 +131,18 @@ def _list_key(tools: list[Tool]) -> bytes | None:
 
 
 @lru_cache(maxsize=TOOL_LISTS_KEPT)
-def _read_list(key: bytes) -> tuple[ToolSpec, ...]:
+def _read_list(key: bytes) -> DeclaredTools:
     """The specs of the list ``key`` encodes, read from a copy of its own: no
     request's values are kept. A list that is not valid raises, and is not kept."""
     return _read_entries(orjson.loads(key))
 
 
-def _read_entries(tools: object) -> tuple[ToolSpec, ...]:
+def _read_entries(tools: object) -> DeclaredTools:
     if not isinstance(tools, Sequence) or isinstance(tools, str):
         raise RequestError("'tools' must be an array", "tools")
-    return tuple(checked_spec(tool, f"tools[{index}]") for index, tool in enumerate(tools))
+    if not tools:
+        return NO_TOOLS
+    return DeclaredTools(checked_spec(tool, f"tools[{index}]") for index, tool in enumerate(tools))
 
 
 def checked_spec(tool: object, where: str) -> ToolSpec:
@@ -177,7 +187,7 @@ def _find_tool(declared: Sequence[ToolSpec], tool_type: str, name: str) -> ToolS
 
 
 def _resolve_allowed_tools(
-    declared: tuple[ToolSpec, ...], tool_choice: Mapping[str, Any]
+    declared: DeclaredTools, tool_choice: Mapping[str, Any]
 ) -> ToolChoicePlan:
     allowed = tool_choice.get("allowed_tools")
     if not isinstance(allowed, Mapping):

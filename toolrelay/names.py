@@ -6,19 +6,11 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from toolrelay.types import ToolSpec, tool_specs
+from toolrelay.types import DeclaredTools, tool_specs
 
 log = logging.getLogger("toolrelay.names")
 
 NAMESPACE_SEPARATORS = ("__", ".", "/", "-", ":")
-
-
-# A tool list read once (toolrelay.choice) comes back as the same tuple of specs
-# every time it is sent: its names are mapped once too, kept by the tuple's
-# identity for the last _MAPS_KEPT tuples (an entry holds its tuple, so no other
-# tuple can take its id while it is kept).
-_MAPS_KEPT = 128  # as toolrelay.choice keeps lists
-_maps: dict[int, tuple[tuple[Any, ...], dict[str, Mapping[str, Any]]]] = {}
 
 
 def _names_of(tools: Iterable[Any] | None) -> dict[str, Mapping[str, Any]]:
@@ -28,17 +20,6 @@ def _names_of(tools: Iterable[Any] | None) -> dict[str, Mapping[str, Any]]:
     return by_name
 
 
-def _kept_names_of(tools: tuple[Any, ...]) -> dict[str, Mapping[str, Any]]:
-    kept = _maps.get(id(tools))
-    if kept is None or kept[0] is not tools:
-        if not all(type(tool) is ToolSpec for tool in tools):
-            return _names_of(tools)  # entries: a dict in it may change its name
-        if len(_maps) >= _MAPS_KEPT:
-            _maps.pop(next(iter(_maps)), None)
-        kept = _maps[id(tools)] = (tools, _names_of(tools))
-    return kept[1]
-
-
 class ToolSet:
     """The tools a request declared (entries or their :class:`ToolSpec`); with none
     declared, every name is accepted."""
@@ -46,8 +27,13 @@ class ToolSet:
     __slots__ = ("_by_name", "_cache", "declared")
 
     def __init__(self, tools: Iterable[Any] | None = None) -> None:
-        # Never changed once made: a kept map is shared by every set of its tuple.
-        self._by_name = _kept_names_of(tools) if type(tools) is tuple else _names_of(tools)
+        # A read tool list (toolrelay.choice keeps agents' lists) is mapped once: the
+        # map is never changed once made, and shared by every set of that read.
+        self._by_name = (
+            tools.derived(_names_of, lambda: _names_of(tools))
+            if type(tools) is DeclaredTools
+            else _names_of(tools)
+        )
         self.declared = tools is not None and bool(self._by_name)
         self._cache: dict[str, str | None] = {}
 

@@ -68,7 +68,7 @@ from typing import Any, Literal
 from toolrelay.choice import ToolChoicePlan, checked_spec, resolve_tool_choice
 from toolrelay.errors import RequestError
 from toolrelay.examples import example_arguments
-from toolrelay.types import Message, Tool, ToolChoice, ToolSpec
+from toolrelay.types import DeclaredTools, Message, Tool, ToolChoice, ToolSpec
 
 Strength = Literal["normal", "strict"]
 
@@ -151,6 +151,14 @@ def render_tools_prompt(tools: Sequence[Tool], *, constrained: bool = False) -> 
     """
     if not tools:
         return ""
+    if type(tools) is DeclaredTools:  # a read tool list: rendered once per read
+        return tools.derived(
+            (render_tools_prompt, constrained), lambda: _rendered(tools, constrained)
+        )
+    return _rendered(tools, constrained)
+
+
+def _rendered(tools: Sequence[Tool], constrained: bool) -> str:
     sections = [_CONSTRAINED_PREAMBLE if constrained else _TOOLS_PREAMBLE, TOOLS_HEADING]
     for index, tool in enumerate(tools):
         sections.append(_render_tool(tool, f"tools[{index}]", example=not constrained))

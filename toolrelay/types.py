@@ -6,15 +6,16 @@ A declared tool is the one shape with a type of its own, :class:`ToolSpec`,
 read once from the client's entry and used by everyone that reads a tool:
 name matching (:mod:`toolrelay.names`), argument checks
 (:mod:`toolrelay.validate`), the rescue prompt (:mod:`toolrelay.rescue`), the
-stuck detector, the agent loop and the round.
+stuck detector, the agent loop and the round. A tool list read into specs is
+a :class:`DeclaredTools`, which also keeps what is derived from those specs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal, TypeGuard, TypeVar
 
 # One chat message as OpenAI's Chat Completions API has it (``role``, ``content``, ...).
 Message = dict[str, Any]
@@ -93,6 +94,39 @@ def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
 
 # A tool as the core's functions take it: the client's entry or its spec.
 Tool = ToolEntry | ToolSpec
+
+_Derived = TypeVar("_Derived")
+
+
+class DeclaredTools(tuple[ToolSpec, ...]):
+    """A tool list read into specs, and what requests derive from it.
+
+    A tuple of the specs, so everything that takes a tool list takes it; and a
+    memo of what is made from them (the name map, the rescue prompt, a front's
+    check of the entries they were read from), made once per read:
+    :func:`toolrelay.choice.declared_tools` keeps the read of each of the last
+    lists sent, so a list an agent sends every turn is read, mapped and
+    rendered once. What is kept is shared: no reader changes it.
+    """
+
+    def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
+        # tuple.__new__ took the specs.
+        self._derived: dict[object, Any] = {}
+
+    def derived(self, key: object, make: Callable[[], _Derived]) -> _Derived:
+        """What ``make`` derives from these specs (``key`` names it), made on first
+        asking; when ``make`` raises, nothing is kept. Two threads asking at once
+        may both make it: each gets an equal value."""
+        derived = self._derived
+        if key in derived:
+            value: _Derived = derived[key]
+            return value
+        value = derived[key] = make()
+        return value
+
+
+# The read of no tools (every request without them).
+NO_TOOLS = DeclaredTools()
 
 
 def tool_specs(tools: Iterable[object] | None, source: ToolSource = "client") -> list[ToolSpec]:

@@ -1,6 +1,7 @@
 """The tool list read once: a list of JSON values is read into specs once and
-kept by its JSON (toolrelay.choice); what a request gets from the kept read must
-be what a fresh read of its own list gives, errors included."""
+kept by its JSON (toolrelay.choice), with what is derived from the specs (the
+name map, the rescue prompt); what a request gets from the kept read must be
+what a fresh read of its own list gives, errors included."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrelay.choice import ToolChoicePlan, resolve_tool_choice
+from toolrelay.choice import ToolChoicePlan, declared_tools, resolve_tool_choice
 from toolrelay.errors import RequestError
 from toolrelay.names import ToolSet
+from toolrelay.rescue import render_tools_prompt
+from toolrelay.stuck.records import ToolCatalog
 
 _SCALARS = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8)
 _JSON = st.recursive(
@@ -133,9 +136,59 @@ def test_a_kept_list_names_its_tools_as_a_fresh_one(tools: list[Any], called: li
 
 
 def test_a_tuple_of_entries_is_mapped_afresh() -> None:
-    """A tuple of entries (dicts a caller may still change) is no kept list."""
+    """A tuple of entries (dicts a caller may still change) is no read: mapped anew each time."""
     entries = ({"type": "function", "function": {"name": "before"}},)
     assert ToolSet(entries).resolve("before") == "before"
     entries[0]["function"]["name"] = "after"
     assert ToolSet(entries).resolve("after") == "after"
     assert ToolSet(entries).resolve("before") is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(tools=st.lists(_ENTRIES, max_size=4))
+def test_a_kept_list_catalogues_as_its_entries(tools: list[Any]) -> None:
+    """The stuck detector's catalog of a read (kept with it) is the catalog of the
+    entries it was read from, which the loop guard read before."""
+    try:
+        declared = declared_tools(copy.deepcopy(tools))
+    except RequestError:
+        return
+    for _ in range(2):  # made, then kept
+        assert ToolCatalog.from_tools(declared) == ToolCatalog.from_tools(copy.deepcopy(tools))
+
+
+def _prompts(tools: Any) -> tuple[str, Any, Any]:
+    """The rescue prompts (free and constrained) of a list's tools, or the error."""
+    try:
+        return "prompts", render_tools_prompt(tools), render_tools_prompt(tools, constrained=True)
+    except RequestError as exc:
+        return "error", (type(exc), str(exc), exc.param), None
+
+
+@settings(max_examples=200, deadline=None)
+@given(tools=st.lists(_ENTRIES, min_size=1, max_size=4))
+def test_a_kept_list_renders_as_a_fresh_one(tools: list[Any]) -> None:
+    """The rescue prompt kept with a read is the prompt of the specs, rendered afresh;
+    what the request does with its list afterwards does not reach it."""
+    try:
+        fresh_specs = list(declared_tools(tuple(copy.deepcopy(tools))))
+    except RequestError:
+        return
+    fresh = _prompts(fresh_specs)  # a list of specs is no read: rendered afresh
+    mine = copy.deepcopy(tools)
+    assert _prompts(declared_tools(mine)) == fresh
+    for entry in mine:
+        if isinstance(entry, dict):
+            entry["description"] = "changed"
+            body = entry.get(entry.get("type", "function"))
+            if isinstance(body, dict):
+                body["description"] = "changed"
+    assert _prompts(declared_tools(copy.deepcopy(tools))) == fresh  # now kept
+
+
+def test_a_kept_read_is_made_once() -> None:
+    tools = [{"type": "function", "function": {"name": "once", "description": "kept"}}]
+    first = declared_tools(copy.deepcopy(tools))
+    assert declared_tools(copy.deepcopy(tools)) is first
+    assert declared_tools(first) is first  # a read passes through as it is
+    assert render_tools_prompt(first) is render_tools_prompt(declared_tools(tools))

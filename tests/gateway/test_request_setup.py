@@ -3,6 +3,7 @@ each fast path gives what the full step gives, for generated inputs."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import orjson
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolrelay.choice import resolve_tool_choice
 from toolrelay.conform import id_style
 from toolrelay.io.models import ModelNames
 from toolrelay.io.settings import Settings
@@ -118,3 +120,56 @@ def test_the_nesting_check_answers_as_the_full_check(depth: int, padding: int, f
             decode(raw)
     else:
         assert decode(raw) == orjson.loads(raw)
+
+
+_TOOL_VALUES = st.none() | st.booleans() | st.integers(-2, 2) | st.text(max_size=4)
+_FUNCTIONS = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.sampled_from(["get_weather", "search", ""]) | _TOOL_VALUES,
+        "description": st.text(max_size=6) | _TOOL_VALUES,
+        "parameters": st.just({"type": "object"}) | _TOOL_VALUES | st.lists(_TOOL_VALUES),
+    },
+)
+# Chat Completions tool entries, well formed or not (what the front's check refuses too).
+_TOOL_ENTRIES = st.one_of(
+    st.fixed_dictionaries({"type": st.just("function"), "function": _FUNCTIONS}),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["function", "custom", 3])},
+        optional={"function": _FUNCTIONS | _TOOL_VALUES, "custom": _FUNCTIONS},
+    ),
+    _FUNCTIONS,
+    _TOOL_VALUES,
+)
+
+
+def _read_in_full(tools: list[Any]) -> tuple[str, Any]:
+    """The tools as the front read them before the check was kept: every entry
+    checked, then a fresh read (a tuple is read afresh) and the plan."""
+    try:
+        chat_request._check_tools(tools)
+        plan = resolve_tool_choice(tuple(tools), None)
+    except APIError as exc:
+        return "error", (exc.message, exc.param)
+    return "plan", (plan, plan.declared)
+
+
+def _read(gateway_settings: Settings, tools: list[Any]) -> tuple[str, Any]:
+    body = {"model": "bench", "messages": [{"role": "user", "content": "hi"}], "tools": tools}
+    try:
+        plan = chat_request.read_request(body, gateway_settings).round.plan
+    except APIError as exc:
+        return "error", (exc.message, exc.param)
+    return "plan", (plan, plan.declared)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tools=st.lists(_TOOL_ENTRIES, max_size=3))
+def test_a_kept_lists_check_answers_as_the_full_check(
+    gateway_settings: Settings, tools: list[Any]
+) -> None:
+    """The check of a list's entries is kept with its read: a list read again (the
+    same JSON) gets the error or the plan the full check and a fresh read give."""
+    full = _read_in_full(copy.deepcopy(tools))
+    assert _read(gateway_settings, copy.deepcopy(tools)) == full
+    assert _read(gateway_settings, copy.deepcopy(tools)) == full  # now from the kept read

@@ -46,7 +46,10 @@ def check(
     exempt = override.stuck_polling_exempt
     config = _config(mode, settings.stuck_polling_exempt if exempt is None else exempt)
     try:
-        verdict = gateway_verdict(req.messages, config, req.tools)
+        # The round's read of its tools (the same specs the entries give): its
+        # catalog is made once per kept list.
+        tools = None if req.tools is None else req.plan.declared
+        verdict = gateway_verdict(req.messages, config, tools)
     except Exception:
         # A detector failure must not cost the client its answer.
         log.exception("the stuck detector failed; answering without it")

@@ -15,6 +15,7 @@ from toolrelay.io.settings import ConstrainMode, Settings, ValidateMode
 from toolrelay.profiles import get_profile
 from toolrelay.server.errors import invalid
 from toolrelay.stuck import Mode, parse_mode
+from toolrelay.types import DeclaredTools
 
 _VALIDATE_MODES = get_args(ValidateMode)
 _CONSTRAIN_MODES = get_args(ConstrainMode)
@@ -77,15 +78,21 @@ def own_options(
 
 
 def make_round(
-    backend_body: dict[str, Any], settings: Settings, options: OwnOptions, auth: str | None
+    backend_body: dict[str, Any],
+    settings: Settings,
+    options: OwnOptions,
+    auth: str | None,
+    declared: DeclaredTools | None = None,
 ) -> RoundRequest:
     """The round for a Chat Completions body (checked, ``model`` set, toolrelay's
-    own fields removed), with the model's configured options."""
+    own fields removed), with the model's configured options; ``declared``: its
+    ``tools`` as the front already read them."""
     try:
         return build_round(
             settings,
             backend_body,
             auth=auth,
+            declared=declared,
             profile=options.profile,
             validate=options.validate,
             constrain=options.constrain,

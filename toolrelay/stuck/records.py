@@ -14,7 +14,7 @@ from toolrelay.stuck.normalize import (
     normalize_tool_name,
     schema_defaults,
 )
-from toolrelay.types import tool_specs
+from toolrelay.types import DeclaredTools, tool_specs
 
 
 @dataclass(frozen=True)
@@ -189,6 +189,12 @@ class ToolCatalog:
     def from_tools(cls, tools: Sequence[Any] | None) -> ToolCatalog:
         if tools is None:
             return cls()
+        if type(tools) is DeclaredTools:  # a read tool list: catalogued once per read
+            return tools.derived(ToolCatalog, lambda: cls._of(tools))
+        return cls._of(tools)
+
+    @classmethod
+    def _of(cls, tools: Sequence[Any]) -> ToolCatalog:
         defaults: dict[str, tuple[tuple[str, str], ...]] = {}
         for spec in tool_specs(tools):
             defaults[normalize_tool_name(spec.name)] = schema_defaults(spec.parameters)

@@ -142,15 +142,17 @@ def parse_format(req: RoundRequest, mode: RoundMode, *, whole: bool = False) -> 
     return "auto" if mode == "rescue" or whole else req.format
 
 
-def parse_tools(req: RoundRequest) -> list[ToolSpec]:
+def parse_tools(req: RoundRequest) -> tuple[ToolSpec, ...]:
     """The tools calls may resolve to: every declared tool under ``none`` (so its
-    markup is still recognised and removed), else those the choice allows."""
+    markup is still recognised and removed), else those the choice allows. The
+    plan's own tuple: the read of every declared tool keeps its name map, which
+    the parser's tool set then takes."""
     if req.plan.mode == "none":
-        return list(req.plan.declared)
-    return list(req.plan.tools)
+        return req.plan.declared
+    return req.plan.tools
 
 
-def calls_toolset(req: RoundRequest, tools: list[ToolSpec]) -> ToolSet:
+def calls_toolset(req: RoundRequest, tools: tuple[ToolSpec, ...]) -> ToolSet:
     """The names a round's native calls resolve to, finished or streamed (``tools``, from
     :func:`parse_tools`): the round's own set, made once, when the choice allows
     every declared tool, as ``auto``, ``required`` and ``none`` do."""

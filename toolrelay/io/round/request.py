@@ -10,7 +10,7 @@ it, so a model's configured options (``format``, ``profile``, ``validation``,
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Literal
 
 from toolrelay.choice import ToolChoicePlan, resolve_tool_choice
@@ -28,7 +28,7 @@ from toolrelay.events import (
 from toolrelay.io.backends.backend import RoundMode
 from toolrelay.io.settings import ConstrainMode, Settings, ToolMode, ValidateMode
 from toolrelay.names import ToolSet
-from toolrelay.types import Tool
+from toolrelay.types import DeclaredTools, Tool
 
 # Request fields a tool-less (rescued) backend must not receive.
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
@@ -73,15 +73,20 @@ class RoundRequest:
     # Text toolrelay itself wrote into ``messages`` (the stuck detector's note):
     # removed from the answer when the model echoes it.
     injected: tuple[str, ...] = ()
+    # ``tools`` as the caller already read them (toolrelay.choice.declared_tools),
+    # so that they are not read again; None: read here.
+    declared: InitVar[DeclaredTools | None] = None
     # Made from ``tools`` and ``tool_choice`` once per round: the declared tools
     # read into specs, and those the choice allows.
     plan: ToolChoicePlan = field(init=False)
     # :attr:`toolset`, once made (a plain attribute: a cached_property takes a lock).
     _toolset: ToolSet | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, declared: DeclaredTools | None) -> None:
         # Raises ToolChoiceError (a ValueError with .param) for an invalid choice.
-        self.plan = resolve_tool_choice(self.tools, self.tool_choice)
+        self.plan = resolve_tool_choice(
+            self.tools if declared is None else declared, self.tool_choice
+        )
 
     @property
     def toolset(self) -> ToolSet:
@@ -162,18 +167,24 @@ StreamItem = Event | Opened | Finish
 
 
 def build_round(
-    settings: Settings, body: dict[str, Any], *, auth: str | None = None, **chosen: Any
+    settings: Settings,
+    body: dict[str, Any],
+    *,
+    auth: str | None = None,
+    declared: DeclaredTools | None = None,
+    **chosen: Any,
 ) -> RoundRequest:
     """The round for an OpenAI Chat Completions ``body`` (checked, ``model`` set,
     toolrelay's own fields removed) with ``model``'s configured options
     (``settings.round_options``); ``chosen`` are the request's own choices
-    (``profile``, ``validate``), which win where they are not None.
+    (``profile``, ``validate``), which win where they are not None. ``declared``:
+    the body's ``tools`` as the caller already read them.
 
     Raises ToolChoiceError (a ValueError with ``.param``) for an invalid ``tool_choice``.
     """
     options = settings.round_options(body["model"])
     options.update((key, value) for key, value in chosen.items() if value is not None)
-    return RoundRequest.from_body(body, auth=auth, **options)
+    return RoundRequest.from_body(body, auth=auth, declared=declared, **options)
 
 
 def has_tool_history(messages: list[dict[str, Any]]) -> bool:

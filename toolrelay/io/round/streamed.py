@@ -334,7 +334,7 @@ async def _relay_single_stream(
     yield last
 
 
-def _native_stream(req: RoundRequest, tools: list[ToolSpec]) -> NativeStream:
+def _native_stream(req: RoundRequest, tools: tuple[ToolSpec, ...]) -> NativeStream:
     return NativeStream(calls_toolset(req, tools))
 
 

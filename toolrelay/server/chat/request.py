@@ -12,10 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from toolrelay.choice import declared_tools
+from toolrelay.errors import RequestError
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.turn import Turn
+from toolrelay.types import DeclaredTools
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
@@ -45,7 +48,7 @@ def read_request(
 ) -> ChatRequest:
     model = model_name(body, settings)
     _check_messages(body.get("messages"))
-    _check_tools(body.get("tools"))
+    declared = _checked_tools(body.get("tools"))
     stream = optional(body, "stream", bool) or False
     stream_options = optional(body, "stream_options", dict)
     include_usage = False
@@ -70,7 +73,7 @@ def read_request(
     options = own_options(body, settings, model, stuck_header)
     backend_body = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
     backend_body["model"] = model
-    round_request = make_round(backend_body, settings, options, auth)
+    round_request = make_round(backend_body, settings, options, auth, declared)
     return ChatRequest(round_request, stream, options.stuck_mode, include_usage=include_usage)
 
 
@@ -128,11 +131,24 @@ def _tool_calls(calls: Any, where: str) -> None:
             wrong(f"{at}.id", "a string")
 
 
-def _check_tools(value: Any) -> None:
+def _checked_tools(value: Any) -> DeclaredTools | None:
+    """The request's tools, checked and read into specs. The check's outcome is the
+    entries' JSON's, which the read of a list is kept by (toolrelay.choice): a kept
+    list's entries are checked once."""
     if value is None:
-        return
+        return None
     if not isinstance(value, list):
         raise invalid("'tools' must be an array.", "tools")
+    try:
+        declared = declared_tools(value)
+    except RequestError:
+        _check_tools(value)  # this front's error, naming the entry
+        raise
+    declared.derived(_check_tools, lambda: _check_tools(value))
+    return declared
+
+
+def _check_tools(value: list[Any]) -> None:
     for i, tool in enumerate(value):
         where = f"tools[{i}]"
         if not isinstance(tool, dict) or tool.get("type") != "function":
