@@ -23,9 +23,10 @@ from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
 PING = b'event: ping\ndata: {"type":"ping"}\n\n'
-_TEXT_DELTA_HEAD = (
+# A text delta's SSE bytes, its block's index and its text left out.
+_TEXT_DELTA = (
     b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
-    b'"delta":{"type":"text_delta","text":'
+    b'"delta":{"type":"text_delta","text":%%b}}\n\n'
 )
 _STOP_REASONS = {"length": "max_tokens", "content_filter": "refusal"}
 _ERROR_TYPES = {
@@ -138,7 +139,9 @@ class MessageEncoder:
 
     def __init__(self, model: str, thinking: bool) -> None:
         self.builder = MessageBuilder(model, thinking)
-        self._text_head = b""  # set once a text block is open
+        # The open block's text delta, its text left out (``%b``): one formatting
+        # per delta, cheaper than two joins (set once a text block is open).
+        self._text_delta = b""
 
     def start(self) -> bytes:
         # As Anthropic does: a ping right after message_start.
@@ -150,10 +153,10 @@ class MessageEncoder:
             if said is not None:
                 # sse() of the builder's text delta, from a template: the same bytes
                 # (orjson writes the keys in order, without spaces).
-                return self._text_head + orjson.dumps(said) + b"}}\n\n" if said else None
+                return self._text_delta % orjson.dumps(said) if said else None
         events = self.builder.event(event)
         # The open block (whose index the template names) changes only here.
-        self._text_head = _TEXT_DELTA_HEAD % (len(self.builder.message["content"]) - 1)
+        self._text_delta = _TEXT_DELTA % (len(self.builder.message["content"]) - 1)
         if not events:
             return None
         return b"".join(map(sse, events))
