@@ -13,8 +13,8 @@ cost is a stream's fixed cost.
     .venv/bin/python bench/checkout_bench.py main=. mine=../wt/mine \\
         --cells plain,tools,short,stream,stream-tools --concurrency 16 --rounds 9
 
-``--front messages`` asks the checkouts Anthropic Messages (the translation
-lane) and the floor the same question as Chat Completions.
+``--front messages`` (or ``responses``) asks the checkouts Anthropic Messages
+(or OpenAI Responses) and the floor the same question as Chat Completions.
 """
 
 from __future__ import annotations
@@ -55,9 +55,10 @@ def main() -> None:
     parser.add_argument("--cells", default=",".join(BODIES), help="of: " + ", ".join(BODIES))
     parser.add_argument(
         "--front",
-        choices=["chat", "messages"],
+        choices=["chat", *release_bench.FRONTS],
         default="chat",
-        help="messages: the checkouts are asked Anthropic Messages, the floor Chat Completions",
+        help="messages, responses: the checkouts are asked Anthropic Messages or OpenAI "
+        "Responses, the floor Chat Completions",
     )
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=9)
@@ -92,9 +93,8 @@ def main() -> None:
                     process(command, base + "/models", cwd=checkout, env=env)
                 )
                 targets[name] = (base, proc.pid)
-            results = asyncio.run(
-                release_bench.run_cells(targets, args.rounds, cells, set(checkouts))
-            )
+            speaking = {front: set(checkouts) for front in release_bench.FRONTS}
+            results = asyncio.run(release_bench.run_cells(targets, args.rounds, cells, speaking))
     for label, *_ in cells:
         row = results[label]
         floor_cpu = row["floor"]["cpu"]

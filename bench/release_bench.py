@@ -14,9 +14,9 @@ subprocesses on free 127.0.0.1 ports:
   uvicorn, one worker, for the choice of server stack (``pip install granian``).
 
 Each cell (non-streamed and streamed, without and with tools, concurrency 1
-and 16; with ``--wide`` also concurrency 64, and the Anthropic Messages front,
-which the floor, and a release without that front, are asked as Chat
-Completions) is run in rounds, the three targets in turn within each round, so
+and 16; with ``--wide`` also concurrency 64, and the Anthropic Messages and
+OpenAI Responses fronts, which the floor, and a release without such a front,
+are asked as Chat Completions) is run in rounds, the three targets in turn within each round, so
 that a busy neighbour on the shared machine weighs on all three alike. Per target:
 the CPU time of its processes per request (their threads' run time from
 /proc/PID/task/*/schedstat, children included; the median over the rounds),
@@ -78,6 +78,7 @@ WITH_TOOLS = {**PLAIN, "tools": [TOOL]}
 STREAM_TOOLS = {**STREAM, "tools": [TOOL]}
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
+RESPONSES = "/v1/responses"
 
 
 def messages_body(text: str, stream: bool = False) -> dict[str, Any]:
@@ -86,7 +87,15 @@ def messages_body(text: str, stream: bool = False) -> dict[str, Any]:
     return {**body, "stream": True} if stream else body
 
 
-# A cell: label, front ("chat", or "messages" answered by the floor as chat),
+def responses_body(text: str, stream: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "bench", "input": text}
+    return {**body, "stream": True} if stream else body
+
+
+# Per front other than Chat Completions: its path and the body of a question.
+FRONTS = {"messages": (MESSAGES, messages_body), "responses": (RESPONSES, responses_body)}
+
+# A cell: label, front ("chat"; "messages" or "responses", answered by the floor as chat),
 # the Chat Completions body, concurrency, requests per round.
 Cell = tuple[str, str, dict[str, Any], int, int]
 CELLS: list[Cell] = [
@@ -99,7 +108,7 @@ CELLS: list[Cell] = [
     ("stream tools c=1", "chat", STREAM_TOOLS, 1, 80),
     ("stream tools c=16", "chat", STREAM_TOOLS, 16, 192),
 ]
-# --wide: concurrency 64 on every Chat Completions cell, and the Messages front.
+# --wide: concurrency 64 on every Chat Completions cell, the Messages and the Responses fronts.
 WIDE: list[Cell] = [
     ("plain c=64", "chat", PLAIN, 64, 640),
     ("tools c=64", "chat", WITH_TOOLS, 64, 640),
@@ -111,24 +120,31 @@ WIDE: list[Cell] = [
     ("messages stream 128 chunks c=1", "messages", STREAM, 1, 32),
     ("messages stream 128 chunks c=16", "messages", STREAM, 16, 96),
     ("messages stream 128 chunks c=64", "messages", STREAM, 64, 192),
+    ("responses plain c=1", "responses", PLAIN, 1, 120),
+    ("responses plain c=16", "responses", PLAIN, 16, 320),
+    ("responses plain c=64", "responses", PLAIN, 64, 640),
+    ("responses stream 128 chunks c=1", "responses", STREAM, 1, 32),
+    ("responses stream 128 chunks c=16", "responses", STREAM, 16, 96),
+    ("responses stream 128 chunks c=64", "responses", STREAM, 64, 192),
 ]
 
 
-def speaks_messages(base: str) -> bool:
-    """Whether a gateway has a Messages front (an early release has none)."""
-    probe = httpx.post(base + "/messages", json=messages_body("hi"), timeout=60)
+def speaks(base: str, front: str) -> bool:
+    """Whether a gateway has ``front`` (an early release has neither Messages nor Responses)."""
+    path, question = FRONTS[front]
+    probe = httpx.post(base.removesuffix("/v1") + path, json=question("hi"), timeout=60)
     return probe.status_code != 404
 
 
 def target_request(
-    front: str, name: str, body: dict[str, Any], translating: set[str]
+    front: str, name: str, body: dict[str, Any], speaking: dict[str, set[str]]
 ) -> tuple[str, dict[str, Any]]:
-    """The path and body a cell sends to one target: a Messages cell asks a target
-    without that front (the floor) the same question as Chat Completions, as
-    field_bench.py's translation lane does."""
-    if front == "messages" and name in translating:
-        text = body["messages"][-1]["content"]
-        return MESSAGES, messages_body(text, bool(body.get("stream")))
+    """The path and body a cell sends to one target: a Messages or Responses cell
+    asks a target without that front (the floor) the same question as Chat
+    Completions, as field_bench.py's translation lane does."""
+    if front in FRONTS and name in speaking[front]:
+        path, question = FRONTS[front]
+        return path, question(body["messages"][-1]["content"], bool(body.get("stream")))
     return CHAT, body
 
 
@@ -195,6 +211,9 @@ def rss_mib(pid: int) -> float:
     return total
 
 
+_STREAM_ENDS = (b"data: [DONE]", b"event: message_stop", b"event: response.completed")
+
+
 def stream_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> Any:
     data = json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
@@ -203,8 +222,8 @@ def stream_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any
         last = b""
         async with session.post(url, data=data, headers=headers) as response:
             async for line in response.content:
-                # Chat Completions' last line, or Anthropic Messages' last event.
-                if line.startswith((b"data: [DONE]", b"event: message_stop")):
+                # Chat Completions' last line, or Messages' or Responses' last event.
+                if line.startswith(_STREAM_ENDS):
                     return
                 last = line.strip() or last
         # An in-stream error event is the usual last line: it says what broke.
@@ -214,7 +233,10 @@ def stream_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any
 
 
 async def run_cells(
-    targets: dict[str, tuple[str, int]], rounds: int, cells: list[Cell], translating: set[str]
+    targets: dict[str, tuple[str, int]],
+    rounds: int,
+    cells: list[Cell],
+    speaking: dict[str, set[str]],
 ) -> dict[str, Any]:
     """Per cell and target: CPU µs per request (median of rounds) and p50 latency (ms)."""
     results: dict[str, Any] = {}
@@ -226,7 +248,7 @@ async def run_cells(
             make = stream_request if chat_body.get("stream") else aiohttp_post
             requests = {}
             for name, (base, _pid) in targets.items():
-                path, body = target_request(front, name, chat_body, translating)
+                path, body = target_request(front, name, chat_body, speaking)
                 requests[name] = make(session, base.removesuffix("/v1") + path, body)
                 await latencies(requests[name], min(total, 32), concurrency)  # warm up
             cpu: dict[str, list[float]] = {name: [] for name in targets}
@@ -281,13 +303,14 @@ def report(results: dict[str, Any], release: str, rounds: int, cells: list[Cell]
         f"Memory at the end (RSS): this commit {rss['this']:.0f} MiB, the release "
         f"{rss['release']:.0f} MiB, the floor {rss['floor']:.0f} MiB.",
     ]
-    if any(front == "messages" for _label, front, *_ in cells):
-        asked = ", ".join(results["translating"]) or "none"
-        lines += [
-            "",
-            f"The messages cells ask Anthropic Messages of: {asked}; the others the same "
-            "question as Chat Completions (the floor has no Messages front to ask).",
-        ]
+    for front, api in (("messages", "Anthropic Messages"), ("responses", "OpenAI Responses")):
+        if any(cell[1] == front for cell in cells):
+            asked = ", ".join(results["speaking"][front]) or "none"
+            lines += [
+                "",
+                f"The {front} cells ask {api} of: {asked}; the others the same question as "
+                f"Chat Completions (the floor has no such front to ask).",
+            ]
     if "granian" in rss:
         lines += [
             "",
@@ -362,11 +385,13 @@ def main() -> None:
                     process(command, base + "/models", cwd=cwd, env=envs.get(name))
                 )
                 targets[name] = (base, proc.pid)
-            translating = {n for n, (base, _) in targets.items() if n != "floor"}
-            if args.wide:
-                translating = {n for n in translating if speaks_messages(targets[n][0])}
-            results = asyncio.run(run_cells(targets, args.rounds, cells, translating))
-            results["translating"] = sorted(translating)
+            gateways = [n for n in targets if n != "floor"]
+            speaking = {
+                front: {n for n in gateways if args.wide and speaks(targets[n][0], front)}
+                for front in FRONTS
+            }
+            results = asyncio.run(run_cells(targets, args.rounds, cells, speaking))
+            results["speaking"] = {front: sorted(names) for front, names in speaking.items()}
     finally:
         os.unlink(scenario.name)
     text = report(results, release, args.rounds, cells)
