@@ -1,10 +1,10 @@
 """The Chat Completions encoder's written-out chunks against building and encoding the dict.
 
 ``ChunkEncoder.event`` writes the most frequent chunks (content, argument
-fragments) as bytes around the encoded text, and ``start`` and ``finish`` the
-stream's first and last chunks around their values, without building their
-dicts; these properties hold each to the chunk built the plain way, for any
-text, model name and end.
+fragments, a call's start) as bytes around the encoded values, and ``start``
+and ``finish`` the stream's first and last chunks around theirs, without
+building their dicts; these properties hold each to the chunk built the plain
+way, for any text, id, name, model name and end.
 """
 
 from __future__ import annotations
@@ -13,9 +13,16 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolrelay.events import ContentDelta, ToolCallArgumentsDelta
+from toolrelay.events import ContentDelta, ToolCallArgumentsDelta, ToolCallStart
 from toolrelay.io.round import Finish
 from toolrelay.server.chat.wire import DONE, ChunkEncoder
+
+# Text heavy in what JSON escapes.
+TEXT = st.text(
+    alphabet=st.sampled_from(list(' \n"\\aé\u2028\x01{}'))
+    | st.characters(exclude_categories=("Cs",)),
+    max_size=12,
+)
 
 
 def _sse(data: bytes) -> object:
@@ -45,13 +52,24 @@ def test_an_argument_fragment_is_its_delta(text: str, index: int, usage: bool) -
     assert fast == encoder.delta({"tool_calls": [fragment]})
 
 
+@given(st.integers(0, 10**6), TEXT, TEXT, TEXT, st.booleans())
+def test_a_call_start_is_its_delta(
+    index: int, call_id: str, name: str, model: str, usage: bool
+) -> None:
+    encoder = ChunkEncoder(model, usage)
+    start = {"index": index, "id": call_id, "type": "function"}
+    start["function"] = {"name": name, "arguments": ""}
+    written = encoder.event(ToolCallStart(index, call_id, name))
+    assert written == encoder.delta({"tool_calls": [start]})
+
+
 def test_an_empty_text_sends_nothing() -> None:
     encoder = ChunkEncoder("m", False)
     assert encoder.event(ContentDelta("")) is None
     assert encoder.event(ToolCallArgumentsDelta(0, "")) is None
 
 
-@given(st.text(), st.booleans())
+@given(TEXT, st.booleans())
 def test_the_first_chunk_is_its_delta(model: str, usage: bool) -> None:
     encoder = ChunkEncoder(model, usage)
     assert encoder.start() == encoder.delta({"role": "assistant", "content": None})
@@ -64,7 +82,9 @@ _USAGES = st.none() | st.dictionaries(
 _EXTRA = st.dictionaries(st.sampled_from(["toolrelay_warning", "toolrelay_stuck", "id"]), st.text())
 
 
-@given(st.text(), st.booleans(), st.text(), _USAGES, _EXTRA)
+@given(
+    TEXT, st.booleans(), st.sampled_from(["stop", "tool_calls", "length"]) | TEXT, _USAGES, _EXTRA
+)
 def test_the_last_chunks_are_their_dicts(
     model: str, usage: bool, reason: str, counts: dict[str, object] | None, extra: dict[str, str]
 ) -> None:

@@ -210,24 +210,23 @@ _ARGUMENTS = st.one_of(
 )
 
 
+def _put(draw: st.DrawFn, into: dict[str, Any], key: str, values: st.SearchStrategy[Any]) -> None:
+    """``key`` set to a drawn value; a drawn None is sometimes left out, sometimes written."""
+    value = draw(values)
+    if value is not None or draw(st.booleans()):
+        into[key] = value
+
+
 @st.composite
 def _entry(draw: st.DrawFn) -> dict[str, Any]:
     entry: dict[str, Any] = {}
-    index = draw(_INDEX)
-    if index is not None or draw(st.booleans()):
-        entry["index"] = index
-    call_id = draw(_ID)
-    if call_id is not None or draw(st.booleans()):
-        entry["id"] = call_id
+    _put(draw, entry, "index", _INDEX)
+    _put(draw, entry, "id", _ID)
     if draw(st.booleans()):
         entry["type"] = "function"
     function: dict[str, Any] = {}
-    name = draw(_NAME)
-    if name is not None or draw(st.booleans()):
-        function["name"] = name
-    arguments = draw(_ARGUMENTS)
-    if arguments is not None or draw(st.booleans()):
-        function["arguments"] = arguments
+    _put(draw, function, "name", _NAME)
+    _put(draw, function, "arguments", _ARGUMENTS)
     if function or draw(st.booleans()):
         entry["function"] = function
     return entry
