@@ -26,11 +26,14 @@ from typing import Any
 
 import orjson
 
+from toolrelay.events import ToolCall
+from toolrelay.io.round import Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import Store
+from toolrelay.server.responses.wire import answer_text, custom_input
 from toolrelay.server.turn import Turn
 
 # Tuples, not sets: a client may send any JSON value here, a list or an object too.
@@ -214,6 +217,36 @@ def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
     return out
 
 
+def reply_messages(
+    reply: Reply, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """The messages ``input_messages`` makes of the output items of a finished
+    reply's response (:func:`~toolrelay.server.responses.wire.whole_response`),
+    made from the reply: one assistant message with its text and its calls,
+    none without either; reasoning is dropped, as from any input."""
+    text = answer_text(reply)
+    if not reply.calls:
+        return [{"role": "assistant", "content": text}] if text else []
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    message["tool_calls"] = [_reply_call(call, custom, namespaced) for call in reply.calls]
+    return [message]
+
+
+def _reply_call(
+    call: ToolCall, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
+) -> dict[str, Any]:
+    """A call as ``_call`` reads its output item back (named by its namespace)."""
+    if call.name in custom:
+        arguments = orjson.dumps({"input": custom_input(call.arguments)}).decode()
+    else:
+        arguments = call.arguments_json or "{}"
+    name = call.name
+    if name in namespaced:
+        namespace, own = namespaced[name]
+        name = _called(own, namespace)
+    return {"id": call.id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
 def _string(value: Any, field: str) -> str:
     if not isinstance(value, str):
         wrong(field, "a string")
@@ -251,10 +284,7 @@ def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
 def _call(item: dict[str, Any], where: str, out: list[dict[str, Any]], arguments: str) -> None:
     """A call item joins the assistant message before it, if that one is the
     model's last turn."""
-    name = _string(item.get("name"), where + ".name")
-    namespace = item.get("namespace")
-    if isinstance(namespace, str) and namespace:
-        name = flat_name(namespace, name)
+    name = _called(_string(item.get("name"), where + ".name"), item.get("namespace"))
     call = {
         "id": _string(item.get("call_id"), where + ".call_id"),
         "type": "function",
@@ -265,6 +295,11 @@ def _call(item: dict[str, Any], where: str, out: list[dict[str, Any]], arguments
         last.setdefault("tool_calls", []).append(call)
     else:
         out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def _called(name: str, namespace: Any) -> str:
+    """The name the model gave the call item of tool ``name`` of ``namespace``."""
+    return flat_name(namespace, name) if isinstance(namespace, str) and namespace else name
 
 
 def _text(value: Any, where: str) -> str:
