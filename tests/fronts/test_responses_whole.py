@@ -191,3 +191,46 @@ def test_the_kept_conversation_is_the_outputs_read_back(
         {**follow, "previous_response_id": general_response["id"]}, SETTINGS, general
     )
     assert after.round.body["messages"] == before.round.body["messages"]
+
+
+ECHOED = ("instructions", "max_output_tokens", "previous_response_id", "temperature", "top_p")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "instructions": st.none() | TEXT,
+            "max_output_tokens": st.none() | st.integers(1, 9),
+            "temperature": st.none() | st.floats(0, 2) | st.integers(0, 2),
+            "top_p": st.none() | st.floats(0, 1),
+            "metadata": st.none() | st.just({"k": "v"}),
+            "parallel_tool_calls": st.none() | st.booleans(),
+            "reasoning": st.none() | st.just({"effort": "low"}) | st.just({"summary": "auto"}),
+            "text": st.none() | st.just({"format": {"type": "json_object"}}),
+            "tool_choice": st.none() | st.sampled_from(["auto", "none"]),
+            "store": st.none() | st.booleans(),
+        },
+    )
+)
+def test_the_echo_repeats_the_request(fields: dict[str, Any]) -> None:
+    """The response's fields that repeat the request, in the API's order: as sent
+    (absent: null), or the API's default."""
+    kept = ResponseStore(4)
+    first = read_responses({"model": "m", "input": "x"}, SETTINGS, kept)
+    kept.put({"id": "resp_0"}, [])
+    body = {"model": "m", "input": "x", "previous_response_id": "resp_0", **fields}
+    echo = read_responses(body, SETTINGS, kept).echo
+    asked = fields.get("reasoning") or {}
+    assert list(echo.items()) == [
+        *((key, body.get(key)) for key in ECHOED),
+        ("metadata", fields.get("metadata") or {}),
+        ("parallel_tool_calls", fields.get("parallel_tool_calls") is not False),
+        ("reasoning", {"effort": asked.get("effort"), "summary": asked.get("summary")}),
+        ("text", fields.get("text") or {"format": {"type": "text"}}),
+        ("tool_choice", fields.get("tool_choice") or "auto"),
+        ("tools", []),
+        ("store", fields.get("store") is not False),
+    ]
+    assert first.echo["previous_response_id"] is None

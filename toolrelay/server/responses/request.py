@@ -40,8 +40,6 @@ from toolrelay.server.turn import Turn
 _ROLES = ("assistant", "developer", "system", "user")
 _TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
 _CHOICES = ("auto", "none", "required")
-# Request fields answered back on the response object as they were sent.
-_ECHOED = ("instructions", "max_output_tokens", "previous_response_id", "temperature", "top_p")
 # Namespace whose tools are the top-level ones (Codex's DEFAULT_FUNCTION_NAMESPACE).
 _DEFAULT_NAMESPACE = "functions"
 # Output items of tools OpenAI's servers ran, and context-management items:
@@ -152,28 +150,36 @@ def read_responses(
     metadata = optional(body, "metadata", dict)
     reasoning = optional(body, "reasoning", dict)
     options = own_options(body, settings, model, stuck_header)
-    echo = {key: body.get(key) for key in _ECHOED}
-    echo.update(
-        metadata=metadata or {},
-        parallel_tool_calls=parallel is not False,
-        reasoning={
-            "effort": (reasoning or {}).get("effort"),
-            "summary": (reasoning or {}).get("summary"),
-        },
-        text=body.get("text") or {"format": {"type": "text"}},
-        tool_choice=body.get("tool_choice") or "auto",
-        tools=body.get("tools") or [],
-        store=keep is not False and store.capacity > 0,
+    asked = reasoning or {}
+    kept = keep is not False and store.capacity > 0
+    # The response object's fields that repeat the request, in the API's order.
+    echo = {
+        "instructions": instructions,
+        "max_output_tokens": maximum,
+        "previous_response_id": previous,
+        "temperature": body.get("temperature"),
+        "top_p": body.get("top_p"),
+        "metadata": metadata or {},
+        "parallel_tool_calls": parallel is not False,
+        "reasoning": {"effort": asked.get("effort"), "summary": asked.get("summary")},
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice") or "auto",
+        "tools": body.get("tools") or [],
+        "store": kept,
+    }
+    hosted = toolset.hosted
+    # The model's setting for hosted tools is looked up only when some were sent.
+    warning = (
+        hosted_tools(hosted, settings.builtin_tools_for(model), "OpenAI's") if hosted else None
     )
-    kept = bool(echo["store"])
     return ResponsesTurn(
         make_round(chat, settings, options, auth),
         stream,
         options.stuck_mode,
-        warning=hosted_tools(toolset.hosted, settings.builtin_tools_for(model), "OpenAI's"),
+        warning=warning,
         echo=echo,
         reasoning=reasoning is not None,
-        summary=bool((reasoning or {}).get("summary")),
+        summary=bool(asked.get("summary")),
         store=kept,
         history=history,
         custom=frozenset(toolset.custom),
