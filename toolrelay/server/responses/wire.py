@@ -273,7 +273,7 @@ def whole_response(
 ) -> dict[str, Any]:
     """The non-streamed response of a finished reply, each item made whole at
     once: what a :class:`ResponseBuilder` fed ``reply_events(reply)`` and then
-    finished holds in its ``response`` (ids drawn in the same order), without
+    finished holds in its ``response`` (ids drawn in the items' order), without
     the stream's events, which a non-streamed answer never sends."""
     response_id = _new_id("resp_")
     output: list[dict[str, Any]] = []
