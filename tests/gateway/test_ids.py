@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import re
 
-from toolrelay.io.ids import unique_hex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolrelay.io.ids import _first, unique_hex
 
 
 def test_ids_are_unique_hex_of_uuid_length() -> None:
@@ -26,3 +29,10 @@ def test_a_forked_child_draws_its_own_prefix() -> None:
     os.waitpid(pid, 0)
     assert len(child) == 32
     assert child[:12] != unique_hex()[:12]
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet="0123456789abcdef", min_size=12, max_size=12), st.integers(0, 2**80 - 1))
+def test_an_id_is_the_prefix_then_the_count_in_20_digits(prefix: str, count: int) -> None:
+    """The one number's hex is what formatting the prefix and the count gives."""
+    assert hex(_first(prefix) + count)[3:] == f"{prefix}{count:020x}"

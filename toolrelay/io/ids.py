@@ -13,19 +13,29 @@ import itertools
 import os
 import secrets
 
-_prefix = secrets.token_hex(6)
-_counter = itertools.count()
+# The process's prefix (12 hex digits) and its counter (20) are one number,
+# under a leading 1 that keeps the prefix's leading zeros: ``hex()`` of it, the
+# "0x1" cut, is the id, some 2.5 times cheaper than formatting the counter to
+# 20 digits after the prefix.
+_LEAD = 1 << 128
+
+
+def _first(prefix: str) -> int:
+    """The number of a process's first id, ``prefix`` its 12 hex digits."""
+    return _LEAD | int(prefix, 16) << 80
+
+
+_counter = itertools.count(_first(secrets.token_hex(6)))
 
 
 def unique_hex() -> str:
     """32 hex digits no other call in any process of this gateway returns."""
-    return f"{_prefix}{next(_counter):020x}"
+    return hex(next(_counter))[3:]
 
 
 def _reseed() -> None:
-    global _prefix, _counter
-    _prefix = secrets.token_hex(6)
-    _counter = itertools.count()
+    global _counter
+    _counter = itertools.count(_first(secrets.token_hex(6)))
 
 
 os.register_at_fork(after_in_child=_reseed)

@@ -17,14 +17,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from toolrelay.events import Event
-from toolrelay.io.round import Finish, Reply, reply_events
+from toolrelay.io.round import Finish, Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.asgi import Headers, client_auth, header
 from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
-from toolrelay.server.responses.request import ResponsesTurn, input_messages, read_responses
+from toolrelay.server.responses.request import (
+    ResponsesTurn,
+    input_messages,
+    read_responses,
+    reply_messages,
+)
 from toolrelay.server.responses.store import Store
-from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder, event_bytes
+from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder, event_bytes, whole_response
 
 
 class ResponsesFront:
@@ -48,12 +53,23 @@ class ResponsesFront:
         )
 
     def answer(self, turn: ResponsesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
-        builder = _builder(turn)
-        for event in reply_events(reply):
-            builder.event(event)
-        builder.finish(Finish(reply.finish_reason, reply.usage, None, reply.stop_sequence), extra)
-        self.keep(turn, builder.response)
-        return builder.response
+        response = whole_response(
+            turn.round.model,
+            turn.echo,
+            reply,
+            extra,
+            reasoning=turn.reasoning,
+            custom=turn.custom,
+            namespaced=turn.namespaced,
+            summary=turn.summary,
+        )
+        if turn.store:
+            # The output's messages made from the reply itself, not read back
+            # from its items: what input_messages would make of them.
+            self.store.put(
+                response, turn.history + reply_messages(reply, turn.custom, turn.namespaced)
+            )
+        return response
 
     def encoder(self, turn: ResponsesTurn) -> ResponseEncoder:
         return ResponseEncoder(self, turn)
@@ -62,7 +78,8 @@ class ResponsesFront:
         return error.status, error.to_dict()
 
     def keep(self, turn: ResponsesTurn, response: dict[str, Any]) -> None:
-        """Store a finished response with its conversation, when the request lets us."""
+        """Store a finished stream's response with its conversation, when the
+        request lets us."""
         if turn.store:
             output = input_messages(response["output"], "output")
             self.store.put(response, turn.history + output)

@@ -26,19 +26,20 @@ from typing import Any
 
 import orjson
 
+from toolrelay.events import ToolCall
+from toolrelay.io.round import Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import Store
+from toolrelay.server.responses.wire import answer_text, custom_input
 from toolrelay.server.turn import Turn
 
 # Tuples, not sets: a client may send any JSON value here, a list or an object too.
 _ROLES = ("assistant", "developer", "system", "user")
 _TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
 _CHOICES = ("auto", "none", "required")
-# Request fields answered back on the response object as they were sent.
-_ECHOED = ("instructions", "max_output_tokens", "previous_response_id", "temperature", "top_p")
 # Namespace whose tools are the top-level ones (Codex's DEFAULT_FUNCTION_NAMESPACE).
 _DEFAULT_NAMESPACE = "functions"
 # Output items of tools OpenAI's servers ran, and context-management items:
@@ -149,28 +150,36 @@ def read_responses(
     metadata = optional(body, "metadata", dict)
     reasoning = optional(body, "reasoning", dict)
     options = own_options(body, settings, model, stuck_header)
-    echo = {key: body.get(key) for key in _ECHOED}
-    echo.update(
-        metadata=metadata or {},
-        parallel_tool_calls=parallel is not False,
-        reasoning={
-            "effort": (reasoning or {}).get("effort"),
-            "summary": (reasoning or {}).get("summary"),
-        },
-        text=body.get("text") or {"format": {"type": "text"}},
-        tool_choice=body.get("tool_choice") or "auto",
-        tools=body.get("tools") or [],
-        store=keep is not False and store.capacity > 0,
+    asked = reasoning or {}
+    kept = keep is not False and store.capacity > 0
+    # The response object's fields that repeat the request, in the API's order.
+    echo = {
+        "instructions": instructions,
+        "max_output_tokens": maximum,
+        "previous_response_id": previous,
+        "temperature": body.get("temperature"),
+        "top_p": body.get("top_p"),
+        "metadata": metadata or {},
+        "parallel_tool_calls": parallel is not False,
+        "reasoning": {"effort": asked.get("effort"), "summary": asked.get("summary")},
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice") or "auto",
+        "tools": body.get("tools") or [],
+        "store": kept,
+    }
+    hosted = toolset.hosted
+    # The model's setting for hosted tools is looked up only when some were sent.
+    warning = (
+        hosted_tools(hosted, settings.builtin_tools_for(model), "OpenAI's") if hosted else None
     )
-    kept = bool(echo["store"])
     return ResponsesTurn(
         make_round(chat, settings, options, auth),
         stream,
         options.stuck_mode,
-        warning=hosted_tools(toolset.hosted, settings.builtin_tools_for(model), "OpenAI's"),
+        warning=warning,
         echo=echo,
         reasoning=reasoning is not None,
-        summary=bool((reasoning or {}).get("summary")),
+        summary=bool(asked.get("summary")),
         store=kept,
         history=history,
         custom=frozenset(toolset.custom),
@@ -214,6 +223,36 @@ def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
     return out
 
 
+def reply_messages(
+    reply: Reply, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """The messages ``input_messages`` makes of the output items of a finished
+    reply's response (:func:`~toolrelay.server.responses.wire.whole_response`),
+    made from the reply: one assistant message with its text and its calls,
+    none without either; reasoning is dropped, as from any input."""
+    text = answer_text(reply)
+    if not reply.calls:
+        return [{"role": "assistant", "content": text}] if text else []
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    message["tool_calls"] = [_reply_call(call, custom, namespaced) for call in reply.calls]
+    return [message]
+
+
+def _reply_call(
+    call: ToolCall, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
+) -> dict[str, Any]:
+    """A call as ``_call`` reads its output item back (named by its namespace)."""
+    if call.name in custom:
+        arguments = orjson.dumps({"input": custom_input(call.arguments)}).decode()
+    else:
+        arguments = call.arguments_json or "{}"
+    name = call.name
+    if name in namespaced:
+        namespace, own = namespaced[name]
+        name = _called(own, namespace)
+    return {"id": call.id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
 def _string(value: Any, field: str) -> str:
     if not isinstance(value, str):
         wrong(field, "a string")
@@ -251,10 +290,7 @@ def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
 def _call(item: dict[str, Any], where: str, out: list[dict[str, Any]], arguments: str) -> None:
     """A call item joins the assistant message before it, if that one is the
     model's last turn."""
-    name = _string(item.get("name"), where + ".name")
-    namespace = item.get("namespace")
-    if isinstance(namespace, str) and namespace:
-        name = flat_name(namespace, name)
+    name = _called(_string(item.get("name"), where + ".name"), item.get("namespace"))
     call = {
         "id": _string(item.get("call_id"), where + ".call_id"),
         "type": "function",
@@ -265,6 +301,11 @@ def _call(item: dict[str, Any], where: str, out: list[dict[str, Any]], arguments
         last.setdefault("tool_calls", []).append(call)
     else:
         out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def _called(name: str, namespace: Any) -> str:
+    """The name the model gave the call item of tool ``name`` of ``namespace``."""
+    return flat_name(namespace, name) if isinstance(namespace, str) and namespace else name
 
 
 def _text(value: Any, where: str) -> str:

@@ -9,7 +9,9 @@ numbered by ``sequence_number``; ``response.created`` first; per item, never
 interleaved, ``output_item.added``, its part and deltas, the matching
 ``.done`` events and ``output_item.done``; ``response.completed`` (or
 ``response.incomplete``) last, carrying the whole response. A finished reply
-goes through the same builder, so a response and a stream of it agree.
+is made whole at once (:func:`whole_response`), each item as the builder's
+would end, so a response and a stream of it agree (a property test holds the
+two alike).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import orjson
 
 from toolrelay.events import ContentDelta, Event, ToolCall, ToolCallStart
 from toolrelay.io.ids import unique_hex
-from toolrelay.io.round import Finish
+from toolrelay.io.round import Finish, Reply
 from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
@@ -59,21 +61,7 @@ class ResponseBuilder(Blocks):
         self._namespaced = namespaced or {}
         # Reasoning as summary parts (reasoning.summary was asked for), not content.
         self._summary = summary
-        self.response: dict[str, Any] = {
-            "id": _new_id("resp_"),
-            "object": "response",
-            "created_at": int(time.time()),
-            "status": "in_progress",
-            "background": False,
-            "error": None,
-            "incomplete_details": None,
-            **echo,
-            "model": model,
-            "output": [],
-            "truncation": "disabled",
-            "usage": None,
-            "user": None,
-        }
+        self.response = _response(_new_id("resp_"), model, echo, [], ("in_progress", None, None))
         self._output: list[dict[str, Any]] = self.response["output"]
         self._sequence = 0
         # The open item's id and index, which every one of its events names.
@@ -196,8 +184,7 @@ class ResponseBuilder(Blocks):
             item["status"] = "completed"
         out = []
         if item["type"] == "custom_tool_call":
-            value = (call.arguments if call is not None else _object(text)).get("input", "")
-            item["input"] = value if isinstance(value, str) else orjson.dumps(value).decode()
+            item["input"] = custom_input(call.arguments if call is not None else _object(text))
             if item["input"]:
                 out.append(
                     self._emit(
@@ -259,22 +246,9 @@ class ResponseBuilder(Blocks):
         """Close the response: ``response.completed``, or ``response.incomplete``
         when the token limit (or a content filter) cut it short."""
         out = self.end_block()
-        usage = finish.usage or {}
-        given = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-        reason = _INCOMPLETE.get(finish.reason)
-        self.response.update(
-            status="incomplete" if reason else "completed",
-            incomplete_details={"reason": reason} if reason else None,
-            usage={
-                "input_tokens": given[0],
-                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-                "output_tokens": given[1],
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": given[0] + given[1],
-            },
-            **extra,
-        )
-        kind = "response.incomplete" if reason else "response.completed"
+        status, details, usage = _outcome(finish.reason, finish.usage)
+        self.response.update(status=status, incomplete_details=details, usage=usage, **extra)
+        kind = "response.incomplete" if details else "response.completed"
         out.append(self._emit(kind, response=self.response))
         return out
 
@@ -286,12 +260,138 @@ class ResponseBuilder(Blocks):
         return self._emit("response.failed", response=self.response)
 
 
+def whole_response(
+    model: str,
+    echo: dict[str, Any],
+    reply: Reply,
+    extra: dict[str, Any],
+    *,
+    reasoning: bool,
+    custom: frozenset[str],
+    namespaced: dict[str, tuple[str, str]],
+    summary: bool,
+) -> dict[str, Any]:
+    """The non-streamed response of a finished reply, each item made whole at
+    once: what a :class:`ResponseBuilder` fed ``reply_events(reply)`` and then
+    finished holds in its ``response`` (ids drawn in the items' order), without
+    the stream's events, which a non-streamed answer never sends."""
+    response_id = _new_id("resp_")
+    output: list[dict[str, Any]] = []
+    if reasoning and reply.reasoning:
+        output.append(_reasoning_item(reply.reasoning, summary))
+    text = answer_text(reply)
+    if text:
+        output.append(_message_item(text))
+    for call in reply.calls:
+        output.append(_call_item(call, custom, namespaced))
+    outcome = _outcome(reply.finish_reason, reply.usage)
+    response = _response(response_id, model, echo, output, outcome)
+    if extra:
+        response.update(extra)
+    return response
+
+
+def answer_text(reply: Reply) -> str:
+    """The text of a finished reply's message item: a text block never starts
+    or ends with blanks (:class:`~toolrelay.server.blocks.Blocks`)."""
+    return reply.content.strip() if reply.content else ""
+
+
+def _response(
+    response_id: str,
+    model: str,
+    echo: dict[str, Any],
+    output: list[dict[str, Any]],
+    outcome: tuple[str, dict[str, str] | None, dict[str, Any] | None],
+) -> dict[str, Any]:
+    """A response object: its status, why it is incomplete and its usage in ``outcome``."""
+    status, details, usage = outcome
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": details,
+        **echo,
+        "model": model,
+        "output": output,
+        "truncation": "disabled",
+        "usage": usage,
+        "user": None,
+    }
+
+
+def _reasoning_item(text: str, summary: bool) -> dict[str, Any]:
+    summarised = [_part("summary", text)] if summary else []
+    return {
+        "id": _new_id(_PREFIXES["reasoning"]),
+        "type": "reasoning",
+        "summary": summarised,
+        "content": [] if summary else [_part("reasoning", text)],
+        "status": "completed",
+    }
+
+
+def _call_item(
+    call: ToolCall, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
+) -> dict[str, Any]:
+    item: dict[str, Any]
+    if call.name in custom:
+        # The API gives custom tool calls no status.
+        item = {"id": _new_id("ctc_"), "type": "custom_tool_call", "call_id": call.id}
+        item.update(name=call.name, input=custom_input(call.arguments))
+    else:
+        item = {"id": _new_id(_PREFIXES["call"]), "type": "function_call", "call_id": call.id}
+        item.update(name=call.name, arguments=call.arguments_json, status="completed")
+    if call.name in namespaced:
+        item["namespace"], item["name"] = namespaced[call.name]
+    return item
+
+
 def _object(text: str) -> dict[str, Any]:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _outcome(
+    reason: str, usage: dict[str, Any] | None
+) -> tuple[str, dict[str, str] | None, dict[str, Any]]:
+    """The finished response's status, why it is incomplete (the token limit or a
+    content filter cut it short; None when it is not) and its usage."""
+    usage = usage or {}
+    given = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    incomplete = _INCOMPLETE.get(reason)
+    counts = {
+        "input_tokens": given[0],
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": given[1],
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": given[0] + given[1],
+    }
+    if incomplete:
+        return "incomplete", {"reason": incomplete}, counts
+    return "completed", None, counts
+
+
+def _message_item(text: str) -> dict[str, Any]:
+    return {
+        "id": _new_id(_PREFIXES["text"]),
+        "type": "message",
+        "role": "assistant",
+        "content": [_part("text", text)],
+        "status": "completed",
+    }
+
+
+def custom_input(arguments: dict[str, Any]) -> str:
+    """A custom tool call's input: its function's ``input``, as text."""
+    value = arguments.get("input", "")
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
 def _part(kind: Kind | Literal["summary"], text: str) -> dict[str, Any]:

@@ -1,0 +1,236 @@
+"""A non-streamed Responses answer is made whole at once (``whole_response``) and
+its conversation kept from the reply (``reply_messages``): both are held here to
+the general path they skip, the reply replayed as events through the stream's
+builder and the response's output read back as input items, for generated
+replies and requests (every finish reason; text with blanks; reasoning as
+content or summary; function, custom and namespaced calls; rejected calls)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from unittest.mock import patch
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolrelay.events import RejectedCall, ToolCall
+from toolrelay.io.round import Finish, Reply, reply_events
+from toolrelay.io.settings import Settings
+from toolrelay.server.responses import ResponsesFront
+from toolrelay.server.responses.request import ResponsesTurn, input_messages, read_responses
+from toolrelay.server.responses.store import ResponseStore
+from toolrelay.server.responses.wire import ResponseBuilder, whole_response
+
+SETTINGS = Settings()
+SCHEMA = {"type": "object", "properties": {"input": {}}}
+# Tools of every kind the output tells apart: a function and a custom tool at
+# the top, the same in a namespace (the default one, an empty name, an MCP server's).
+NAMESPACES = st.sampled_from(["functions", "", "mcp"])
+# The model's names of those tools, and one no tool has.
+CALL_NAMES = ["f", "c", "functions__g", "__g", "mcp__g", "g", "h", "mcp__h", "__h", "other"]
+TEXT = st.text(alphabet=st.sampled_from(list(' \n\t\u3000ab"é{')), max_size=8) | st.text(max_size=8)
+INT = st.integers(-(2**63), 2**64 - 1)
+VALUE = st.none() | st.booleans() | INT | TEXT | st.lists(INT, max_size=2)
+ARGUMENTS = st.dictionaries(st.sampled_from(["input", "city", "n"]), VALUE, max_size=3)
+COUNT = st.none() | st.integers(0, 10**6) | st.booleans() | st.text(max_size=2)
+USAGE = st.none() | st.fixed_dictionaries(
+    {}, optional={"prompt_tokens": COUNT, "completion_tokens": COUNT, "total_tokens": COUNT}
+)
+REASONS = st.sampled_from(["stop", "length", "tool_calls", "content_filter", "function_call", "x"])
+
+
+@st.composite
+def calls(draw: st.DrawFn) -> ToolCall:
+    arguments = draw(ARGUMENTS)
+    # As a parser hands it out: the arguments' strict JSON (or, rarely, none).
+    written = draw(st.sampled_from([orjson.dumps(arguments).decode(), ""]))
+    return ToolCall(draw(TEXT), draw(st.sampled_from(CALL_NAMES)), arguments, written)
+
+
+REJECTED = st.builds(RejectedCall, st.none() | TEXT, TEXT, TEXT)
+REPLIES = st.builds(
+    Reply,
+    content=st.none() | TEXT,
+    reasoning=st.none() | TEXT,
+    calls=st.lists(calls(), max_size=3),
+    finish_reason=REASONS,
+    usage=USAGE,
+    mode=st.sampled_from(["native", "rescue"]),
+    warning=st.none() | TEXT,
+    rejected=st.lists(REJECTED, max_size=2),
+    stop_sequence=st.none() | TEXT,
+)
+EXTRA = st.fixed_dictionaries(
+    {}, optional={"toolrelay_warning": TEXT, "toolrelay_stuck": st.just({"stuck": True})}
+)
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> dict[str, Any]:
+    """A Responses request body with every kind of tool, and what shapes the output."""
+    namespace = draw(NAMESPACES)
+    inner = [
+        {"type": "function", "name": "g", "parameters": SCHEMA},
+        {"type": "custom", "name": "h"},
+    ]
+    tools = [
+        {"type": "function", "name": "f", "parameters": SCHEMA},
+        {"type": "custom", "name": "c"},
+        {"type": "namespace", "name": namespace, "tools": inner},
+    ]
+    body: dict[str, Any] = {"model": "m", "tools": tools}
+    body["input"] = draw(
+        st.just("hi")
+        | st.just(
+            [
+                {"type": "message", "role": "user", "content": "go"},
+                {"type": "function_call", "call_id": "c0", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c0", "output": "done"},
+            ]
+        )
+    )
+    reasoning = draw(st.sampled_from([None, {}, {"summary": "auto"}, {"effort": "low"}]))
+    if reasoning is not None:
+        body["reasoning"] = reasoning
+    if draw(st.booleans()):
+        body["instructions"] = "Be brief."
+    return body
+
+
+@contextmanager
+def numbered_ids() -> Iterator[None]:
+    """The builder's ids counted from 0, so two runs can be told apart only by
+    the order of their ids."""
+    numbers = itertools.count()
+    with (
+        patch("toolrelay.server.responses.wire.unique_hex", lambda: f"{next(numbers):032x}"),
+        patch("toolrelay.server.responses.wire.time.time", lambda: 1_700_000_000.5),
+    ):
+        yield
+
+
+def renumbered(response: dict[str, Any]) -> bytes:
+    """The response's JSON, each id numbered by its first appearance (the stream's
+    builder draws an id it never uses for a custom call: a gap, not a difference)."""
+    seen: dict[bytes, bytes] = {}
+
+    def number(match: re.Match[bytes]) -> bytes:
+        return seen.setdefault(match[0], match[1] + str(len(seen)).encode())
+
+    return re.sub(rb"(resp_|msg_|fc_|ctc_|rs_)[0-9a-f]{32}", number, orjson.dumps(response))
+
+
+def builders_response(turn: ResponsesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
+    """The general path: the reply's events through the stream's builder, then its finish."""
+    builder = ResponseBuilder(
+        turn.round.model,
+        turn.echo,
+        turn.reasoning,
+        turn.custom,
+        namespaced=turn.namespaced,
+        summary=turn.summary,
+    )
+    for event in reply_events(reply):
+        builder.event(event)
+    builder.finish(Finish(reply.finish_reason, reply.usage, None, reply.stop_sequence), extra)
+    return builder.response
+
+
+def whole(turn: ResponsesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
+    return whole_response(
+        turn.round.model,
+        turn.echo,
+        reply,
+        extra,
+        reasoning=turn.reasoning,
+        custom=turn.custom,
+        namespaced=turn.namespaced,
+        summary=turn.summary,
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(requests(), REPLIES, EXTRA)
+def test_the_whole_response_is_the_builders(
+    body: dict[str, Any], reply: Reply, extra: dict[str, Any]
+) -> None:
+    turn = read_responses(body, SETTINGS, ResponseStore(4))
+    with numbered_ids():
+        general = renumbered(builders_response(turn, reply, dict(extra)))
+    with numbered_ids():
+        assert renumbered(whole(turn, reply, dict(extra))) == general
+
+
+@settings(max_examples=300, deadline=None)
+@given(requests(), REPLIES, st.booleans())
+def test_the_kept_conversation_is_the_outputs_read_back(
+    body: dict[str, Any], reply: Reply, store: bool
+) -> None:
+    """The front keeps what reading the response's output as input gave, and a
+    follow-up naming the response reads the same history as before."""
+    body = {**body, "store": store}
+    kept, general = ResponseStore(4), ResponseStore(4)
+    turn = read_responses(body, SETTINGS, kept)
+    response = ResponsesFront(SETTINGS, kept).answer(turn, reply, {})
+    general_turn = read_responses(body, SETTINGS, general)
+    general_response = builders_response(general_turn, reply, {})
+    ResponsesFront(SETTINGS, general).keep(general_turn, general_response)
+    if not store:
+        assert kept.get(response["id"]) is None
+        return
+    assert kept.get(response["id"]) == general.get(general_response["id"])
+    assert kept.get(response["id"]) == turn.history + input_messages(response["output"], "output")
+    follow = {"model": "m", "input": "and then?", "store": False}
+    after = read_responses({**follow, "previous_response_id": response["id"]}, SETTINGS, kept)
+    before = read_responses(
+        {**follow, "previous_response_id": general_response["id"]}, SETTINGS, general
+    )
+    assert after.round.body["messages"] == before.round.body["messages"]
+
+
+ECHOED = ("instructions", "max_output_tokens", "previous_response_id", "temperature", "top_p")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "instructions": st.none() | TEXT,
+            "max_output_tokens": st.none() | st.integers(1, 9),
+            "temperature": st.none() | st.floats(0, 2) | st.integers(0, 2),
+            "top_p": st.none() | st.floats(0, 1),
+            "metadata": st.none() | st.just({"k": "v"}),
+            "parallel_tool_calls": st.none() | st.booleans(),
+            "reasoning": st.none() | st.just({"effort": "low"}) | st.just({"summary": "auto"}),
+            "text": st.none() | st.just({"format": {"type": "json_object"}}),
+            "tool_choice": st.none() | st.sampled_from(["auto", "none"]),
+            "store": st.none() | st.booleans(),
+        },
+    )
+)
+def test_the_echo_repeats_the_request(fields: dict[str, Any]) -> None:
+    """The response's fields that repeat the request, in the API's order: as sent
+    (absent: null), or the API's default."""
+    kept = ResponseStore(4)
+    first = read_responses({"model": "m", "input": "x"}, SETTINGS, kept)
+    kept.put({"id": "resp_0"}, [])
+    body = {"model": "m", "input": "x", "previous_response_id": "resp_0", **fields}
+    echo = read_responses(body, SETTINGS, kept).echo
+    asked = fields.get("reasoning") or {}
+    assert list(echo.items()) == [
+        *((key, body.get(key)) for key in ECHOED),
+        ("metadata", fields.get("metadata") or {}),
+        ("parallel_tool_calls", fields.get("parallel_tool_calls") is not False),
+        ("reasoning", {"effort": asked.get("effort"), "summary": asked.get("summary")}),
+        ("text", fields.get("text") or {"format": {"type": "text"}}),
+        ("tool_choice", fields.get("tool_choice") or "auto"),
+        ("tools", []),
+        ("store", fields.get("store") is not False),
+    ]
+    assert first.echo["previous_response_id"] is None
