@@ -17,7 +17,7 @@ from tests.fronts.segments import events_of
 from toolrelay.events import ContentDelta, Event
 from toolrelay.server.anthropic.wire import MessageEncoder
 from toolrelay.server.blocks import Blocks, sse
-from toolrelay.server.responses.wire import ResponseBuilder, event_bytes
+from toolrelay.server.responses.wire import ResponseBuilder
 
 # Text heavy in the blanks the builder holds back and in what JSON escapes.
 TEXT = st.text(
@@ -66,7 +66,7 @@ def test_responses_text_deltas_are_the_general_bytes(
     plan: list[Any], cuts: list[int], extra: list[str], reasoning: bool
 ) -> None:
     events = _events(plan, cuts, extra)
-    fast = _responses_stream(event_bytes, events, reasoning)
+    fast = _responses_stream(ResponseBuilder.stream_event, events, reasoning)
     assert fast == _responses_stream(_general, events, reasoning)
 
 

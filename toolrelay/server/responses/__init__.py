@@ -10,6 +10,7 @@ Responses are kept for ``previous_response_id`` in a bounded in-memory
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -24,7 +25,7 @@ from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import ResponsesTurn, input_messages, read_responses
 from toolrelay.server.responses.store import Store
-from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder, event_bytes
+from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder
 
 
 class ResponsesFront:
@@ -88,12 +89,11 @@ class ResponseEncoder:
         self._front = front
         self._turn = turn
         self.builder = _builder(turn)
+        # The builder's own method, not one calling it: a call less per event.
+        self.event: Callable[[Event], bytes | None] = self.builder.stream_event
 
     def start(self) -> bytes:
         return b"".join(map(sse, self.builder.start()))
-
-    def event(self, event: Event) -> bytes | None:
-        return event_bytes(self.builder, event)
 
     def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
         data = b"".join(map(sse, self.builder.finish(finish, extra)))
