@@ -87,3 +87,26 @@ def _responses_stream(
         builder = ResponseBuilder("m", {}, reasoning)
         written = [encode(builder, event) for event in events]
         return [*written, b"".join(map(sse, builder.end_block()))]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), JSON, max_size=4), st.booleans())
+def test_responses_start_encodes_its_snapshot_once_to_the_same_bytes(
+    echo: dict[str, Any], reasoning: bool
+) -> None:
+    builder = ResponseBuilder("m", echo, reasoning)
+    snapshot = {**builder.response, "output": []}
+    expected = [
+        {"type": kind, "sequence_number": number, "response": snapshot}
+        for number, kind in enumerate(["response.created", "response.in_progress"])
+    ]
+    assert list(map(sse, builder.start())) == list(map(sse, expected))

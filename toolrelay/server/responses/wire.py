@@ -92,7 +92,9 @@ class ResponseBuilder(Blocks):
         return {"item_id": self._item_id, "output_index": self._index}
 
     def start(self) -> list[WireEvent]:
-        snapshot = {**self.response, "output": []}
+        # Both events carry the same snapshot (the request's tools and
+        # instructions echoed in it): encoded once.
+        snapshot = orjson.Fragment(orjson.dumps({**self.response, "output": []}))
         return [
             self._emit("response.created", response=snapshot),
             self._emit("response.in_progress", response=snapshot),
