@@ -42,6 +42,7 @@ def responses_encoder() -> ResponseEncoder:
     start and the finish read."""
     encoder = ResponseEncoder.__new__(ResponseEncoder)
     encoder.builder = ResponseBuilder("bench", {}, False)
+    encoder.event = encoder.builder.stream_event
     return encoder
 
 

@@ -1,6 +1,8 @@
 """The Messages and Responses encoders' fast path for more text in an open block
-writes exactly what the general path (the builder's events, each through ``sse``)
-writes, event for event, whatever the text, its blanks and what comes between."""
+(``Blocks.stream_event``: the usual text said as it came, held blanks through
+``_more_text``) writes exactly what the general path (the builder's events, each
+through ``sse``) writes, event for event, whatever the text, its blanks and what
+comes between, and leaves the same message or response behind."""
 
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ from tests.fronts.segments import events_of
 from toolrelay.events import ContentDelta, Event
 from toolrelay.server.anthropic.wire import MessageEncoder
 from toolrelay.server.blocks import Blocks, sse
-from toolrelay.server.responses.wire import ResponseBuilder, event_bytes
+from toolrelay.server.responses.wire import ResponseBuilder
 
-# Text heavy in the blanks the builder holds back and in what JSON escapes.
+# Text heavy in the blanks the builder holds back (those ``isspace`` names
+# beyond ASCII too, which the fast path's test of the last character must
+# see as ``rstrip`` does) and in what JSON escapes.
 TEXT = st.text(
-    alphabet=st.sampled_from(list(' \n\t\r"\\aé\u2028\x01{}'))
+    alphabet=st.sampled_from(list(' \n\t\r"\\aé\u2028\x01{}\x1c\x85\xa0\u3000\u200b'))
     | st.characters(exclude_categories=("Cs",)),
     max_size=12,
 )
@@ -56,6 +60,8 @@ def test_messages_text_deltas_are_the_general_bytes(
     general = MessageEncoder("m", thinking).builder
     for event in _events(plan, cuts, extra):
         assert fast.event(event) == _general(general, event)
+    # The last block closed too: its whole text is the pieces kept.
+    assert fast.builder.end_block() == general.end_block()
     # (A call's input is an orjson.Fragment: compared as JSON.)
     assert orjson.dumps(fast.builder.message["content"]) == orjson.dumps(general.message["content"])
 
@@ -66,16 +72,41 @@ def test_responses_text_deltas_are_the_general_bytes(
     plan: list[Any], cuts: list[int], extra: list[str], reasoning: bool
 ) -> None:
     events = _events(plan, cuts, extra)
-    fast = _responses_stream(event_bytes, events, reasoning)
+    fast = _responses_stream(ResponseBuilder.stream_event, events, reasoning)
     assert fast == _responses_stream(_general, events, reasoning)
 
 
 def _responses_stream(
     encode: Callable[[ResponseBuilder, Event], bytes | None], events: list[Event], reasoning: bool
 ) -> list[bytes | None]:
-    """What ``encode`` writes for each event, the builder's ids numbered from 0
-    (so two runs name their items alike, and a wrong item's id shows)."""
+    """What ``encode`` writes for each event, then the last item's close (its
+    ``output_text.done`` carries the whole text kept), the builder's ids numbered
+    from 0 (so two runs name their items alike, and a wrong item's id shows)."""
     numbers = itertools.count()
     with patch("toolrelay.server.responses.wire.unique_hex", lambda: f"{next(numbers):032x}"):
         builder = ResponseBuilder("m", {}, reasoning)
-        return [encode(builder, event) for event in events]
+        written = [encode(builder, event) for event in events]
+        return [*written, b"".join(map(sse, builder.end_block()))]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), JSON, max_size=4), st.booleans())
+def test_responses_start_encodes_its_snapshot_once_to_the_same_bytes(
+    echo: dict[str, Any], reasoning: bool
+) -> None:
+    builder = ResponseBuilder("m", echo, reasoning)
+    snapshot = {**builder.response, "output": []}
+    expected = [
+        {"type": kind, "sequence_number": number, "response": snapshot}
+        for number, kind in enumerate(["response.created", "response.in_progress"])
+    ]
+    assert list(map(sse, builder.start())) == list(map(sse, expected))

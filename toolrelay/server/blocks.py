@@ -79,13 +79,34 @@ class Blocks:
             return self._end(None)  # a started call cut short: its block closes without it
         return []
 
-    def more_text(self, text: str) -> str | None:
-        """The streams' hot path: ``text`` added to the text block already open,
-        and what of it is said now ('' for nothing yet: blanks wait). None when
-        no text block is open: the caller goes the whole way (:meth:`event`).
-        The same steps as :meth:`_add` takes for an open text block."""
-        if self._kind != "text":
-            return None
+    def text_delta_bytes(self, text: str) -> bytes:
+        """``sse(self.delta("text", text))`` for the open text block: the same
+        bytes, written without the event's dict (:meth:`stream_event`'s hot path)."""
+        raise NotImplementedError
+
+    def stream_event(self, event: Event) -> bytes | None:
+        """The SSE bytes saying ``event`` (None: nothing to say), as :meth:`event`'s
+        events through :func:`sse`. More text in the open text block, most of a
+        stream's events, skips the general dispatch and the events' dicts: one
+        call of the front's :meth:`text_delta_bytes`."""
+        if type(event) is ContentDelta and self._kind == "text":
+            text = event.text
+            # The usual text holds no blank at its end and follows none held:
+            # said as it came. (``rstrip`` strips what ``isspace`` names.)
+            if text and not self._blank and not text[-1].isspace():
+                self._pieces.append(text)
+            else:
+                text = self._more_text(text)
+                if not text:
+                    return None
+            return self.text_delta_bytes(text)
+        events = self.event(event)
+        return b"".join(map(sse, events)) if events else None
+
+    def _more_text(self, text: str) -> str:
+        """``text`` added to the open text block, the blanks held: what of it is
+        said now ('' for nothing yet). The same steps as :meth:`_add` takes for
+        an open text block."""
         text = self._blank + text
         visible = text.rstrip()
         self._blank = text[len(visible) :]

@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 import orjson
 
-from toolrelay.events import ContentDelta, Event, ToolCall, ToolCallStart
+from toolrelay.events import ToolCall, ToolCallStart
 from toolrelay.io.ids import unique_hex
 from toolrelay.io.round import Finish, Reply
-from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
+from toolrelay.server.blocks import Blocks, Kind, WireEvent
 from toolrelay.server.errors import APIError
 
 KEEPALIVE = b": keep-alive\n\n"
@@ -80,7 +80,9 @@ class ResponseBuilder(Blocks):
         return {"item_id": self._item_id, "output_index": self._index}
 
     def start(self) -> list[WireEvent]:
-        snapshot = {**self.response, "output": []}
+        # Both events carry the same snapshot (the request's tools and
+        # instructions echoed in it): encoded once.
+        snapshot = orjson.Fragment(orjson.dumps({**self.response, "output": []}))
         return [
             self._emit("response.created", response=snapshot),
             self._emit("response.in_progress", response=snapshot),
@@ -169,10 +171,8 @@ class ResponseBuilder(Blocks):
         return event
 
     def text_delta_bytes(self, text: str) -> bytes:
-        """``sse(self.delta("text", text))`` from a byte template, for the open
-        message item: the same bytes (orjson writes the keys in order, without
-        spaces), without the event's dict; one formatting costs less than
-        joining five pieces."""
+        # From a byte template: the same bytes (orjson writes the keys in order,
+        # without spaces); one formatting costs less than joining five pieces.
         sequence = self._sequence
         self._sequence += 1
         return self._text_template % (sequence, orjson.dumps(text))
@@ -404,14 +404,3 @@ def _part(kind: Kind | Literal["summary"], text: str) -> dict[str, Any]:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def event_bytes(builder: ResponseBuilder, event: Event) -> bytes | None:
-    """The stream events saying ``event``, as SSE bytes (None: nothing to say).
-    More text in an open item, most events, skips the general dispatch."""
-    if type(event) is ContentDelta:
-        said = builder.more_text(event.text)
-        if said is not None:
-            return builder.text_delta_bytes(said) if said else None
-    events = builder.event(event)
-    return b"".join(map(sse, events)) if events else None
