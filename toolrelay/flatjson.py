@@ -17,6 +17,14 @@ before it emits anything of that fragment; the caller then reads every
 fragment again with the lenient reader (its output already went out) and goes
 on with it. A whole object in one fragment is read here too: the C decoder's
 read of it (``strict_json``) would write the same text.
+
+A regular expression costs about as much as the rest of a token's reading, so the
+common cases are read with string methods first, each falling back to the
+expression where it cannot decide (the tests hold them to it with
+``fast_lanes`` off): a fragment wholly inside a string (a long value's middle,
+the most frequent fragment of a long argument) is its own output; a string's
+plain run (no escape, every character printable) ends at its quote; whitespace,
+which compact JSON has none of, is looked for with a character test.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import re
 from toolrelay.repair import ATOM_HOLD, canonical_atom
 
 _SPACE = re.compile(r"[ \t\r\n]*")
+_WHITESPACE = " \t\r\n"
 # String text the writer writes as it stands: plain characters and the escapes it
 # writes itself (a surrogate, a control character, \/ and \u are rewritten).
 _STRING_RUN = re.compile('(?:[^"\\\\\x00-\x1f\ud800-\udfff]+|\\\\["\\\\bfnrt])*')
@@ -48,6 +57,10 @@ class FlatObject:
 
     __slots__ = ("_held", "_key", "_phase", "_tail")
 
+    # Plain text read with string methods rather than the regular expressions (the
+    # tests compare with False: every fragment read by the expressions alone).
+    fast_lanes = True
+
     def __init__(self) -> None:
         self._phase = _BEFORE
         self._held = ""  # a comma and a key, waiting for the next value
@@ -59,15 +72,18 @@ class FlatObject:
         return self._phase == _DONE
 
     def feed(self, fragment: str) -> str | None:
+        phase = self._phase
+        fast = self.fast_lanes
+        if fast and not self._tail and phase in (_IN_STRING, _IN_KEY) and _plain(fragment):
+            return self._inside_string(fragment)
         buf = self._tail + fragment if self._tail else fragment
         self._tail = ""
         out: list[str] = []
-        phase = self._phase
         pos = 0
         end = len(buf)
         while pos < end and phase != _DONE:
             if phase in (_IN_STRING, _IN_KEY):
-                stop = _STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+                stop = _string_run_end(buf, pos, end, fast)
                 closed = stop < end and buf[stop] == '"'
                 if closed:
                     stop += 1
@@ -83,10 +99,12 @@ class FlatObject:
                     phase = _COLON if closed else phase
                 pos = end if self._tail else stop
                 continue
-            pos = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
-            if pos == end:
-                break
             char = buf[pos]
+            if char in _WHITESPACE or not fast:
+                pos = _space_end(buf, pos, end, fast)
+                if pos == end:
+                    break
+                char = buf[pos]
             if phase == _VALUE:
                 if char == '"':
                     out.append(self._held + '"')
@@ -139,3 +157,36 @@ class FlatObject:
                 return None
         self._phase = phase
         return "".join(out)
+
+    def _inside_string(self, fragment: str) -> str:
+        """What the token loop emits for a plain fragment that stays inside the string
+        it is in: itself in a value; nothing in a key, which waits for its value."""
+        if self._phase == _IN_STRING:
+            return fragment
+        self._key += fragment
+        return ""
+
+
+def _plain(text: str) -> bool:
+    """Text a string holds as it stands: no quote, no escape, nothing unprintable
+    (a control character or a surrogate is never printable)."""
+    return '"' not in text and "\\" not in text and text.isprintable()
+
+
+def _string_run_end(buf: str, pos: int, end: int, fast: bool) -> int:
+    """Where ``_STRING_RUN`` ends at ``pos``; ``fast``: found with string methods when
+    the run is plain text up to a quote or the end (the usual string), else by it."""
+    if fast:
+        quote = buf.find('"', pos)
+        stop = end if quote < 0 else quote
+        if _plain(buf[pos:stop]):
+            return stop
+    return _STRING_RUN.match(buf, pos).end()  # type: ignore[union-attr]
+
+
+def _space_end(buf: str, pos: int, end: int, fast: bool) -> int:
+    """Where ``_SPACE`` ends at ``pos``; ``fast`` (``buf[pos]`` being whitespace): one
+    space, as ``json.dumps`` writes after a colon or a comma, without the expression."""
+    if fast and (pos + 1 == end or buf[pos + 1] not in _WHITESPACE):
+        return pos + 1
+    return _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
