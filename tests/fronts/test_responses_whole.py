@@ -24,7 +24,7 @@ from toolrelay.io.settings import Settings
 from toolrelay.server.responses import ResponsesFront
 from toolrelay.server.responses.request import ResponsesTurn, input_messages, read_responses
 from toolrelay.server.responses.store import ResponseStore
-from toolrelay.server.responses.wire import ResponseBuilder, whole_response
+from toolrelay.server.responses.wire import ResponseBuilder
 
 SETTINGS = Settings()
 SCHEMA = {"type": "object", "properties": {"input": {}}}
@@ -141,19 +141,6 @@ def builders_response(turn: ResponsesTurn, reply: Reply, extra: dict[str, Any]) 
     return builder.response
 
 
-def whole(turn: ResponsesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
-    return whole_response(
-        turn.round.model,
-        turn.echo,
-        reply,
-        extra,
-        reasoning=turn.reasoning,
-        custom=turn.custom,
-        namespaced=turn.namespaced,
-        summary=turn.summary,
-    )
-
-
 @settings(max_examples=500, deadline=None)
 @given(requests(), REPLIES, EXTRA)
 def test_the_whole_response_is_the_builders(
@@ -163,7 +150,8 @@ def test_the_whole_response_is_the_builders(
     with numbered_ids():
         general = renumbered(builders_response(turn, reply, dict(extra)))
     with numbered_ids():
-        assert renumbered(whole(turn, reply, dict(extra))) == general
+        front = ResponsesFront(SETTINGS, ResponseStore(4))
+        assert renumbered(front.answer(turn, reply, dict(extra))) == general
 
 
 @settings(max_examples=300, deadline=None)
