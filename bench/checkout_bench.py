@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import release_bench
-from gateway_bench import PLAIN, ROOT, STREAM, free_port, process
+from gateway_bench import PLAIN, ROOT, STREAM, free_port, log_dir, process
 
 SHORT = {"model": "bench", "messages": [{"role": "user", "content": "short"}], "stream": True}
 SCENARIO = {
@@ -82,17 +82,20 @@ def main() -> None:
         serve += ["--backend-kind", "openai", "--log-level", "warning", "--port"]
         floor = [sys.executable, str(ROOT / "bench" / "floor_proxy.py"), "--backend", direct]
         with ExitStack() as stack:
-            stack.enter_context(process(simulate, direct + "/models"))
+            stack.enter_context(
+                process(simulate, direct + "/models", log=log_dir() / "simulate.log")
+            )
             targets = {}
             for name, checkout in {**checkouts, "floor": None}.items():
                 port = free_port()
                 command = [*floor, "--port", str(port)] if checkout is None else [*serve, str(port)]
                 env = None if checkout is None else {"PYTHONPATH": str(checkout)}
                 base = f"http://127.0.0.1:{port}/v1"
+                log = log_dir() / f"{name}.log"
                 proc = stack.enter_context(
-                    process(command, base + "/models", cwd=checkout, env=env)
+                    process(command, base + "/models", cwd=checkout, env=env, log=log)
                 )
-                targets[name] = (base, proc.pid)
+                targets[name] = release_bench.Target(base, proc.pid, log)
             speaking = {front: set(checkouts) for front in release_bench.FRONTS}
             results = asyncio.run(release_bench.run_cells(targets, args.rounds, cells, speaking))
     for label, *_ in cells:

@@ -23,8 +23,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import functools
 import json
 import os
+import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -35,6 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
@@ -89,14 +94,22 @@ def process(
     cwd: Path | str | None = None,
     env: dict[str, str] | None = None,
     startup: float = 20,
+    log: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(
-        args,
-        cwd=cwd or ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
+    """A started subprocess, its stdout and stderr kept in ``log`` (by default a
+    file in ``log_dir()``): a traceback it prints under load is evidence."""
+    if log is None:
+        # Named by the port it serves on, the one the bench's messages name.
+        prefix = f"port-{urlsplit(ready_url).port}-"
+        log = Path(tempfile.mkstemp(prefix=prefix, suffix=".log", dir=log_dir())[1])
+    with log.open("ab") as output:
+        proc = subprocess.Popen(
+            args,
+            cwd=cwd or ROOT,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
     try:
         deadline = time.monotonic() + startup
         while True:
@@ -106,12 +119,55 @@ def process(
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"{args} did not start")
+                raise RuntimeError(f"{args} did not start:\n{log_tail(log)}")
             time.sleep(0.05)
         yield proc
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# What a log says when something went wrong: a traceback, or uvicorn's or toolrelay's level.
+_TROUBLE = re.compile(rb"Traceback|ERROR|WARNING|CRITICAL")
+
+
+@functools.cache
+def log_dir() -> Path:
+    """This run's folder of the started processes' logs: removed at exit when
+    none tells of trouble, else kept and the telling ones named on standard error."""
+    folder = Path(tempfile.mkdtemp(prefix="toolrelay-bench-logs-"))
+    atexit.register(_keep_or_remove, folder)
+    return folder
+
+
+def _keep_or_remove(folder: Path) -> None:
+    troubled = sorted(log for log in folder.iterdir() if _TROUBLE.search(log.read_bytes()))
+    if not troubled:
+        shutil.rmtree(folder)
+        return
+    for log in troubled:
+        print(f"a process logged trouble (kept): {log}", file=sys.stderr)
+
+
+def log_tail(log: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a process's log: where its traceback is."""
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) or "(empty)"
+
+
+def failed_request(name: str, error: BaseException, log: Path) -> str:
+    """What a bench says when a request to target ``name`` failed: the error
+    (status and body, or the connection's exception) and the tail of its log."""
+    return (
+        f"a request to {name} failed: {error!r}\n"
+        f"--- the last lines of {name}'s log, {log} ---\n{log_tail(log)}"
+    )
+
+
+class Refused(AssertionError):
+    """A target answered a bench's request with other than 200: the status and the body."""
+
+    def __init__(self, url: str, status: int, body: bytes) -> None:
+        super().__init__(f"{url} answered {status}: {body[:2000]!r}")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -150,7 +206,8 @@ def aiohttp_post(session: aiohttp.ClientSession, url: str, body: dict[str, Any])
     async def go() -> None:
         async with session.post(url, data=data, headers=headers) as response:
             payload = await response.read()
-            assert response.status == 200, payload
+            if response.status != 200:
+                raise Refused(url, response.status, payload)
 
     return go
 

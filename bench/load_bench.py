@@ -28,7 +28,6 @@ import asyncio
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,6 +39,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+from gateway_bench import process as logged_process
 from results import write_section
 
 HEADING = "## Gateway under load"
@@ -76,33 +76,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_until_up(url: str, deadline: float = 30.0) -> None:
-    import httpx
-
-    stop = time.monotonic() + deadline
-    while time.monotonic() < stop:
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{url} did not come up")
-
-
 @contextmanager
 def process(args: list[str], url: str, env: dict[str, str] | None = None) -> Iterator[int]:
-    proc = subprocess.Popen(
-        args,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
-    try:
-        wait_until_up(url)
+    """A started subprocess's pid, its output kept in a log (``gateway_bench.process``)."""
+    with logged_process(args, url, env=env, startup=30) as proc:
         yield proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @contextmanager

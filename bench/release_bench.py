@@ -40,7 +40,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import httpx
@@ -49,10 +49,14 @@ from gateway_bench import (
     ROOT,
     STREAM,
     TOOL,
+    Refused,
+    Request,
     aiohttp_post,
     cpu_seconds,
+    failed_request,
     free_port,
     latencies,
+    log_dir,
     percentile,
     process,
 )
@@ -94,6 +98,15 @@ def responses_body(text: str, stream: bool = False) -> dict[str, Any]:
 
 # Per front other than Chat Completions: its path and the body of a question.
 FRONTS = {"messages": (MESSAGES, messages_body), "responses": (RESPONSES, responses_body)}
+
+
+class Target(NamedTuple):
+    """A gateway under measure: its base URL, its process and the log of its output."""
+
+    base: str
+    pid: int
+    log: Path
+
 
 # A cell: label, front ("chat"; "messages" or "responses", answered by the floor as chat),
 # the Chat Completions body, concurrency, requests per round.
@@ -221,6 +234,8 @@ def stream_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any
     async def go() -> None:
         last = b""
         async with session.post(url, data=data, headers=headers) as response:
+            if response.status != 200:
+                raise Refused(url, response.status, await response.read())
             async for line in response.content:
                 # Chat Completions' last line, or Messages' or Responses' last event.
                 if line.startswith(_STREAM_ENDS):
@@ -233,7 +248,7 @@ def stream_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any
 
 
 async def run_cells(
-    targets: dict[str, tuple[str, int]],
+    targets: dict[str, Target],
     rounds: int,
     cells: list[Cell],
     speaking: dict[str, set[str]],
@@ -247,27 +262,38 @@ async def run_cells(
         for label, front, chat_body, concurrency, total in cells:
             make = stream_request if chat_body.get("stream") else aiohttp_post
             requests = {}
-            for name, (base, _pid) in targets.items():
+            for name, target in targets.items():
                 path, body = target_request(front, name, chat_body, speaking)
-                requests[name] = make(session, base.removesuffix("/v1") + path, body)
-                await latencies(requests[name], min(total, 32), concurrency)  # warm up
+                requests[name] = make(session, target.base.removesuffix("/v1") + path, body)
+                await answered(target, name, requests[name], min(total, 32), concurrency)
             cpu: dict[str, list[float]] = {name: [] for name in targets}
             p50: dict[str, list[float]] = {name: [] for name in targets}
             names = list(targets)
             for turn in range(rounds):
                 # A different first target each round: none always runs on a cold cache.
                 for name in names[turn % len(names) :] + names[: turn % len(names)]:
-                    pid = targets[name][1]
+                    pid = targets[name].pid
                     before = family_cpu(pid)
-                    times = await latencies(requests[name], total, concurrency)
+                    times = await answered(targets[name], name, requests[name], total, concurrency)
                     cpu[name].append((family_cpu(pid) - before) / total * 1e6)
                     p50[name].append(percentile(times, 0.5) * 1000)
             results[label] = {
                 name: {"cpu": statistics.median(cpu[name]), "p50": statistics.median(p50[name])}
                 for name in targets
             }
-    results["rss"] = {name: rss_mib(pid) for name, (_base, pid) in targets.items()}
+    results["rss"] = {name: rss_mib(target.pid) for name, target in targets.items()}
     return results
+
+
+async def answered(
+    target: Target, name: str, request: Request, total: int, concurrency: int
+) -> list[float]:
+    """``latencies``, or the bench's end naming the target whose request failed,
+    the status and body or the exception, and the tail of the target's log."""
+    try:
+        return await latencies(request, total, concurrency)
+    except (AssertionError, aiohttp.ClientError, asyncio.TimeoutError) as error:
+        sys.exit(failed_request(name, error, target.log))
 
 
 def report(results: dict[str, Any], release: str, rounds: int, cells: list[Cell]) -> str:
@@ -376,18 +402,21 @@ def main() -> None:
         }
     try:
         with ExitStack() as stack:
-            stack.enter_context(process(simulate, direct + "/models"))
+            stack.enter_context(
+                process(simulate, direct + "/models", log=log_dir() / "simulate.log")
+            )
             targets = {}
             for name, command in commands.items():
                 base = f"http://127.0.0.1:{ports[name]}/v1"
                 cwd = tempfile.gettempdir() if name == "release" else None
+                log = log_dir() / f"{name}.log"
                 proc = stack.enter_context(
-                    process(command, base + "/models", cwd=cwd, env=envs.get(name))
+                    process(command, base + "/models", cwd=cwd, env=envs.get(name), log=log)
                 )
-                targets[name] = (base, proc.pid)
+                targets[name] = Target(base, proc.pid, log)
             gateways = [n for n in targets if n != "floor"]
             speaking = {
-                front: {n for n in gateways if args.wide and speaks(targets[n][0], front)}
+                front: {n for n in gateways if args.wide and speaks(targets[n].base, front)}
                 for front in FRONTS
             }
             results = asyncio.run(run_cells(targets, args.rounds, cells, speaking))

@@ -81,7 +81,7 @@ class RawBackend:
 
     def _handle(self, conn: socket.socket) -> None:
         try:
-            request = _read_request(conn)
+            request = read_request(conn)
             if request is None:
                 return
             self.requests.append(request)
@@ -111,7 +111,7 @@ class RawBackend:
             conn.close()
 
 
-def _read_request(conn: socket.socket) -> RawRequest | None:
+def read_request(conn: socket.socket) -> RawRequest | None:
     data = b""
     while b"\r\n\r\n" not in data:
         piece = conn.recv(65536)

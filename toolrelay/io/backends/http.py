@@ -315,35 +315,49 @@ class HttpClient:
             sock_read=self.limits.timeout,
         )
         self._session: aiohttp.ClientSession | None = None
+        self._unpooled_session: aiohttp.ClientSession | None = None
         self._slots: _Slots | None = None
 
     def _connection(self) -> tuple[aiohttp.ClientSession, _Slots]:
         """The session and the slots that bound its requests, created lazily:
         aiohttp wants a running event loop."""
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                headers=self._headers,
-                timeout=self._client_timeout,
-                # The slots bound concurrency; the connector must never make a
-                # request wait (its wait would count against connect_timeout).
-                # Idle connections are dropped before the server drops them
-                # (uvicorn, so vLLM and SGLang, after 5 s): reusing one the
-                # server is closing fails the request with a 502.
-                connector=aiohttp.TCPConnector(
-                    limit=0, ttl_dns_cache=300, keepalive_timeout=_IDLE_SECONDS
-                ),
-                auto_decompress=False,
-                json_serialize=lambda obj: orjson.dumps(obj).decode(),
+            # The slots bound concurrency; the connector must never make a
+            # request wait (its wait would count against connect_timeout).
+            # Idle connections are dropped before the server drops them
+            # (uvicorn, so vLLM and SGLang, after 5 s): reusing one the
+            # server is closing fails the request with a 502.
+            self._session = self._new_session(
+                aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=_IDLE_SECONDS)
             )
             limits = self.limits
             self._slots = _Slots(limits.pool_size, limits.pool_queue, limits.pool_timeout)
         assert self._slots is not None
         return self._session, self._slots
 
+    def _unpooled(self) -> aiohttp.ClientSession:
+        """A session whose every request goes out on a new connection, made on
+        first use: for the second try after a pooled connection was found closed."""
+        if self._unpooled_session is None or self._unpooled_session.closed:
+            self._unpooled_session = self._new_session(
+                aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=True)
+            )
+        return self._unpooled_session
+
+    def _new_session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            headers=self._headers,
+            timeout=self._client_timeout,
+            connector=connector,
+            auto_decompress=False,
+            json_serialize=lambda obj: orjson.dumps(obj).decode(),
+        )
+
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._unpooled_session):
+            if session is not None:
+                await session.close()
+        self._session = self._unpooled_session = None
 
     async def request_json(
         self, method: str, url: str, body: Any = None, auth: str | None = None
@@ -417,21 +431,22 @@ class HttpClient:
         """Send a request, once more when the connection it went out on was already
         gone: a pooled connection the server closed without saying so (llama-server
         closes one after every stream), which the next request may take before the
-        close arrives. The server answered nothing on it."""
+        close arrives. The server answered nothing on it. The second try goes out
+        on a new connection: the pool's others may be as stale."""
         send = functools.partial(
-            session.request,
-            method,
-            with_query(url, self._query),
+            aiohttp.ClientSession.request,
+            method=method,
+            url=with_query(url, self._query),
             data=data,
             headers=_headers(data is not None, auth),
             allow_redirects=self.limits.follow_redirects,
         )
         try:
-            return await send()
+            return await send(session)
         except aiohttp.ClientConnectionError as exc:
             if not _closed_unannounced(exc):
                 raise
-        return await send()
+        return await send(self._unpooled())
 
     async def _not_a_stream(
         self, response: aiohttp.ClientResponse, url: str, shown: str
