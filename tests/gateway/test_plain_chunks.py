@@ -457,6 +457,13 @@ def test_a_read_of_whole_events_is_read_at_once() -> None:
     assert plain.read_all(line % b"one" + line % b't"o') is None
     assert plain.read_all(line % b"one" + b": comment\n\n" + line % b"two") is None
     assert plain.read_all((line % b"one")[:-1]) is None
+    # A tail longer than where read_all cuts events: what is left of it is cut off too.
+    line = b'data: {"choices":[{"delta":{"content":"%s"},"finish_reason":null}],"id":"a"}\n\n'
+    plain = PlainChunks()
+    plain.learn(line[6:-2] % b"abcd", orjson.loads(line[6:-2] % b"abcd"), line[:-2] % b"abcd")
+    assert plain.read((line % b"xyz")[:-2]) == "xyz"
+    two = line % b"one" + line % b" two"
+    assert plain.read_all(two) == (["one", " two"], len(two))
 
 
 def test_nothing_after_the_done_is_read() -> None:
