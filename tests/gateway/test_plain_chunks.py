@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import socket
+import time
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.gateway.rawbackend import RawBackend, RawRequest, sse_head
 from toolrelay.events import ToolCallEnd, ToolCallStart
 from toolrelay.io.backends.errors import BackendError
-from toolrelay.io.backends.http import HttpClient
+from toolrelay.io.backends.http import ChunkStream, HttpClient, Limits
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.io.backends.plain import PlainChunks, plain_content
 from toolrelay.io.round.body import ChunkReader
@@ -99,19 +102,20 @@ def _payload(frame: dict[str, Any], delta: dict[str, Any], extra: dict[str, Any]
 
 
 @st.composite
-def payloads(draw: st.DrawFn) -> list[bytes]:
-    """One stream's ``data:`` payloads, mostly content in one frame. Its texts come
-    from a few words, so that the content's bytes are often the id's or the model's."""
+def payloads(draw: st.DrawFn, content: int = 6, most: int = 14) -> list[bytes]:
+    """One stream's ``data:`` payloads, mostly content in one frame (``content`` in
+    16 or more of them). Its texts come from a few words, so that the content's
+    bytes are often the id's or the model's."""
     vocabulary = draw(st.lists(texts, min_size=1, max_size=2))
     words = st.sampled_from(vocabulary)
     frame = draw(frames(words))
     out = []
-    for _ in range(draw(st.integers(1, 14))):
+    for _ in range(draw(st.integers(1, most))):
         kind = draw(
             st.sampled_from(
-                ["content"] * 6
+                ["content"] * content
                 + ["empty", "role", "finish", "usage", "reasoning", "call", "odd"]
-                + ["other frame", "other id", "other id"]
+                + ["other frame", "other id", "other id", "one in another frame"]
             )
         )
         if kind == "other frame":
@@ -122,6 +126,10 @@ def payloads(draw: st.DrawFn) -> list[bytes]:
             kind = "content"
         if kind == "content":
             out.append(_payload(frame, {"content": draw(words)}, {}))
+        elif kind == "one in another frame":
+            # As long as the frame's, between two in it: only its bytes tell it apart.
+            other = {**frame, "created": frame["created"] + 1}
+            out.append(_payload(other, {"content": draw(words)}, {}))
         elif kind == "empty":
             out.append(_payload(frame, {"content": ""}, {}))
         elif kind == "role":
@@ -357,3 +365,114 @@ def setup_module() -> None:
 
 def teardown_module() -> None:
     _BACKEND.__exit__(None, None, None)
+
+
+class _Body:
+    """A response whose body comes in the given reads: all a ``ChunkStream`` reads of it."""
+
+    def __init__(self, reads: list[bytes]) -> None:
+        self.content = self
+        self._reads = reads
+
+    async def readany(self) -> bytes:
+        return self._reads.pop(0) if self._reads else b""
+
+    def release(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@st.composite
+def reads(draw: st.DrawFn) -> list[bytes]:
+    """A generated stream's body cut into reads: mostly at the events' ends (the
+    usual read, the one read whole), sometimes anywhere."""
+    before, after = draw(LINE_FORMS)
+    stream = draw(payloads(content=40, most=30))
+    events = [before + payload + after + b"\n\n" for payload in stream]
+    events.append(b"data: [DONE]\n\n")
+    # What a server might send after its [DONE], in the same read: never read.
+    events.append(draw(st.sampled_from([b"", events[0], events[-2]])))
+    body = b"".join(events)
+    ends = [len(b"".join(events[: at + 1])) for at in range(len(events))]
+    kept = draw(st.lists(st.booleans(), min_size=len(ends), max_size=len(ends)))
+    cuts = {end for end, keep in zip(ends, kept, strict=True) if keep}
+    cuts |= set(draw(st.lists(st.integers(1, len(body)), max_size=2)))
+    bounds = [0, *sorted(cuts - {len(body)}), len(body)]
+    return [body[start:end] for start, end in itertools.pairwise(bounds)]
+
+
+async def _batches(
+    body: list[bytes], line_limit: int, monkeypatch: pytest.MonkeyPatch | None
+) -> list[Any]:
+    """Each read's batch (or the error that ended the stream, by its reason), and
+    whether the stream saw its end; ``monkeypatch``: every read line by line."""
+    if monkeypatch is not None:
+        monkeypatch.setattr(
+            ChunkStream, "_chunks", lambda stream, data: stream._decode(stream._lines(data))
+        )
+    limits = Limits(max_line_bytes=line_limit)
+    response: Any = _Body(list(body))
+    stream = ChunkStream(response, "test", limits, None, time.monotonic(), plain=True)
+    out: list[Any] = []
+    try:
+        async for batch in stream:
+            out.append((batch, stream.ended))
+    except BackendError as exc:
+        out.append(("error", exc.reason))
+    finally:
+        if monkeypatch is not None:
+            monkeypatch.undo()
+    return out
+
+
+@settings(max_examples=600, deadline=None)
+@given(reads(), st.sampled_from([8 * 1024 * 1024, 400, 150]))
+def test_a_read_of_whole_events_is_read_as_line_by_line(body: list[bytes], line_limit: int) -> None:
+    """A read's run of whole content-only events in the frame is read all at once
+    (``PlainChunks.read_all``), its first events and what follows the run line by
+    line: the same batch, read for read, as reading all of it line by line, for
+    any stream cut into any reads, and the same error where a line is over its
+    limit (a read over the limit goes line by line)."""
+    fast = asyncio.run(_batches(body, line_limit, None))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        slow = asyncio.run(_batches(body, line_limit, monkeypatch))
+    assert fast == slow
+
+
+def test_a_read_of_whole_events_is_read_at_once() -> None:
+    """By hand: after the frame is learned, a read of such events takes the whole-read
+    path, and one with anything else in it does not."""
+    line = b'data: {"id":"a","choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n'
+    plain = PlainChunks()
+    first = line % b"abcd"
+    payload = first[6:-2]
+    plain.learn(payload, orjson.loads(payload), first[:-2])
+    assert plain.read((line % b"xyz")[:-2]) == "xyz"  # probed and adopted
+    two = line % b"one" + line % b" two"
+    assert plain.read_all(two) == (["one", " two"], len(two))
+    assert plain.read_all(two + b"data: [DONE]\n\n") == (["one", " two"], len(two))
+    assert plain.read_all(line % b"one" + line % b"") is None
+    assert plain.read_all(line % b"one" + line % b't"o') is None
+    assert plain.read_all(line % b"one" + b": comment\n\n" + line % b"two") is None
+    assert plain.read_all((line % b"one")[:-1]) is None
+    # A tail longer than where read_all cuts events: what is left of it is cut off too.
+    line = b'data: {"choices":[{"delta":{"content":"%s"},"finish_reason":null}],"id":"a"}\n\n'
+    plain = PlainChunks()
+    plain.learn(line[6:-2] % b"abcd", orjson.loads(line[6:-2] % b"abcd"), line[:-2] % b"abcd")
+    assert plain.read((line % b"xyz")[:-2]) == "xyz"
+    two = line % b"one" + line % b" two"
+    assert plain.read_all(two) == (["one", " two"], len(two))
+
+
+def test_nothing_after_the_done_is_read() -> None:
+    """By hand: a [DONE] among the events the frame is learned from ends the read,
+    though what follows it is in the frame."""
+    line = b'data: {"id":"a","choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n'
+    body = [line % b"one" + line % b"two" + b"data: [DONE]\n\n" + line % b"three"]
+    fast = asyncio.run(_batches(body, 1024, None))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        slow = asyncio.run(_batches(body, 1024, monkeypatch))
+    assert fast == slow
+    assert fast[0][0][1:] == ["two"]

@@ -11,9 +11,10 @@ the generated stream in the generated pieces, the round's real client.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import socket
 import time
-from typing import Any
+from typing import Any, get_args
 from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
@@ -25,6 +26,7 @@ from toolrelay.io.backends import Backend
 from toolrelay.io.backends.http import ChunkStream
 from toolrelay.io.counters import Counters
 from toolrelay.io.round import Finish, Opened, RoundRequest, stream_round
+from toolrelay.io.round.request import StreamItem
 from toolrelay.io.settings import BackendConfig
 
 _BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
@@ -132,3 +134,15 @@ def test_a_stream_read_whole_ends_in_one_batch() -> None:
     assert isinstance(fast[1][1], Finish) and fast[1][1].reason == "stop"
     # The general path: the content, then the end in a batch of its own.
     assert _read([body], general=True)[1:] == [fast[1][:1], fast[1][1:]]
+
+
+def test_the_relay_tells_events_by_their_type() -> None:
+    """The relay (``server/turn.py``'s ``_relay``) tells an event from ``Finish`` and
+    ``Opened`` by its exact type: neither may have a subclass, which it would take
+    for an event (every module of the gateway imported)."""
+    importlib.import_module("toolrelay.server.app")  # every stream layer and front
+    for kind in (Finish, Opened):
+        assert getattr(kind, "__final__", False)
+        assert kind.__subclasses__() == []
+    events = [kind for kind in get_args(StreamItem) if kind not in (Finish, Opened)]
+    assert all(not issubclass(kind, (Finish, Opened)) for kind in events)

@@ -89,6 +89,17 @@ def _busy(why: str, shown: str) -> BackendError:
     )
 
 
+# The events a stream's frame is learned from, at most: the role's, the first
+# content's (learned) and the next content's (in its frame: adopted).
+_TEACHING_EVENTS = 3
+
+
+def _after_events(data: bytes, count: int) -> int:
+    """Where the first ``count`` events of ``data`` end (all of it, when fewer)."""
+    parts = data.split(b"\n\n", count)
+    return len(data) - len(parts[-1]) if len(parts) > count else len(data)
+
+
 class ChunkStream:
     """An opened SSE stream: iterate for batches of decoded ``data:`` payloads.
 
@@ -169,11 +180,37 @@ class ChunkStream:
                     "too_large",
                     f"exceeds max_response_bytes ({self._limits.max_response_bytes} bytes)",
                 )
-            batch = self._decode(self._lines(data))
+            batch = self._chunks(data)
             if batch:
                 return batch
         await self.aclose()
         raise StopAsyncIteration
+
+    def _chunks(self, data: bytes) -> list[Chunk]:
+        """The chunks of one read: its run of whole content-only events in the
+        learned frame (most of a long answer) all at once
+        (:meth:`PlainChunks.read_all`: no cutting into lines, no call per line),
+        the rest line by line: before the frame is learned, the stream's first
+        events, which teach it; after the run, what ends the stream. A read
+        longer than a line may be goes line by line, where the limit is checked."""
+        plain = self._plain
+        if plain is None or self._line or len(data) > self._limits.max_line_bytes:
+            return self._decode(self._lines(data))
+        batch: list[Chunk] = []
+        if not plain.framed:
+            at = _after_events(data, _TEACHING_EVENTS)
+            batch = self._decode(self._lines(data[:at]))
+            data = data[at:]
+            if self._done or not data:  # nothing after [DONE] is read
+                return batch
+        run = plain.read_all(data)
+        if run is None:
+            return batch + self._decode(self._lines(data))
+        texts, at = run
+        batch += texts
+        if at < len(data):
+            batch += self._decode(self._lines(data[at:]))
+        return batch
 
     def _lines(self, data: bytes) -> list[bytes]:
         """The lines ``data`` completes; the rest waits for the next read."""

@@ -33,6 +33,15 @@ import orjson
 
 # What can end a JSON string or change its meaning: a quote, a backslash, a control character.
 _UNSAFE = re.compile(rb'["\\\x00-\x1f]')
+# The same characters in decoded text.
+_UNSAFE_TEXT = re.compile(r'["\\\x00-\x1f]')
+# What ends an SSE event: the line's end and a blank line.
+_EVENT_END = b"\n\n"
+_EVENT_END_TEXT = _EVENT_END.decode()
+# Characters of a frame's tail that read_all cuts events at, with the event's end:
+# enough that the string search skips most characters, few enough that setting
+# it up at every event costs little.
+_CUT_TAIL = 14
 # Frames learned per stream at most: a server whose frame changes on every chunk
 # (a new id each time, say) costs a probe per learning, never more than this.
 _LEARNINGS = 4
@@ -55,11 +64,29 @@ class _Seen:
 class PlainChunks:
     """The frame of one stream's content-only chunks."""
 
-    __slots__ = ("_head", "_learnings", "_seen", "_tail")
+    __slots__ = (
+        "_after",
+        "_between",
+        "_cut",
+        "_end",
+        "_head",
+        "_learnings",
+        "_seen",
+        "_span",
+        "_tail",
+    )
 
     def __init__(self) -> None:
         self._head = b""  # empty: no frame learned
         self._tail = b""
+        # A read of whole events in the frame (read_all): what ends its last one,
+        # what stands between two contents (decoded), and where an event's
+        # content stands in it (in characters: the frame's, then its tail's).
+        self._end = b""
+        self._between = ""
+        self._cut = ""  # where read_all cuts events: their tail's end and the event's end
+        self._span: tuple[int, int | None] = (0, 0)
+        self._after = 0  # characters after the last content of a run
         self._learnings = _LEARNINGS
         self._seen: _Seen | None = None
 
@@ -78,6 +105,47 @@ class PlainChunks:
             return middle.decode()
         except UnicodeDecodeError:
             return None
+
+    @property
+    def framed(self) -> bool:
+        """A frame is learned: :meth:`read_all` may read."""
+        return bool(self._head)
+
+    def read_all(self, data: bytes) -> tuple[list[str], int] | None:
+        """The contents of the events in the learned frame that a read opens with
+        (each a line :meth:`read` reads, then a blank line), all at once, as
+        reading them line by line gives them, and where they stop in ``data``;
+        None: read it line by line.
+
+        The run ends at the last end of an event in the frame; each event's
+        content is cut out of it by the frame's lengths, then proven: joined
+        again with what stands between two of them, the contents give back the
+        run, and none holds a line's end (a control character), so the run's
+        lines are exactly the frame around each of them. (The events are cut at
+        the end of their tail, a short separator: at what stands between two
+        contents, the string search would set itself up again at every event,
+        for its length; at the event's end alone, it would look at every
+        character.)"""
+        if not self._head or not data.startswith(self._head):
+            return None
+        at = data.rfind(self._end)
+        if at < 0:
+            return None
+        stop = at + len(self._end)
+        try:
+            text = data[:stop].decode()
+        except UnicodeDecodeError:
+            return None
+        start, end = self._span
+        texts = [event[start:end] for event in text.split(self._cut)]
+        texts.pop()  # after the last event's end
+        if (
+            "" in texts
+            or self._between.join(texts) != text[start : len(text) - self._after]
+            or _UNSAFE_TEXT.search("".join(texts))
+        ):
+            return None
+        return texts, stop
 
     def learn(self, payload: bytes, chunk: Any, line: bytes | None = None) -> None:
         """Note the frame of ``payload`` (decoded: ``chunk``) if it is plain content;
@@ -126,6 +194,15 @@ class PlainChunks:
         if probed != seen.chunk:
             return False
         self._head, self._tail = seen.head, seen.tail
+        self._end = seen.tail + _EVENT_END
+        # The frame's bytes are a decoded line's, cut at ASCII characters: UTF-8.
+        head, tail = seen.head.decode(), seen.tail.decode()
+        self._between = tail + _EVENT_END_TEXT + head
+        self._cut = tail[-_CUT_TAIL:] + _EVENT_END_TEXT
+        # The tail is never empty (the content's string closes inside an object);
+        # what the cut leaves of it, maybe nothing.
+        self._span = (len(head), _CUT_TAIL - len(tail) if len(tail) > _CUT_TAIL else None)
+        self._after = len(tail) + len(_EVENT_END_TEXT)
         return True
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import InitVar, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, final
 
 from toolrelay.choice import ToolChoicePlan, resolve_tool_choice
 from toolrelay.events import (
@@ -141,6 +141,8 @@ class Reply:
     cut: bool = False
 
 
+# Final, as Finish: a stream's relay tells both from events by their exact type.
+@final
 @dataclass(frozen=True)
 class Opened:
     """The backend accepted the streamed round: the caller may commit to a 200.
@@ -151,6 +153,7 @@ class Opened:
     mode: RoundMode | None = None
 
 
+@final
 @dataclass(frozen=True)
 class Finish:
     reason: str
