@@ -25,8 +25,9 @@ expression where it cannot decide (the tests hold them to it with
 the most frequent fragment of a long argument) is its own output; a string's
 plain run (no escape, every character printable) ends at its quote; whitespace,
 which compact JSON has none of, is looked for with a character test; a fragment
-of compact JSON whose strings are plain (``{"ci``, ``ty":``, ``"Par``) is cut at
-its quotes into strings and structure, read without a test per token.
+whose strings are plain and whose other text is structure and spaces (``{"ci``,
+``ty": ``, ``"Par``) is cut at its quotes into strings and structure, read
+without an expression per token.
 """
 
 from __future__ import annotations
@@ -165,11 +166,11 @@ class FlatObject:
         return "".join(out)
 
     def _compact(self, fragment: str) -> str | None:
-        """What the token loop emits for a fragment of compact JSON whose strings are
-        plain (no escape, every character printable: the caller checked) and whose only
-        text outside them is the structure (``{``, ``:``, ``,``, ``}``): the quotes cut
-        it into strings and structure, with no character test per token. None (the
-        state untouched): anything else, left to the token loop."""
+        """What the token loop emits for a fragment of JSON whose strings are plain (no
+        escape, every character printable: the caller checked) and whose only text
+        outside them is the structure (``{``, ``:``, ``,``, ``}``) and spaces: the quotes
+        cut it into strings and structure, with no expression per token. None (the
+        state untouched): anything else (an atom, a mistake), left to the token loop."""
         phase, held, key = self._phase, self._held, self._key
         out: list[str] = []
         for number, part in enumerate(fragment.split('"')):
@@ -210,8 +211,8 @@ class FlatObject:
                 elif char == "{" and phase == _BEFORE:
                     out.append("{")
                     phase = _KEY
-                else:
-                    return None  # an atom, whitespace or a mistake: the token loop's
+                elif char != " ":  # (the one blank a printable fragment may hold: skipped)
+                    return None  # an atom or a mistake: the token loop's
         self._phase, self._held, self._key = phase, held, key
         return "".join(out)
 
