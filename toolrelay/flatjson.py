@@ -24,7 +24,10 @@ expression where it cannot decide (the tests hold them to it with
 ``fast_lanes`` off): a fragment wholly inside a string (a long value's middle,
 the most frequent fragment of a long argument) is its own output; a string's
 plain run (no escape, every character printable) ends at its quote; whitespace,
-which compact JSON has none of, is looked for with a character test.
+which compact JSON has none of, is looked for with a character test; a fragment
+whose strings are plain and whose other text is structure and spaces (``{"ci``,
+``ty": ``, ``"Par``) is cut at its quotes into strings and structure, read
+without an expression per token.
 """
 
 from __future__ import annotations
@@ -74,8 +77,12 @@ class FlatObject:
     def feed(self, fragment: str) -> str | None:
         phase = self._phase
         fast = self.fast_lanes
-        if fast and not self._tail and phase in (_IN_STRING, _IN_KEY) and _plain(fragment):
-            return self._inside_string(fragment)
+        if fast and not self._tail and "\\" not in fragment and fragment.isprintable():
+            if '"' not in fragment and phase in (_IN_STRING, _IN_KEY):
+                return self._inside_string(fragment)
+            compact = self._compact(fragment)
+            if compact is not None:
+                return compact
         buf = self._tail + fragment if self._tail else fragment
         self._tail = ""
         out: list[str] = []
@@ -156,6 +163,57 @@ class FlatObject:
             else:
                 return None
         self._phase = phase
+        return "".join(out)
+
+    def _compact(self, fragment: str) -> str | None:
+        """What the token loop emits for a fragment of JSON whose strings are plain (no
+        escape, every character printable: the caller checked) and whose only text
+        outside them is the structure (``{``, ``:``, ``,``, ``}``) and spaces: the quotes
+        cut it into strings and structure, with no expression per token. None (the
+        state untouched): anything else (an atom, a mistake), left to the token loop."""
+        phase, held, key = self._phase, self._held, self._key
+        out: list[str] = []
+        for number, part in enumerate(fragment.split('"')):
+            if number:  # a quote before this part: a string opens or closes
+                if phase == _IN_STRING:
+                    out.append('"')
+                    phase = _NEXT
+                elif phase == _IN_KEY:
+                    key += '"'
+                    phase = _COLON
+                elif phase == _VALUE:
+                    out.append(held + '"')
+                    held = ""
+                    phase = _IN_STRING
+                elif phase == _KEY:
+                    key = '"'
+                    phase = _IN_KEY
+                else:
+                    return None
+            if phase == _IN_STRING:
+                out.append(part)
+                continue
+            if phase == _IN_KEY:
+                key += part
+                continue
+            for char in part:
+                if char == ":" and phase == _COLON:
+                    held += key + ":"
+                    key = ""
+                    phase = _VALUE
+                elif char == "," and phase == _NEXT:
+                    held = ","
+                    phase = _KEY
+                elif char == "}" and phase in (_NEXT, _KEY):
+                    out.append("}")  # (a trailing comma held is dropped, as the writer drops it)
+                    self._phase, self._held, self._key = _DONE, "", key
+                    return "".join(out)  # (what follows the object is not read)
+                elif char == "{" and phase == _BEFORE:
+                    out.append("{")
+                    phase = _KEY
+                elif char != " ":  # (the one blank a printable fragment may hold: skipped)
+                    return None  # an atom or a mistake: the token loop's
+        self._phase, self._held, self._key = phase, held, key
         return "".join(out)
 
     def _inside_string(self, fragment: str) -> str:

@@ -112,6 +112,27 @@ def test_any_text_reads_alike_with_and_without_the_fast_lanes(
     _read_both(['{"k":"' if opened else '{"', *texts])
 
 
+# Where the object may stand when a fragment comes: before it, in or after a key, after
+# its colon, in or after a value, held in an atom, closed.
+_STANDINGS = ["", "{", '{"', '{"k', '{"k"', '{"k":', '{"k":"v', '{"k":"v"', '{"k":1']
+_STANDINGS += ['{"k":1,', "{}"]
+# Structure and plain strings, printable without an escape: what the compact lane reads,
+# in orders JSON allows and does not.
+_STRUCTURE = st.lists(st.sampled_from(["{", "}", ":", ",", '"', "k", "é 1", "1", "[", " "]))
+
+
+@settings(max_examples=1000)
+@given(
+    standing=st.sampled_from(_STANDINGS),
+    texts=st.lists(_STRUCTURE.map("".join), max_size=6),
+)
+def test_structure_reads_alike_with_and_without_the_fast_lanes(
+    standing: str, texts: list[str]
+) -> None:
+    # (The compact lane reads a plain fragment's strings and structure at once.)
+    _read_both([standing, *texts] if standing else texts)
+
+
 def test_a_fragment_inside_a_string_is_its_own_output() -> None:
     flat = FlatObject()
     assert flat.feed('{"ci') == "{"

@@ -351,6 +351,10 @@ class ChunkReader:
         "usage",
     )
 
+    # The open call's argument fragments are handed on without _call_event (the tests
+    # compare with False: every call event through it).
+    open_fragments = True
+
     def __init__(
         self,
         parser: Callable[[], StreamParser | UndecidedStreamParser] | None,
@@ -454,7 +458,16 @@ class ChunkReader:
 
     def _admit(self, events: list[Event], native: bool, out: list[StreamItem]) -> None:
         for event in events:
-            if isinstance(event, ContentDelta):
+            if (
+                type(event) is ToolCallArgumentsDelta
+                and self.open_fragments
+                and self._index[native].get(event.index) == event.index
+            ):
+                # The open call's next fragment (a call's fragments come between its
+                # start and its end, and no other call opens meanwhile), numbered as
+                # it goes out: what _call_event would hand on, without its checks.
+                out.append(event)
+            elif isinstance(event, ContentDelta):
                 self.saw_text = self.saw_text or not event.text.isspace()
                 out.append(event)
             elif isinstance(event, (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)) or (
