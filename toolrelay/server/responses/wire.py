@@ -296,7 +296,7 @@ def whole_response(
     once: what a :class:`ResponseBuilder` fed ``reply_events(reply)`` and then
     finished holds in its ``response`` (ids drawn in the items' order), without
     the stream's events, which a non-streamed answer never sends."""
-    response_id = _new_id("resp_")
+    response_id = "resp_" + unique_hex()
     output: list[dict[str, Any]] = []
     if reasoning and reply.reasoning:
         output.append(_reasoning_item(reply.reasoning, summary))
@@ -417,8 +417,9 @@ def _outcome(
 
 
 def _message_item(text: str) -> dict[str, Any]:
+    # Every answer's item: its id drawn here, a call less than _new_id.
     return {
-        "id": _new_id(_PREFIXES["text"]),
+        "id": _PREFIXES["text"] + unique_hex(),
         "type": "message",
         "role": "assistant",
         "content": [_part("text", text)],
