@@ -22,7 +22,6 @@ are left out with a warning, or refused with ``builtin_tools: error``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -394,64 +393,12 @@ def _read_tools(tools: Any, items: Any) -> _ToolSet:
     ``additional_tools`` input items."""
     if tools is None and not isinstance(items, list):
         return _NO_TOOLSET
-    toolset = _top_level_tools(tools)
+    toolset = _ToolSet()
+    toolset.read(tools, "tools")
     for i, item in enumerate(items if isinstance(items, list) else ()):
         if isinstance(item, dict) and item.get("type") == "additional_tools":
             toolset.read(item.get("tools"), f"input[{i}].tools")
     return toolset
-
-
-# Clients send the same tool list request after request (an agent's, every turn).
-TOOL_LISTS_READ = 128
-# Not JSON (a str subclass, a dataclass): no key, the list read afresh.
-_KEY_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
-
-
-def _top_level_tools(tools: Any) -> _ToolSet:
-    """The read of the top-level ``tools``: of a list read before, a copy of that
-    read (its tools decoded anew: the round may change its own), else a read."""
-    if type(tools) is list and tools:
-        try:
-            key = orjson.dumps(tools, option=_KEY_OPTIONS)
-        except TypeError:  # orjson.JSONEncodeError is one
-            pass
-        else:
-            return _read_list(key).copy()
-    toolset = _ToolSet()
-    toolset.read(tools, "tools")
-    return toolset
-
-
-@lru_cache(maxsize=TOOL_LISTS_READ)
-def _read_list(key: bytes) -> _KeptTools:
-    """The read of the tool list ``key`` encodes (a list that fails raises its
-    error, and is not kept)."""
-    toolset = _ToolSet()
-    toolset.read(orjson.loads(key), "tools")
-    return _KeptTools(
-        orjson.dumps(toolset.tools),
-        frozenset(toolset.custom),
-        tuple(toolset.namespaced.items()),
-        tuple(toolset.hosted),
-    )
-
-
-@dataclass(frozen=True)
-class _KeptTools:
-    """A tool list's read, kept: nothing in it can be changed."""
-
-    tools: bytes
-    custom: frozenset[str]
-    namespaced: tuple[tuple[str, tuple[str, str]], ...]
-    hosted: tuple[HostedTool, ...]
-
-    def copy(self) -> _ToolSet:
-        toolset = _ToolSet()
-        toolset.tools = orjson.loads(self.tools)
-        toolset.custom = set(self.custom)
-        toolset.namespaced = dict(self.namespaced)
-        toolset.hosted = list(self.hosted)
-        return toolset
 
 
 def _custom_tool(name: str, description: str | None, fmt: Any, where: str) -> dict[str, Any]:
