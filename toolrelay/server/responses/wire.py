@@ -30,7 +30,7 @@ from toolrelay.server.errors import APIError
 KEEPALIVE = b": keep-alive\n\n"
 # The response object's fields that repeat the request (a turn's ``echo``), in
 # the API's order.
-ECHOED = (
+_ECHOED = (
     "instructions",
     "max_output_tokens",
     "previous_response_id",
@@ -352,7 +352,7 @@ _SKELETON: dict[str, Any] = {
     "background": False,
     "error": None,
     "incomplete_details": None,
-    **dict.fromkeys(ECHOED),
+    **dict.fromkeys(_ECHOED),
     "model": None,
     "output": None,
     "truncation": "disabled",
