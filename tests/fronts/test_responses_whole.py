@@ -182,43 +182,96 @@ def test_the_kept_conversation_is_the_outputs_read_back(
 
 
 ECHOED = ("instructions", "max_output_tokens", "previous_response_id", "temperature", "top_p")
+# The request's fields the response echoes, as a request may send them.
+ECHO_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "instructions": st.none() | TEXT,
+        "max_output_tokens": st.none() | st.integers(1, 9),
+        "temperature": st.none() | st.floats(0, 2) | st.integers(0, 2),
+        "top_p": st.none() | st.floats(0, 1),
+        "metadata": st.none() | st.just({}) | st.just({"k": "v"}),
+        "parallel_tool_calls": st.none() | st.booleans(),
+        "reasoning": st.none()
+        | st.just({})
+        | st.just({"effort": "low"})
+        | st.just({"summary": "auto"}),
+        "text": st.none()
+        | st.just({})
+        | st.just({"format": {"type": "text"}})
+        | st.just({"format": {"type": "json_object"}}),
+        "tool_choice": st.none() | st.sampled_from(["auto", "none"]),
+        "store": st.none() | st.booleans(),
+    },
+)
+
+
+def echoed(body: dict[str, Any]) -> dict[str, Any]:
+    """The response's fields that repeat the request, in the API's order: as sent
+    (absent: null), or the API's default."""
+    asked = body.get("reasoning") or {}
+    return {
+        **{key: body.get(key) for key in ECHOED},
+        "metadata": body.get("metadata") or {},
+        "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
+        "reasoning": {"effort": asked.get("effort"), "summary": asked.get("summary")},
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice") or "auto",
+        "tools": body.get("tools") or [],
+        "store": body.get("store") is not False,
+    }
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "instructions": st.none() | TEXT,
-            "max_output_tokens": st.none() | st.integers(1, 9),
-            "temperature": st.none() | st.floats(0, 2) | st.integers(0, 2),
-            "top_p": st.none() | st.floats(0, 1),
-            "metadata": st.none() | st.just({"k": "v"}),
-            "parallel_tool_calls": st.none() | st.booleans(),
-            "reasoning": st.none() | st.just({"effort": "low"}) | st.just({"summary": "auto"}),
-            "text": st.none() | st.just({"format": {"type": "json_object"}}),
-            "tool_choice": st.none() | st.sampled_from(["auto", "none"]),
-            "store": st.none() | st.booleans(),
-        },
-    )
-)
+@given(ECHO_FIELDS)
 def test_the_echo_repeats_the_request(fields: dict[str, Any]) -> None:
-    """The response's fields that repeat the request, in the API's order: as sent
-    (absent: null), or the API's default."""
+    """As written: a default may be kept as its JSON."""
     kept = ResponseStore(4)
     first = read_responses({"model": "m", "input": "x"}, SETTINGS, kept)
     kept.put({"id": "resp_0"}, [])
     body = {"model": "m", "input": "x", "previous_response_id": "resp_0", **fields}
-    echo = read_responses(body, SETTINGS, kept).echo
-    asked = fields.get("reasoning") or {}
-    assert list(echo.items()) == [
-        *((key, body.get(key)) for key in ECHOED),
-        ("metadata", fields.get("metadata") or {}),
-        ("parallel_tool_calls", fields.get("parallel_tool_calls") is not False),
-        ("reasoning", {"effort": asked.get("effort"), "summary": asked.get("summary")}),
-        ("text", fields.get("text") or {"format": {"type": "text"}}),
-        ("tool_choice", fields.get("tool_choice") or "auto"),
-        ("tools", []),
-        ("store", fields.get("store") is not False),
-    ]
+    echo = orjson.loads(orjson.dumps(read_responses(body, SETTINGS, kept).echo))
+    assert list(echo.items()) == list(echoed(body).items())
     assert first.echo["previous_response_id"] is None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(requests(), ECHO_FIELDS, REPLIES, EXTRA)
+def test_the_response_object_is_the_apis(
+    body: dict[str, Any], fields: dict[str, Any], reply: Reply, extra: dict[str, Any]
+) -> None:
+    """The answer's keys in the API's order, with its constants, the request's
+    echo and the usage's details written out whole (the answer copies them from
+    prebuilt pieces); its items are held to the builder's above."""
+    body = {**body, **fields}
+    turn = read_responses(body, SETTINGS, ResponseStore(4))
+    answer = ResponsesFront(SETTINGS, ResponseStore(4)).answer(turn, reply, dict(extra))
+    usage = reply.usage or {}
+    given_in, given_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    expected = {
+        "id": answer["id"],
+        "object": "response",
+        "created_at": answer["created_at"],
+        "status": answer["status"],
+        "background": False,
+        "error": None,
+        "incomplete_details": answer["incomplete_details"],
+        **echoed(body),
+        "model": "m",
+        "output": answer["output"],
+        "truncation": "disabled",
+        "usage": {
+            "input_tokens": given_in,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": given_out,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": given_in + given_out,
+        },
+        "user": None,
+        **extra,
+    }
+    assert orjson.dumps(answer) == orjson.dumps(expected)

@@ -169,7 +169,10 @@ def create_app(settings: Settings) -> Starlette:
         else ResponseStore(settings.responses_store)
     )
     responses_front = ResponsesFront(settings, store)
-    responses = watched(TurnRoute(gateway, responses_front, responses_front.prepare))
+    # Only a shared store has a conversation to fetch before a body is read: with
+    # this process's, no coroutine per request for nothing.
+    prepare = responses_front.prepare if gateway.shared is not None else None
+    responses = watched(TurnRoute(gateway, responses_front, prepare))
     inspector_routes = InspectorApi(gateway, inspector).routes() if inspector is not None else []
     retrieve, delete = stored_routes(store)
     # The fronts' POST endpoints: routes, and the lanes that reach them past the router.

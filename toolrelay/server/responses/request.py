@@ -63,6 +63,13 @@ _HOSTED_ITEMS = (
     "compaction_summary",
     "additional_tools",  # read as tools by read_responses
 )
+# The echo's defaults, which most requests leave as they are: written as they are
+# by orjson and never changed, one object each for every response rather than
+# containers made and encoded per request.
+_NO_METADATA = orjson.Fragment(b"{}")
+_NO_REASONING = orjson.Fragment(b'{"effort":null,"summary":null}')
+_PLAIN_TEXT = orjson.Fragment(b'{"format":{"type":"text"}}')
+_NO_TOOLS = orjson.Fragment(b"[]")
 _REFUSED = {
     "background": "background responses are not supported: toolrelay answers while connected",
     "conversation": "conversations are not stored; send previous_response_id or the items",
@@ -94,9 +101,10 @@ def read_responses(
     auth: str | None = None,
 ) -> ResponsesTurn:
     model = model_name(body, settings)
-    for key, why in _REFUSED.items():
-        if body.get(key):
-            raise invalid(f"'{key}': {why}.", key)
+    if not _REFUSED.keys().isdisjoint(body):  # looked at one by one when any is there
+        for key, why in _REFUSED.items():
+            if body.get(key):
+                raise invalid(f"'{key}': {why}.", key)
     chat: dict[str, Any] = {"model": model}
     maximum = optional(body, "max_output_tokens", int)
     if maximum is not None:
@@ -131,11 +139,7 @@ def read_responses(
     chat["messages"] = ([{"role": "system", "content": instructions}] if instructions else []) + (
         history
     )
-    toolset = _ToolSet()
-    toolset.read(body.get("tools"), "tools")
-    for i, item in enumerate(body["input"] if isinstance(body.get("input"), list) else ()):
-        if isinstance(item, dict) and item.get("type") == "additional_tools":
-            toolset.read(item.get("tools"), f"input[{i}].tools")
+    toolset = _read_tools(body.get("tools"), body.get("input"))
     if toolset.tools:
         chat["tools"] = toolset.tools
     choice = _tool_choice(body.get("tool_choice"))
@@ -150,7 +154,6 @@ def read_responses(
     metadata = optional(body, "metadata", dict)
     reasoning = optional(body, "reasoning", dict)
     options = own_options(body, settings, model, stuck_header)
-    asked = reasoning or {}
     kept = keep is not False and store.capacity > 0
     # The response object's fields that repeat the request, in the API's order.
     echo = {
@@ -159,12 +162,12 @@ def read_responses(
         "previous_response_id": previous,
         "temperature": body.get("temperature"),
         "top_p": body.get("top_p"),
-        "metadata": metadata or {},
+        "metadata": metadata or _NO_METADATA,
         "parallel_tool_calls": parallel is not False,
-        "reasoning": {"effort": asked.get("effort"), "summary": asked.get("summary")},
-        "text": body.get("text") or {"format": {"type": "text"}},
+        "reasoning": _asked_reasoning(reasoning) if reasoning else _NO_REASONING,
+        "text": body.get("text") or _PLAIN_TEXT,
         "tool_choice": body.get("tool_choice") or "auto",
-        "tools": body.get("tools") or [],
+        "tools": body.get("tools") or _NO_TOOLS,
         "store": kept,
     }
     hosted = toolset.hosted
@@ -179,12 +182,17 @@ def read_responses(
         warning=warning,
         echo=echo,
         reasoning=reasoning is not None,
-        summary=bool(asked.get("summary")),
+        summary=bool(reasoning and reasoning.get("summary")),
         store=kept,
         history=history,
         custom=frozenset(toolset.custom),
         namespaced=toolset.namespaced,
     )
+
+
+def _asked_reasoning(asked: dict[str, Any]) -> dict[str, Any]:
+    """The echo of the ``reasoning`` a request asked for."""
+    return {"effort": asked.get("effort"), "summary": asked.get("summary")}
 
 
 def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
@@ -374,6 +382,23 @@ class _ToolSet:
         if not isinstance(function.get("parameters", {}), dict):
             wrong(where + ".parameters", "an object")
         self.tools.append({"type": "function", "function": function})
+
+
+# What a request without tools reads: shared by them all, so never changed.
+_NO_TOOLSET = _ToolSet()
+
+
+def _read_tools(tools: Any, items: Any) -> _ToolSet:
+    """The request's tools: the top-level ``tools``, then those of its
+    ``additional_tools`` input items."""
+    if tools is None and not isinstance(items, list):
+        return _NO_TOOLSET
+    toolset = _ToolSet()
+    toolset.read(tools, "tools")
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            toolset.read(item.get("tools"), f"input[{i}].tools")
+    return toolset
 
 
 def _custom_tool(name: str, description: str | None, fmt: Any, where: str) -> dict[str, Any]:

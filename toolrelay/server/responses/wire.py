@@ -28,6 +28,27 @@ from toolrelay.server.blocks import Blocks, Kind, WireEvent
 from toolrelay.server.errors import APIError
 
 KEEPALIVE = b": keep-alive\n\n"
+# The response object's fields that repeat the request (a turn's ``echo``), in
+# the API's order.
+_ECHOED = (
+    "instructions",
+    "max_output_tokens",
+    "previous_response_id",
+    "temperature",
+    "top_p",
+    "metadata",
+    "parallel_tool_calls",
+    "reasoning",
+    "text",
+    "tool_choice",
+    "tools",
+    "store",
+)
+# The usage's details: always these zeros (a model server reports neither cached
+# nor reasoning tokens apart). Written as they are by orjson and never changed:
+# one object each for every response, not two dicts made and encoded each time.
+_INPUT_DETAILS = orjson.Fragment(b'{"cached_tokens":0,"cache_write_tokens":0}')
+_OUTPUT_DETAILS = orjson.Fragment(b'{"reasoning_tokens":0}')
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 _PREFIXES = {"text": "msg_", "call": "fc_", "reasoning": "rs_"}
 _DELTAS = {"text": "response.output_text.delta", "reasoning": "response.reasoning_text.delta"}
@@ -275,7 +296,7 @@ def whole_response(
     once: what a :class:`ResponseBuilder` fed ``reply_events(reply)`` and then
     finished holds in its ``response`` (ids drawn in the items' order), without
     the stream's events, which a non-streamed answer never sends."""
-    response_id = _new_id("resp_")
+    response_id = "resp_" + unique_hex()
     output: list[dict[str, Any]] = []
     if reasoning and reply.reasoning:
         output.append(_reasoning_item(reply.reasoning, summary))
@@ -304,23 +325,40 @@ def _response(
     output: list[dict[str, Any]],
     outcome: tuple[str, dict[str, str] | None, dict[str, Any] | None],
 ) -> dict[str, Any]:
-    """A response object: its status, why it is incomplete and its usage in ``outcome``."""
+    """A response object: its status, why it is incomplete and its usage in
+    ``outcome``; ``echo`` the fields that repeat the request (``_SKELETON``'s)."""
     status, details, usage = outcome
-    return {
-        "id": response_id,
-        "object": "response",
-        "created_at": int(time.time()),
-        "status": status,
-        "background": False,
-        "error": None,
-        "incomplete_details": details,
-        **echo,
-        "model": model,
-        "output": output,
-        "truncation": "disabled",
-        "usage": usage,
-        "user": None,
-    }
+    # Copied whole and its values replaced: a dict literal this long is built
+    # key by key, growing as it goes, several times dearer.
+    response = _SKELETON.copy()
+    response["id"] = response_id
+    response["created_at"] = int(time.time())
+    response["status"] = status
+    response["incomplete_details"] = details
+    response.update(echo)
+    response["model"] = model
+    response["output"] = output
+    response["usage"] = usage
+    return response
+
+
+# A response object's keys in the API's order, with the values no response
+# changes; the others (None here) are every response's own.
+_SKELETON: dict[str, Any] = {
+    "id": None,
+    "object": "response",
+    "created_at": None,
+    "status": None,
+    "background": False,
+    "error": None,
+    "incomplete_details": None,
+    **dict.fromkeys(_ECHOED),
+    "model": None,
+    "output": None,
+    "truncation": "disabled",
+    "usage": None,
+    "user": None,
+}
 
 
 def _reasoning_item(text: str, summary: bool) -> dict[str, Any]:
@@ -368,9 +406,9 @@ def _outcome(
     incomplete = _INCOMPLETE.get(reason)
     counts = {
         "input_tokens": given[0],
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": _INPUT_DETAILS,
         "output_tokens": given[1],
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": _OUTPUT_DETAILS,
         "total_tokens": given[0] + given[1],
     }
     if incomplete:
@@ -379,8 +417,9 @@ def _outcome(
 
 
 def _message_item(text: str) -> dict[str, Any]:
+    # Every answer's item: its id drawn here, a call less than _new_id.
     return {
-        "id": _new_id(_PREFIXES["text"]),
+        "id": _PREFIXES["text"] + unique_hex(),
         "type": "message",
         "role": "assistant",
         "content": [_part("text", text)],
