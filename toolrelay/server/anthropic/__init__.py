@@ -12,10 +12,10 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from toolrelay.io.round import Finish, Reply, reply_events
+from toolrelay.io.round import Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.anthropic.request import MessagesTurn, read_messages
-from toolrelay.server.anthropic.wire import MessageBuilder, MessageEncoder, error_body
+from toolrelay.server.anthropic.wire import MessageEncoder, error_body, whole_message
 from toolrelay.server.asgi import Headers, client_auth, decode, header, read_body, send_json
 from toolrelay.server.errors import APIError
 
@@ -33,11 +33,7 @@ class MessagesFront:
         )
 
     def answer(self, turn: MessagesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
-        builder = MessageBuilder(turn.round.model, turn.thinking)
-        for event in reply_events(reply):
-            builder.event(event)
-        builder.finish(Finish(reply.finish_reason, reply.usage, None, reply.stop_sequence), extra)
-        return builder.message
+        return whole_message(turn.round.model, turn.thinking, reply, extra)
 
     def encoder(self, turn: MessagesTurn) -> MessageEncoder:
         return MessageEncoder(turn.round.model, turn.thinking)

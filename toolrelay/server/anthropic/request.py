@@ -88,7 +88,9 @@ def read_messages(
         # Usage comes with the stream's end only when asked for.
         chat["stream_options"] = {"include_usage": True}
     messages = _system(body.get("system"))
-    messages += _messages(body.get("messages"))
+    history = body.get("messages")
+    usual = _usual_messages(history)
+    messages += _messages(history) if usual is None else usual
     chat["messages"] = messages
     tools, hosted = _tools(body.get("tools"))
     if tools:
@@ -99,7 +101,10 @@ def read_messages(
         make_round(chat, settings, options, auth),
         bool(stream),
         options.stuck_mode,
-        warning=hosted_tools(hosted, settings.builtin_tools_for(model), "Anthropic's"),
+        # The model's setting looked up only for the requests that send such tools.
+        warning=hosted_tools(hosted, settings.builtin_tools_for(model), "Anthropic's")
+        if hosted
+        else None,
         thinking=_thinking(body.get("thinking")),
     )
 
@@ -163,6 +168,106 @@ def _messages(value: Any) -> list[dict[str, Any]]:
         else:
             out.append(_assistant(content, where + ".content"))
     return out
+
+
+def _usual_messages(value: Any) -> list[dict[str, Any]] | None:
+    """What :func:`_messages` makes of the usual history (user and assistant turns
+    of text, ``tool_use``, thinking, and ``tool_result`` blocks of text), in one
+    loop without the paths its errors would name; None for anything else,
+    wrong or rare, which :func:`_messages` reads (and refuses, naming it)."""
+    if type(value) is not list or not value:
+        return None
+    out: list[dict[str, Any]] = []
+    for message in value:
+        if type(message) is not dict:
+            return None
+        role = message.get("role")
+        content = message.get("content")
+        if role != "user" and role != "assistant":
+            return None
+        if type(content) is str:
+            out.append({"role": role, "content": content})
+            continue
+        if type(content) is not list:
+            return None
+        turn = _usual_user(content) if role == "user" else _usual_assistant(content)
+        if turn is None:
+            return None
+        out += turn
+    return out
+
+
+def _usual_user(blocks: list[Any]) -> list[dict[str, Any]] | None:
+    """:func:`_user` for text and ``tool_result`` blocks; None for anything else."""
+    results: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for block in blocks:
+        if type(block) is not dict:
+            return None
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if type(text) is not str:
+                return None
+            texts.append(text)
+        elif kind == "tool_result":
+            result = _usual_tool_result(block)
+            if result is None:
+                return None
+            results.append(result)
+        else:
+            return None
+    if texts:
+        results.append({"role": "user", "content": "\n".join(texts)})
+    return results
+
+
+def _usual_tool_result(block: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`_tool_result` for a result of text; None for anything else."""
+    call_id = block.get("tool_use_id")
+    if type(call_id) is not str:
+        return None
+    content = block.get("content")
+    if content is None:
+        result = ""
+    elif type(content) is str:
+        result = content
+    elif type(content) is list:
+        texts = []
+        for item in content:
+            text = item.get("text") if type(item) is dict and item.get("type") == "text" else None
+            if type(text) is not str:
+                return None
+            texts.append(text)
+        result = "\n".join(texts)
+    else:
+        return None
+    return _tool_message(call_id, result, block)
+
+
+def _usual_assistant(blocks: list[Any]) -> list[dict[str, Any]] | None:
+    """:func:`_assistant` for text, ``tool_use`` and thinking blocks; None for anything else."""
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in blocks:
+        if type(block) is not dict:
+            return None
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if type(text) is not str:
+                return None
+            texts.append(text)
+        elif kind == "tool_use":
+            name = block.get("name")
+            arguments = block.get("input")
+            call_id = block.get("id")
+            if type(name) is not str or type(arguments) is not dict or type(call_id) is not str:
+                return None
+            calls.append(_call(call_id, name, arguments))
+        elif kind != "thinking" and kind != "redacted_thinking":
+            return None
+    return [_assistant_message(texts, calls)]
 
 
 def _block(block: Any, where: str) -> str:
@@ -248,6 +353,12 @@ def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
         result = _content(parts)
     else:
         _wrong(where + ".content", "a string or an array of content blocks")
+    return _tool_message(call_id, result, block)
+
+
+def _tool_message(
+    call_id: str, result: str | list[dict[str, Any]], block: dict[str, Any]
+) -> dict[str, Any]:
     # Chat Completions has no error flag: the text itself says so.
     error = block.get("is_error") is True
     if error and isinstance(result, str) and not result.lower().startswith("error"):
@@ -268,13 +379,7 @@ def _assistant(blocks: list[Any], where: str) -> dict[str, Any]:
             arguments = block.get("input")
             if not isinstance(arguments, dict):
                 _wrong(at + ".input", "an object")
-            calls.append(
-                {
-                    "id": _string(block.get("id"), at + ".id"),
-                    "type": "function",
-                    "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
-                }
-            )
+            calls.append(_call(_string(block.get("id"), at + ".id"), name, arguments))
         elif kind == "compaction":
             # The summary Anthropic's context management wrote of the turns before.
             content = block.get("content")
@@ -286,6 +391,15 @@ def _assistant(blocks: list[Any], where: str) -> dict[str, Any]:
                 f"not {kind!r}.",
                 at + ".type",
             )
+    return _assistant_message(texts, calls)
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    function = {"name": name, "arguments": orjson.dumps(arguments).decode()}
+    return {"id": call_id, "type": "function", "function": function}
+
+
+def _assistant_message(texts: list[str], calls: list[dict[str, Any]]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
     if calls:
         message["tool_calls"] = calls
@@ -302,24 +416,27 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], list[HostedTool]]:
         _wrong("tools", "an array")
     out = []
     hosted = []
+    # Each entry's path is written only for its error: agents send tens of tools.
     for i, tool in enumerate(value):
-        where = f"tools.{i}"
         if not isinstance(tool, dict):
-            _wrong(where, "an object")
+            _wrong(f"tools.{i}", "an object")
         kind = tool.get("type")
-        if kind not in (None, "custom"):
-            hosted.append(HostedTool(str(tool.get("name") or kind), where + ".type"))
+        if kind is not None and kind != "custom":
+            hosted.append(HostedTool(str(tool.get("name") or kind), f"tools.{i}.type"))
             continue
         name = tool.get("name")
         if not isinstance(name, str) or not name:
-            _wrong(where + ".name", "a non-empty string")
+            _wrong(f"tools.{i}.name", "a non-empty string")
         schema = tool.get("input_schema")
         if not isinstance(schema, dict):
-            _wrong(where + ".input_schema", "a JSON Schema object")
-        function: dict[str, Any] = {"name": name, "parameters": schema}
+            _wrong(f"tools.{i}.input_schema", "a JSON Schema object")
         description = tool.get("description")
-        if description is not None:
-            function["description"] = _string(description, where + ".description")
+        if description is None:
+            function = {"name": name, "parameters": schema}
+        elif isinstance(description, str):
+            function = {"name": name, "parameters": schema, "description": description}
+        else:
+            _wrong(f"tools.{i}.description", "a string")
         out.append({"type": "function", "function": function})
     return out, hosted
 

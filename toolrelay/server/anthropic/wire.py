@@ -6,8 +6,10 @@ stream events the anthropic SDK accumulates (docs/anthropic-messages.md):
 ``message_start``; per block, in order and never interleaved,
 ``content_block_start``, its deltas, ``content_block_stop``; then
 ``message_delta`` with the stop reason and usage, and ``message_stop``. A
-finished reply goes through the same builder, so a message and a stream of
-it always agree.
+finished reply's message is made whole at once (:func:`whole_message`), the
+message the builder would hold after its events: held to it by
+``tests/fronts/test_messages_whole.py``, so a message and a stream of it
+always agree.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import orjson
 
 from toolrelay.events import Event, ToolCall, ToolCallStart
 from toolrelay.io.ids import unique_hex
-from toolrelay.io.round import Finish
+from toolrelay.io.round import Finish, Reply
 from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
@@ -111,23 +113,67 @@ class MessageBuilder(Blocks):
     def finish(self, finish: Finish, extra: dict[str, Any]) -> list[WireEvent]:
         """Close the message: the last events, with toolrelay's own keys on ``message_delta``."""
         out = self.end_block()
-        stop_sequence = None
-        if any(block["type"] == "tool_use" for block in self._content):
-            reason = "tool_use"
-        elif finish.stop_sequence is not None:
-            reason, stop_sequence = "stop_sequence", finish.stop_sequence
-        else:
-            reason = _STOP_REASONS.get(finish.reason, "end_turn")
-        usage = finish.usage or {}
-        counts = {
-            "input_tokens": _count(usage.get("prompt_tokens")),
-            "output_tokens": _count(usage.get("completion_tokens")),
-        }
+        called = any(block["type"] == "tool_use" for block in self._content)
+        reason, stop_sequence = _stop(called, finish.reason, finish.stop_sequence)
+        counts = _counts(finish.usage)
         self.message.update(stop_reason=reason, stop_sequence=stop_sequence, usage=counts, **extra)
         delta = {"stop_reason": reason, "stop_sequence": stop_sequence}
         out.append({"type": "message_delta", "delta": delta, "usage": counts, **extra})
         out.append({"type": "message_stop"})
         return out
+
+
+def whole_message(
+    model: str, thinking: bool, reply: Reply, extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The non-streamed message of a finished reply, its blocks made whole at
+    once: what a :class:`MessageBuilder` fed ``reply_events(reply)`` and then
+    finished holds in its ``message``, without the stream's events, which a
+    non-streamed answer never sends."""
+    message_id = "msg_" + unique_hex()
+    content: list[dict[str, Any]] = []
+    if thinking and reply.reasoning:
+        # No signature: the model server gave none, and toolrelay makes none up.
+        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": ""})
+    # A text block never starts or ends with blanks (Blocks holds them back).
+    text = reply.content.strip() if reply.content else ""
+    if text:
+        content.append({"type": "text", "text": text})
+    for call in reply.calls:
+        # The call's own JSON, verbatim, as the builder's close writes it.
+        arguments = orjson.Fragment(call.arguments_json)
+        content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments})
+    reason, stop_sequence = _stop(bool(reply.calls), reply.finish_reason, reply.stop_sequence)
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": reason,
+        "stop_sequence": stop_sequence,
+        "usage": _counts(reply.usage),
+        **extra,
+    }
+
+
+def _stop(called: bool, reason: str, stop_sequence: str | None) -> tuple[str, str | None]:
+    """The message's ``stop_reason`` and ``stop_sequence``: ``called`` when it holds a call."""
+    if called:
+        return "tool_use", None
+    if stop_sequence is not None:
+        return "stop_sequence", stop_sequence
+    return _STOP_REASONS.get(reason, "end_turn"), None
+
+
+def _counts(usage: dict[str, Any] | None) -> dict[str, int]:
+    """The message's usage from the backend's (Chat Completions') counts."""
+    if not usage:
+        return {"input_tokens": 0, "output_tokens": 0}
+    return {
+        "input_tokens": _count(usage.get("prompt_tokens")),
+        "output_tokens": _count(usage.get("completion_tokens")),
+    }
 
 
 def _json_object(text: str) -> str:
