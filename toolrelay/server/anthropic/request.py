@@ -18,6 +18,7 @@ field with Anthropic's dotted paths (``messages.2.content.0.input``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -200,23 +201,16 @@ def _usual_messages(value: Any) -> list[dict[str, Any]] | None:
 def _usual_user(blocks: list[Any]) -> list[dict[str, Any]] | None:
     """:func:`_user` for text and ``tool_result`` blocks; None for anything else."""
     results: list[dict[str, Any]] = []
-    texts: list[str] = []
-    for block in blocks:
-        if type(block) is not dict:
-            return None
-        kind = block.get("type")
-        if kind == "text":
-            text = block.get("text")
-            if type(text) is not str:
-                return None
-            texts.append(text)
-        elif kind == "tool_result":
-            result = _usual_tool_result(block)
-            if result is None:
-                return None
+
+    def tool_result(kind: Any, block: dict[str, Any]) -> bool:
+        result = _usual_tool_result(block) if kind == "tool_result" else None
+        if result is not None:
             results.append(result)
-        else:
-            return None
+        return result is not None
+
+    texts = _usual_texts(blocks, tool_result)
+    if texts is None:
+        return None
     if texts:
         results.append({"role": "user", "content": "\n".join(texts)})
     return results
@@ -247,8 +241,29 @@ def _usual_tool_result(block: dict[str, Any]) -> dict[str, Any] | None:
 
 def _usual_assistant(blocks: list[Any]) -> list[dict[str, Any]] | None:
     """:func:`_assistant` for text, ``tool_use`` and thinking blocks; None for anything else."""
-    texts: list[str] = []
     calls: list[dict[str, Any]] = []
+
+    def call_or_thinking(kind: Any, block: dict[str, Any]) -> bool:
+        if kind != "tool_use":
+            return kind in ("thinking", "redacted_thinking")
+        name = block.get("name")
+        arguments = block.get("input")
+        call_id = block.get("id")
+        if type(name) is not str or type(arguments) is not dict or type(call_id) is not str:
+            return False
+        calls.append(_call(call_id, name, arguments))
+        return True
+
+    texts = _usual_texts(blocks, call_or_thinking)
+    return None if texts is None else [_assistant_message(texts, calls)]
+
+
+def _usual_texts(
+    blocks: list[Any], other: Callable[[Any, dict[str, Any]], bool]
+) -> list[str] | None:
+    """The texts of a turn's text blocks, in order; ``other`` takes each other
+    block (by its type) and says whether it is usual. None: a block is not."""
+    texts: list[str] = []
     for block in blocks:
         if type(block) is not dict:
             return None
@@ -258,16 +273,9 @@ def _usual_assistant(blocks: list[Any]) -> list[dict[str, Any]] | None:
             if type(text) is not str:
                 return None
             texts.append(text)
-        elif kind == "tool_use":
-            name = block.get("name")
-            arguments = block.get("input")
-            call_id = block.get("id")
-            if type(name) is not str or type(arguments) is not dict or type(call_id) is not str:
-                return None
-            calls.append(_call(call_id, name, arguments))
-        elif kind != "thinking" and kind != "redacted_thinking":
+        elif not other(kind, block):
             return None
-    return [_assistant_message(texts, calls)]
+    return texts
 
 
 def _block(block: Any, where: str) -> str:
