@@ -107,8 +107,8 @@ def conform(messages: Sequence[Message], ids: IdMap | None = None) -> list[Messa
     entries joined into one system message, later ones folded into the
     neighbouring user turn, ``content`` a string
     beside ``tool_calls``, each call followed by exactly one result in call order,
-    ids in the style ``ids`` asks for, and for the Mistral family consecutive
-    user turns joined."""
+    ids in the style ``ids`` asks for, and for the Mistral family user and
+    answering assistant turns alternating."""
     # Most histories need nothing: each step looks before it copies.
     out: list[Message] = list(messages)
     if any(_is_system(m) for m in out[1:]) or (out and out[0].get("role") == "developer"):
@@ -128,13 +128,15 @@ def _alternate(messages: list[Message]) -> list[Message]:
     raise otherwise): a user turn right after another joins it, one right after
     tool results joins the last result (Claude Code puts its text after the
     results in one user turn; smolagents writes a result as a user
-    ``Observation:`` turn, which another user turn may follow), and an
-    assistant turn right after another answering one joins it."""
+    ``Observation:`` turn, which another user turn may follow), an assistant
+    turn right after another answering one joins it, and an answering turn
+    right before a turn of calls opens that turn (one turn: its text, then the
+    calls), else the next answer after the calls' results would follow it."""
     out: list[Message] = []
     last_role = ""  # of the last user or answering assistant turn
     for message in messages:
         role = message.get("role")
-        plain = role == "user" or (role == "assistant" and not message.get("tool_calls"))
+        plain = _plain(message)
         previous = out[-1] if out else None
         if plain and role == last_role and previous is not None:
             if previous.get("role") == role:
@@ -144,10 +146,25 @@ def _alternate(messages: list[Message]) -> list[Message]:
                 text = _text(message.get("content"))
                 out[-1] = {**previous, "content": _text(previous.get("content")) + "\n\n" + text}
                 continue
+        if role == "assistant" and not plain and previous is not None and _answer(previous):
+            text = _text(previous.get("content"))
+            out[-1] = _with_text(message, text, before=True) if text else message
+            last_role = next((str(m.get("role")) for m in reversed(out) if _plain(m)), "")
+            continue
         if plain:
             last_role = str(role)
         out.append(message)
     return out
+
+
+def _plain(message: Message) -> bool:
+    """A user turn or an answering assistant turn: the turns a Mistral template
+    holds to alternation."""
+    return message.get("role") == "user" or _answer(message)
+
+
+def _answer(message: Message) -> bool:
+    return message.get("role") == "assistant" and not message.get("tool_calls")
 
 
 def _joined(first: Message, second: Message) -> Message:

@@ -152,6 +152,41 @@ def test_smolagents_observations_render_with_the_mistral_template() -> None:
     assert conform(history, IdMap(None)) == history  # other templates take it as it is
 
 
+def test_an_answer_before_a_call_turn_opens_it_for_the_mistral_template() -> None:
+    """A client that sends an answer and then its calls as two assistant turns: the
+    template skips the calls and their results and would see two answers in a row."""
+    history = [
+        {"role": "user", "content": "What is in notes.txt?"},
+        {"role": "assistant", "content": "Let me look."},
+        {"role": "assistant", "content": "", "tool_calls": [_call("Ab3dE6gH1")]},
+        _result("Ab3dE6gH1", "buy milk"),
+        {"role": "assistant", "content": "It says: buy milk."},
+        {"role": "user", "content": "Thanks."},
+        {"role": "assistant", "content": [{"type": "text", "text": ""}]},
+        {"role": "assistant", "content": None, "tool_calls": [_call("Ab3dE6gH2", "ls")]},
+        _result("Ab3dE6gH2", "notes.txt"),
+        {"role": "user", "content": "And?"},
+    ]
+    with pytest.raises(ValueError, match="alternate"):
+        MISTRAL.render(messages=conform(history, IdMap(None)))
+    sent = conform(history, IdMap("mistral"))
+    MISTRAL.render(messages=sent)
+    calls = [m for m in sent if m.get("tool_calls")]
+    assert [m["content"] for m in calls] == ["Let me look.", ""]
+    assert [m["role"] for m in sent] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+    ]
+    # The user's next turn after the results joins the last (the last answer is theirs).
+    assert sent[-1]["content"] == "notes.txt\n\nAnd?"
+    assert conform(sent, IdMap("mistral")) == sent
+
+
 def test_kimi_ids_count_over_the_conversation() -> None:
     sent = conform(CLAUDE_CODE, IdMap("kimi"))
     KIMI.render(messages=sent)
