@@ -131,10 +131,17 @@ def _alternate(messages: list[Message]) -> list[Message]:
     ``Observation:`` turn, which another user turn may follow), an assistant
     turn right after another answering one joins it, and an answering turn
     right before a turn of calls opens that turn (one turn: its text, then the
-    calls), else the next answer after the calls' results would follow it."""
+    calls) when the next user or answering turn after the calls is an answer,
+    which would otherwise follow it. Only then: some of the family's templates
+    (Mistral Small 3.2, Nemo) write a call turn's calls without its text. An
+    answer without text says nothing and is left out (Ministral 3's template
+    refuses one)."""
+    if any(map(_silent, messages)):
+        messages = [m for m in messages if not _silent(m)]
     out: list[Message] = []
     last_role = ""  # of the last user or answering assistant turn
-    for message in messages:
+    next_roles = _next_plain_roles(messages)
+    for message, next_role in zip(messages, next_roles, strict=True):
         role = message.get("role")
         plain = _plain(message)
         previous = out[-1] if out else None
@@ -146,7 +153,13 @@ def _alternate(messages: list[Message]) -> list[Message]:
                 text = _text(message.get("content"))
                 out[-1] = {**previous, "content": _text(previous.get("content")) + "\n\n" + text}
                 continue
-        if role == "assistant" and not plain and previous is not None and _answer(previous):
+        if (
+            role == "assistant"
+            and not plain
+            and next_role == "assistant"
+            and previous is not None
+            and _answer(previous)
+        ):
             text = _text(previous.get("content"))
             out[-1] = _with_text(message, text, before=True) if text else message
             last_role = next((str(m.get("role")) for m in reversed(out) if _plain(m)), "")
@@ -155,6 +168,31 @@ def _alternate(messages: list[Message]) -> list[Message]:
             last_role = str(role)
         out.append(message)
     return out
+
+
+def _next_plain_roles(messages: list[Message]) -> list[str]:
+    """For each message, the role of the first user or answering assistant turn
+    after it ('' for none)."""
+    roles = [""] * len(messages)
+    following = ""
+    for index in range(len(messages) - 1, -1, -1):
+        roles[index] = following
+        if _plain(messages[index]):
+            following = str(messages[index].get("role"))
+    return roles
+
+
+def _silent(message: Message) -> bool:
+    """An answering assistant turn with no text and nothing else in it."""
+    if not _answer(message) or not message.keys() <= {"role", "content", "name"}:
+        return False
+    content = message.get("content")
+    if isinstance(content, list):
+        return all(
+            isinstance(part, Mapping) and part.get("type") == "text" and not part.get("text")
+            for part in content
+        )
+    return not content
 
 
 def _plain(message: Message) -> bool:

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from tests.core.templates import SPECS, Spec
 from toolrelay.conform import NO_RESULT, SYSTEM_CLOSE, SYSTEM_OPEN, IdMap, conform, id_style
 
 
@@ -172,6 +173,8 @@ def test_an_answer_before_a_call_turn_opens_it_for_the_mistral_template() -> Non
     sent = conform(history, IdMap("mistral"))
     MISTRAL.render(messages=sent)
     calls = [m for m in sent if m.get("tool_calls")]
+    # The first answer opens its call turn (an answer follows the results); the
+    # second says nothing and is left out (Ministral 3's template refuses it).
     assert [m["content"] for m in calls] == ["Let me look.", ""]
     assert [m["role"] for m in sent] == [
         "user",
@@ -184,7 +187,25 @@ def test_an_answer_before_a_call_turn_opens_it_for_the_mistral_template() -> Non
     ]
     # The user's next turn after the results joins the last (the last answer is theirs).
     assert sent[-1]["content"] == "notes.txt\n\nAnd?"
+    for spec in MISTRAL_SPECS:
+        _render_real(spec, sent)
     assert conform(sent, IdMap("mistral")) == sent
+
+
+def test_an_answer_before_calls_stays_an_answer_when_no_answer_follows() -> None:
+    """The usual history, ending with the results the model answers next: nothing
+    to alternate, so the answer keeps its own turn, which every template writes
+    (Mistral Small 3.2 and Nemo write a call turn's calls without its text)."""
+    history = [
+        {"role": "user", "content": "What is in notes.txt?"},
+        {"role": "assistant", "content": "Let me look."},
+        {"role": "assistant", "content": "", "tool_calls": [_call("Ab3dE6gH1")]},
+        _result("Ab3dE6gH1", "buy milk"),
+    ]
+    sent = conform(history, IdMap("mistral"))
+    assert sent == history
+    for spec in MISTRAL_SPECS:
+        assert "Let me look." in _render_real(spec, sent), spec.file
 
 
 def test_kimi_ids_count_over_the_conversation() -> None:
@@ -238,12 +259,37 @@ def test_id_style(format_name: str, model: str, style: str | None) -> None:
     assert id_style(format_name, model) == style
 
 
+# The family's own templates, vendored (tests/data/templates/SOURCES).
+MISTRAL_SPECS = [spec for spec in SPECS if spec.format == "mistral"]
+
+
+def _render_real(spec: Spec, messages: list[dict[str, Any]]) -> str:
+    # A server hands a template that reads content as a string the text parts
+    # joined (vLLM's "string" content format; llama.cpp does the same).
+    flat = [
+        {**m, "content": _text_of(m["content"])} if isinstance(m.get("content"), list) else m
+        for m in messages
+    ]
+    return spec.template.render(
+        messages=flat,
+        add_generation_prompt=True,
+        bos_token=spec.bos_token,
+        eos_token=spec.eos_token,
+    )
+
+
+def _text_of(parts: list[dict[str, Any]]) -> str:
+    return "\n".join(part["text"] for part in parts if part.get("type") == "text")
+
+
 def _mistral_renders(sent: list[dict[str, Any]]) -> None:
     """Stray results and a history that starts with an answer are the client's
-    own mistakes; everything else must render."""
+    own mistakes; everything else must render, with the family's own templates too."""
     plain = [m for m in sent if m["role"] in ("user", "assistant") and not m.get("tool_calls")]
     if plain and plain[0]["role"] == "user":
         MISTRAL.render(messages=sent)
+        for spec in MISTRAL_SPECS:
+            _render_real(spec, sent)
 
 
 # --- properties ----------------------------------------------------------------
