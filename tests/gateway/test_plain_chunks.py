@@ -31,7 +31,7 @@ from toolrelay.events import ToolCallEnd, ToolCallStart
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.http import ChunkStream, HttpClient, Limits
 from toolrelay.io.backends.native import NativeStream
-from toolrelay.io.backends.plain import PlainChunks, plain_content
+from toolrelay.io.backends.plain import ContentRun, PlainChunks, plain_content
 from toolrelay.io.round.body import ChunkReader
 from toolrelay.io.round.request import StreamItem
 from toolrelay.names import ToolSet
@@ -418,12 +418,23 @@ async def _batches(
     out: list[Any] = []
     try:
         async for batch in stream:
-            out.append((batch, stream.ended))
+            out.append((_texts_of_runs(batch), stream.ended))
     except BackendError as exc:
         out.append(("error", exc.reason))
     finally:
         if monkeypatch is not None:
             monkeypatch.undo()
+    return out
+
+
+def _texts_of_runs(batch: list[Any]) -> list[Any]:
+    """The batch with each run's texts in its place, as a line by line read gives them."""
+    out: list[Any] = []
+    for chunk in batch:
+        if isinstance(chunk, ContentRun):
+            out += chunk.texts
+        else:
+            out.append(chunk)
     return out
 
 

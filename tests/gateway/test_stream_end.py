@@ -25,7 +25,7 @@ from toolrelay.events import ContentDelta
 from toolrelay.io.backends import Backend
 from toolrelay.io.backends.http import ChunkStream
 from toolrelay.io.counters import Counters
-from toolrelay.io.round import Finish, Opened, RoundRequest, stream_round
+from toolrelay.io.round import ContentRun, Finish, Opened, RoundRequest, stream_round
 from toolrelay.io.round.request import StreamItem
 from toolrelay.io.settings import BackendConfig
 
@@ -137,12 +137,13 @@ def test_a_stream_read_whole_ends_in_one_batch() -> None:
 
 
 def test_the_relay_tells_events_by_their_type() -> None:
-    """The relay (``server/turn.py``'s ``_relay``) tells an event from ``Finish`` and
-    ``Opened`` by its exact type: neither may have a subclass, which it would take
-    for an event (every module of the gateway imported)."""
+    """The relay (``server/turn.py``'s ``_relay``) tells an event from ``ContentRun``,
+    ``Finish`` and ``Opened`` by its exact type: none may have a subclass, which it
+    would take for an event (every module of the gateway imported)."""
     importlib.import_module("toolrelay.server.app")  # every stream layer and front
-    for kind in (Finish, Opened):
+    told = (ContentRun, Finish, Opened)
+    for kind in told:
         assert getattr(kind, "__final__", False)
         assert kind.__subclasses__() == []
-    events = [kind for kind in get_args(StreamItem) if kind not in (Finish, Opened)]
-    assert all(not issubclass(kind, (Finish, Opened)) for kind in events)
+    events = [kind for kind in get_args(StreamItem) if kind not in told]
+    assert all(not issubclass(kind, told) for kind in events)

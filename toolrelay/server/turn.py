@@ -30,6 +30,7 @@ from toolrelay.errors import ToolrelayError
 from toolrelay.events import Event
 from toolrelay.io.backends import BackendError
 from toolrelay.io.round import (
+    ContentRun,
     Finish,
     Opened,
     Reply,
@@ -88,6 +89,10 @@ class Encoder(Protocol):
     def event(self, event: Event) -> bytes | None:
         """The bytes for one parser event; None when it has nothing to send."""
 
+    def run(self, run: ContentRun) -> bytes | None:
+        """The bytes of :meth:`event` for each text's ``ContentDelta``, joined;
+        None when none has anything to send."""
+
     def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
         """What closes the stream; ``extra`` holds toolrelay's own top-level keys."""
 
@@ -133,6 +138,7 @@ def stream_turn(
         req,
         gateway.counters,
         patience=gateway.settings.keepalive_interval or None,
+        runs=True,  # the relay writes a run at once (Encoder.run)
     )
 
 
@@ -317,7 +323,7 @@ async def _relay(
     end of the body, in one write too (each write is a system call: a short
     stream's cost is mostly its writes)."""
     last = b""  # the batch holding the Finish, once it came
-    event = encoder.event  # looked up once: it runs for every item
+    event, run = encoder.event, encoder.run  # looked up once: they run for every item
     try:
         async for batch in batches:
             if last:  # not the last after all
@@ -326,9 +332,14 @@ async def _relay(
             out = []
             finished = False
             for item in batch:
-                # The most frequent item, an event, told by its type alone (Finish
-                # and Opened are final): an isinstance of a tuple costs more.
-                if type(item) is not Finish and type(item) is not Opened:
+                # The most frequent items, a read's run of text and an event, told by
+                # their type alone (ContentRun, Finish and Opened are final): an
+                # isinstance of a tuple costs more.
+                if type(item) is ContentRun:
+                    data = run(item)
+                    if data is not None:
+                        out.append(data)
+                elif type(item) is not Finish and type(item) is not Opened:
                     data = event(item)
                     if data is not None:
                         out.append(data)

@@ -26,7 +26,7 @@ import aiohttp
 import orjson
 
 from toolrelay.io.backends.errors import BackendError, BackendTimeout, BackendUnreachable
-from toolrelay.io.backends.plain import PlainChunks
+from toolrelay.io.backends.plain import ContentRun, PlainChunks
 from toolrelay.io.urls import redact_text, redact_url, with_query
 
 # Seconds a pooled connection to a backend may stay idle.
@@ -34,8 +34,9 @@ _IDLE_SECONDS = 3.0
 # How long a client told to come back (503) should wait, in seconds.
 RETRY_AFTER = 1
 # An upstream chunk: decoded, or (a stream opened with ``plain=True``) the text
-# of a content-only chunk, read without decoding it (:mod:`.plain`).
-Chunk = dict[str, Any] | str
+# of a content-only chunk, read without decoding it, or a read's run of them
+# (:mod:`.plain`).
+Chunk = dict[str, Any] | str | ContentRun
 
 
 @dataclass(frozen=True)
@@ -188,8 +189,9 @@ class ChunkStream:
 
     def _chunks(self, data: bytes) -> list[Chunk]:
         """The chunks of one read: its run of whole content-only events in the
-        learned frame (most of a long answer) all at once
-        (:meth:`PlainChunks.read_all`: no cutting into lines, no call per line),
+        learned frame (most of a long answer) all at once, as one
+        :class:`ContentRun` (:meth:`PlainChunks.read_all`: no cutting into
+        lines, no call per line),
         the rest line by line: before the frame is learned, the stream's first
         events, which teach it; after the run, what ends the stream. A read
         longer than a line may be goes line by line, where the limit is checked."""
@@ -207,7 +209,7 @@ class ChunkStream:
         if run is None:
             return batch + self._decode(self._lines(data))
         texts, at = run
-        batch += texts
+        batch.append(ContentRun(texts))
         if at < len(data):
             batch += self._decode(self._lines(data[at:]))
         return batch

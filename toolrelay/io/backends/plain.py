@@ -21,13 +21,16 @@ its content. Anything else is decoded the usual way
 
 A frame learned with the SSE line its payload came in reads later lines whole:
 the line's ``data:`` and the whitespace around the payload are part of the
-frame, so a content-only line costs no cutting and stripping either.
+frame, so a content-only line costs no cutting and stripping either. A read's
+run of such lines is read at once (:meth:`PlainChunks.read_all`) and handed on
+as one :class:`ContentRun`, which the gateway's relay writes at once too.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, final
 
 import orjson
 
@@ -45,6 +48,22 @@ _CUT_TAIL = 14
 # Frames learned per stream at most: a server whose frame changes on every chunk
 # (a new id each time, say) costs a probe per learning, never more than this.
 _LEARNINGS = 4
+
+
+# Final: the gateway's relay tells a run from the stream's events by its exact type.
+@final
+@dataclass(frozen=True, slots=True)
+class ContentRun:
+    """The contents of a read's run of content-only chunks, in order
+    (:meth:`PlainChunks.read_all`'s): each as a ``ContentDelta`` of it would
+    say, all handed on as one item, so that a relay that takes runs writes
+    them at once.
+
+    Each text is non-empty and holds no quote, backslash or control character
+    (``read_all`` proved it): its JSON string is the text between two quotes,
+    and a writer may join the texts into its template without encoding each."""
+
+    texts: list[str]
 
 
 class _Seen:

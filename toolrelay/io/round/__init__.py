@@ -4,7 +4,8 @@ A round is one chat completion with tools. Every entry point builds its
 :class:`RoundRequest` with :func:`build_round` (which applies the model's
 configured options); :func:`complete_round` returns a :class:`Reply` and
 :func:`stream_round` yields batches of the parsing core's events plus
-:class:`Opened` and :class:`Finish`. Between the two ends the round decides
+:class:`Opened` and :class:`Finish` (and, for a caller that asks, a read's
+plain content as one :class:`ContentRun`). Between the two ends the round decides
 native or rescue, falls back when a backend refuses tools or swallows a
 streamed call, parses calls written as text, enforces ``tool_choice`` and
 ``parallel_tool_calls`` whatever the backend did with them, checks each call
@@ -29,6 +30,7 @@ calling the next)::
     request    the round's data and its one builder
 """
 
+from toolrelay.io.backends.plain import ContentRun
 from toolrelay.io.round.answered import complete_round, stream_round
 from toolrelay.io.round.request import (
     TOOL_FIELDS,
@@ -44,6 +46,7 @@ from toolrelay.io.round.routed import complete_routed, served_by, serving, strea
 
 __all__ = [
     "TOOL_FIELDS",
+    "ContentRun",
     "Finish",
     "Opened",
     "Reply",

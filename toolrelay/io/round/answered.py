@@ -81,6 +81,7 @@ def stream_round(
     counters: Counters,
     *,
     patience: float | None = 10.0,
+    runs: bool = False,
 ) -> AsyncGenerator[list[StreamItem], None]:
     """One streamed round, in batches: ``[Opened()]``, then lists of events,
     the last list ending with one :class:`Finish`.
@@ -92,17 +93,21 @@ def stream_round(
     answered), so that the caller can keep the client's connection alive.
     Content streams as it comes; each call is held until it is complete and
     checked (``req.validate``), then goes out at once; a round that gave
-    nothing ends with the re-ask's answer.
+    nothing ends with the re-ask's answer. ``runs``: the caller takes a
+    read's plain content as one :class:`ContentRun` where no layer reads it.
     """
 
     async def ask(again: RoundRequest) -> Reply:
         return await complete_checked(backend, again, counters)
 
-    items = stream_handling_fallbacks(backend, req, counters, patience=patience)
     stages = checked_stages(backend, req, counters)
     # Nothing to re-ask without tools (a round without tools is never empty-handed).
     if req.has_tools or recording() is not None:
         stages.append(_Answered(backend.name, req, ask, counters))
+    # The stages read events: no run reaches them.
+    items = stream_handling_fallbacks(
+        backend, req, counters, patience=patience, runs=runs and not stages
+    )
     return staged(items, stages) if stages else items
 
 

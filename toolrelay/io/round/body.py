@@ -32,6 +32,7 @@ from toolrelay.examples import reject_copies
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.native import NativeStream, message_calls
+from toolrelay.io.backends.plain import ContentRun
 from toolrelay.io.counters import Counters
 from toolrelay.io.round.constraints import Constraint
 from toolrelay.io.round.request import TOOL_FIELDS, Reply, RoundRequest, StreamItem
@@ -328,13 +329,18 @@ class ChunkReader:
     Each is made by its factory when first needed (None: not read at all):
     a stream of text never builds the native call reader, a stream of native
     calls never builds the text parser, and neither has anything to say at
-    the end of a stream that never fed it."""
+    the end of a stream that never fed it.
+
+    A read's run of plain content (a :class:`ContentRun`) goes on as it came
+    when ``runs`` (the caller writes runs) and no parser reads the content;
+    else each of its texts is read as one chunk's."""
 
     __slots__ = (
         "_index",
         "_make_native",
         "_make_parser",
         "_open",
+        "_runs",
         "_waiting",
         "calls",
         "cut",
@@ -360,9 +366,12 @@ class ChunkReader:
         parser: Callable[[], StreamParser | UndecidedStreamParser] | None,
         native: Callable[[], NativeStream] | None,
         limit: int | None,
+        *,
+        runs: bool = False,
     ) -> None:
         self._make_parser = parser
         self._make_native = native
+        self._runs = runs and parser is None
         self.parser: StreamParser | UndecidedStreamParser | None = None
         self.native: NativeStream | None = None
         self.limit = limit
@@ -386,9 +395,19 @@ class ChunkReader:
         # Call events of the other source, held while a call is open.
         self._waiting: list[tuple[bool, Event]] = []
 
-    def take(self, chunk: dict[str, Any] | str, out: list[StreamItem]) -> None:
-        """One ``chat.completion.chunk`` from the backend, or the text of one
-        that carries nothing but content (``ChunkStream``'s ``plain``)."""
+    def take(self, chunk: dict[str, Any] | str | ContentRun, out: list[StreamItem]) -> None:
+        """One ``chat.completion.chunk`` from the backend, the text of one that
+        carries nothing but content, or a read's run of such texts
+        (``ChunkStream``'s ``plain``)."""
+        if type(chunk) is ContentRun:  # most of a long answer's chunks, a read's at once
+            self.raw += chunk.texts
+            if self._runs:
+                self.saw_text = True
+                out.append(chunk)
+            else:
+                for text in chunk.texts:
+                    self.feed(text, out)
+            return
         if isinstance(chunk, str):
             self.raw.append(chunk)
             if self._make_parser is None:  # the most frequent chunk of all, without a call

@@ -26,6 +26,7 @@ from toolrelay.events import (
     ToolCallStart,
 )
 from toolrelay.io.backends.backend import RoundMode
+from toolrelay.io.backends.plain import ContentRun
 from toolrelay.io.settings import ConstrainMode, Settings, ToolMode, ValidateMode
 from toolrelay.names import ToolSet
 from toolrelay.types import DeclaredTools, Tool
@@ -166,7 +167,9 @@ class Finish:
     mode: RoundMode | None = None
 
 
-StreamItem = Event | Opened | Finish
+# A ContentRun only where the caller asked for runs (the gateway's relay writes
+# them at once): the texts of a read's plain chunks, each as a ContentDelta says.
+StreamItem = Event | Opened | Finish | ContentRun
 
 
 def build_round(

@@ -112,10 +112,15 @@ async def _complete_on(
 
 
 async def stream_routed(
-    pool: Pool, req: RoundRequest, counters: Counters, *, patience: float | None
+    pool: Pool,
+    req: RoundRequest,
+    counters: Counters,
+    *,
+    patience: float | None,
+    runs: bool = False,
 ) -> AsyncGenerator[list[StreamItem], None]:
     """:func:`stream_round` on the pool's pick; a failure before it opened is
-    tried once more on another backend."""
+    tried once more on another backend. ``runs``: as :func:`stream_round`'s."""
     backend = pool.choose(req.affinity)
     assert backend is not None
     retried = False
@@ -123,7 +128,7 @@ async def stream_routed(
         tally = _Tally(counters) if pool.judges_quality and req.has_tools else None
         lease = pool.lease(serving(backend))
         items = stream_round(
-            backend, pool.round_for(req, backend), tally or counters, patience=patience
+            backend, pool.round_for(req, backend), tally or counters, patience=patience, runs=runs
         )
         try:
             opened = await items.__anext__()

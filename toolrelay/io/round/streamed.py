@@ -19,6 +19,7 @@ from typing import Any
 from toolrelay.echo import EchoCleaner
 from toolrelay.events import (
     CallRejected,
+    ContentDelta,
     Event,
     ToolCall,
     ToolCallArgumentsDelta,
@@ -29,6 +30,7 @@ from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.http import ChunkStream
 from toolrelay.io.backends.native import NativeStream
+from toolrelay.io.backends.plain import ContentRun
 from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because
 from toolrelay.io.round.body import (
@@ -75,16 +77,23 @@ log = logging.getLogger("toolrelay.rounds")
 
 
 def stream_handling_fallbacks(
-    backend: Backend, req: RoundRequest, counters: Counters, *, patience: float | None
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    *,
+    patience: float | None,
+    runs: bool = False,
 ) -> AsyncGenerator[list[StreamItem], None]:
     """A streamed round (its calls not checked yet). A required call may need a
     re-ask, and a backend known (or configured) to lose streamed calls is asked
-    without streaming: the finished reply is streamed instead."""
+    without streaming: the finished reply is streamed instead. ``runs``: the
+    caller takes a read's plain content as one :class:`ContentRun` where
+    nothing reads the content on the way (no parser, no echo cleaner)."""
     if req.has_tools and (
         req.plan.mode == "required" or not req.stream_tools or backend.holds_streams(req.model)
     ):
         return _stream_finished_reply(backend, req, counters, patience)
-    return _relay_single_stream(backend, req, counters, patience)
+    return _relay_single_stream(backend, req, counters, patience, runs)
 
 
 async def _stream_finished_reply(
@@ -206,7 +215,7 @@ async def _first_read(chunks: ChunkStream, patience: float | None) -> None:
 
 
 async def _relay_single_stream(
-    backend: Backend, req: RoundRequest, counters: Counters, patience: float | None
+    backend: Backend, req: RoundRequest, counters: Counters, patience: float | None, runs: bool
 ) -> AsyncGenerator[list[StreamItem], None]:
     """The stream, opened (:func:`_open_handling_refusals`) and read into items.
     Opening it here, not in a generator of its own around this one, saves each
@@ -223,13 +232,6 @@ async def _relay_single_stream(
         opened = req.has_tools and await backend.reasoning_open(
             req.model, req.body, req.reasoning_open
         )
-        state = ChunkReader(
-            partial(stream_parser, tools, parse_format(req, mode), reasoning_open=opened)
-            if req.has_tools
-            else None,
-            partial(_native_stream, req, tools) if req.has_tools and mode == "native" else None,
-            call_limit(req),
-        )
         # Copies of the examples exist only where the prompt showed them.
         texts = injected_texts(req, mode)
         # None when there is nothing to clean (a native round whose prompt is the client's).
@@ -237,6 +239,14 @@ async def _relay_single_stream(
             EchoCleaner(texts, tools if mode == "rescue" else None)
             if texts or mode == "rescue"
             else None
+        )
+        state = ChunkReader(
+            partial(stream_parser, tools, parse_format(req, mode), reasoning_open=opened)
+            if req.has_tools
+            else None,
+            partial(_native_stream, req, tools) if req.has_tools and mode == "native" else None,
+            call_limit(req),
+            runs=runs and cleaner is None,
         )
         echoes = 0  # copies of the examples the cleaner removed
         ended: list[ToolCall] = []  # the calls that went out, for their formats
@@ -375,11 +385,18 @@ def _ended(items: list[StreamItem]) -> list[ToolCall]:
 
 
 def _events(items: list[StreamItem]) -> list[Event]:
-    return [item for item in items if not isinstance(item, Opened | Finish)]
+    """The items' events, a run's texts each as the ContentDelta it stands for."""
+    events: list[Event] = []
+    for item in items:
+        if isinstance(item, ContentRun):
+            events += map(ContentDelta, item.texts)
+        elif not isinstance(item, Opened | Finish):
+            events.append(item)
+    return events
 
 
 def _cleaned(cleaner: EchoCleaner, items: list[StreamItem]) -> list[StreamItem]:
-    return [*cleaner.feed(item for item in items if not isinstance(item, Opened | Finish))]
+    return [*cleaner.feed(_events(items))]
 
 
 def _learn_reasoning(

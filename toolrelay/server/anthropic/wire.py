@@ -21,16 +21,19 @@ import orjson
 
 from toolrelay.events import Event, ToolCall, ToolCallStart
 from toolrelay.io.ids import unique_hex
-from toolrelay.io.round import Finish, Reply
+from toolrelay.io.round import ContentRun, Finish, Reply
 from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
 PING = b'event: ping\ndata: {"type":"ping"}\n\n'
-# A text delta's SSE bytes, its block's index and its text left out.
-_TEXT_DELTA = (
+# A text delta's SSE bytes around its text, its block's index left out.
+_TEXT_DELTA_HEAD = (
     b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
-    b'"delta":{"type":"text_delta","text":%%b}}\n\n'
+    b'"delta":{"type":"text_delta","text":'
 )
+_TEXT_DELTA_TAIL = b"}}\n\n"
+# After the last text of a run, its closing quote.
+_RUN_TAIL = b'"' + _TEXT_DELTA_TAIL
 _STOP_REASONS = {"length": "max_tokens", "content_filter": "refusal"}
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -64,8 +67,11 @@ class MessageBuilder(Blocks):
         }
         self._content: list[dict[str, Any]] = self.message["content"]
         # The open text block's delta, its text left out (``%b``): one formatting
-        # per delta, cheaper than two joins (set when a text block opens).
+        # per delta, cheaper than two joins; and a run's pieces, each text between
+        # quotes: before the first text, and between two (set when a text block opens).
         self._text_delta = b""
+        self._run_head = b""
+        self._run_between = ""
 
     def start(self) -> dict[str, Any]:
         """The ``message_start`` event (before any content)."""
@@ -82,7 +88,10 @@ class MessageBuilder(Blocks):
         self._content.append(block)
         index = len(self._content) - 1
         if kind == "text":
-            self._text_delta = _TEXT_DELTA % index
+            head = _TEXT_DELTA_HEAD % index
+            self._text_delta = head + b"%b" + _TEXT_DELTA_TAIL
+            self._run_head = head + b'"'
+            self._run_between = (_RUN_TAIL + self._run_head).decode()
         return [{"type": "content_block_start", "index": index, "content_block": dict(block)}]
 
     def delta(self, kind: Kind, text: str) -> WireEvent:
@@ -98,6 +107,9 @@ class MessageBuilder(Blocks):
         # From a byte template: the same bytes (orjson writes the keys in order,
         # without spaces).
         return self._text_delta % orjson.dumps(text)
+
+    def text_run_bytes(self, texts: list[str]) -> bytes:
+        return self._run_head + self._run_between.join(texts).encode() + _RUN_TAIL
 
     def close(self, kind: Kind, text: str, call: ToolCall | None) -> list[WireEvent]:
         block = self._content[-1]
@@ -196,8 +208,9 @@ class MessageEncoder:
 
     def __init__(self, model: str, thinking: bool) -> None:
         self.builder = MessageBuilder(model, thinking)
-        # The builder's own method, not one calling it: a call less per event.
+        # The builder's own methods, not ones calling them: a call less per event.
         self.event: Callable[[Event], bytes | None] = self.builder.stream_event
+        self.run: Callable[[ContentRun], bytes | None] = self.builder.stream_run
 
     def start(self) -> bytes:
         # As Anthropic does: a ping right after message_start.

@@ -22,7 +22,7 @@ from toolrelay.events import (
     ToolCallStart,
 )
 from toolrelay.io.ids import unique_hex
-from toolrelay.io.round import Finish, Reply
+from toolrelay.io.round import ContentRun, Finish, Reply
 from toolrelay.server.errors import APIError
 
 KEEPALIVE = b": keep-alive\n\n"
@@ -90,6 +90,10 @@ class ChunkEncoder:
         # Around a content delta's text, the most frequent chunk: two joins per chunk.
         self._content_head = self._head + b'{"content":'
         self._content_tail = b"}" + self._tail
+        # A run's chunks, each text between its quotes: the run in one join.
+        self._run_head = self._content_head + b'"'
+        self._run_between = (b'"' + self._content_tail + self._run_head).decode()
+        self._run_tail = b'"' + self._content_tail
         # Around the finish reason and the usage: the stream's end without a dict.
         self._finish_head = self._head + b'{},"logprobs":null,"finish_reason":'
         self._finish_tail = b'}],"usage":null}\n\n' if include_usage else b"}]}\n\n"
@@ -133,6 +137,12 @@ class ChunkEncoder:
         if isinstance(event, ReasoningDelta):
             return self.delta({"reasoning_content": event.text}) if event.text else None
         return None  # ToolCallEnd: the fragments already carried the call
+
+    def run(self, run: ContentRun) -> bytes:
+        """The chunks of a run's texts, as :meth:`event` writes each text's
+        ``ContentDelta``: none is empty, and each one's JSON string is the text
+        between two quotes (a ``ContentRun``'s promise), so the run is one join."""
+        return self._run_head + self._run_between.join(run.texts).encode() + self._run_tail
 
     def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
         """The last choice chunk (toolrelay's own keys ride on it, top level),

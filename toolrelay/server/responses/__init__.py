@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from toolrelay.events import Event
-from toolrelay.io.round import Finish, Reply
+from toolrelay.io.round import ContentRun, Finish, Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.asgi import Headers, client_auth, header
 from toolrelay.server.blocks import sse
@@ -106,8 +106,9 @@ class ResponseEncoder:
         self._front = front
         self._turn = turn
         self.builder = _builder(turn)
-        # The builder's own method, not one calling it: a call less per event.
+        # The builder's own methods, not ones calling them: a call less per event.
         self.event: Callable[[Event], bytes | None] = self.builder.stream_event
+        self.run: Callable[[ContentRun], bytes | None] = self.builder.stream_run
 
     def start(self) -> bytes:
         return b"".join(map(sse, self.builder.start()))

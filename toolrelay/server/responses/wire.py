@@ -52,12 +52,17 @@ _OUTPUT_DETAILS = orjson.Fragment(b'{"reasoning_tokens":0}')
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 _PREFIXES = {"text": "msg_", "call": "fc_", "reasoning": "rs_"}
 _DELTAS = {"text": "response.output_text.delta", "reasoning": "response.reasoning_text.delta"}
-# A text delta's SSE bytes, its sequence number, its item and its text left out.
+# A text delta's SSE bytes before its sequence number, and after its text.
 _TEXT_DELTA_HEAD = (
     b"event: response.output_text.delta\n"
-    b'data: {"type":"response.output_text.delta","sequence_number":%d'
+    b'data: {"type":"response.output_text.delta","sequence_number":'
 )
-_TEXT_DELTA_TAIL = b'%b,"logprobs":[]}\n\n'
+_TEXT_DELTA_TAIL = b',"logprobs":[]}\n\n'
+# A run's text deltas, each text between quotes: what stands before the first
+# one's number, between a text and the next one's number, and after the last text.
+_RUN_HEAD = _TEXT_DELTA_HEAD
+_RUN_BETWEEN = (b'"' + _TEXT_DELTA_TAIL + _TEXT_DELTA_HEAD).decode()
+_RUN_TAIL = b'"' + _TEXT_DELTA_TAIL
 
 
 def _new_id(prefix: str) -> str:
@@ -89,8 +94,10 @@ class ResponseBuilder(Blocks):
         self._item_id = ""
         self._index = -1
         # The open message item's text delta, its sequence number and text left
-        # out (``%d``, ``%b``): one formatting per delta (set when the item opens).
+        # out (``%d``, ``%b``): one formatting per delta; and what stands between a
+        # run's number and its text, the opening quote included (set when the item opens).
         self._text_template = b""
+        self._run_where = ""
 
     def _emit(self, kind: str, **fields: Any) -> WireEvent:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -134,7 +141,10 @@ class ResponseBuilder(Blocks):
                 orjson.dumps(self._item_id),
                 self._index,
             )
-            self._text_template = _TEXT_DELTA_HEAD + where.replace(b"%", b"%%") + _TEXT_DELTA_TAIL
+            self._text_template = (
+                _TEXT_DELTA_HEAD + b"%d" + where.replace(b"%", b"%%") + b"%b" + _TEXT_DELTA_TAIL
+            )
+            self._run_where = (where + b'"').decode()
         out = [self._emit("response.output_item.added", output_index=self._index, item=dict(item))]
         if kind == "reasoning" and self._summary:
             out.append(
@@ -197,6 +207,15 @@ class ResponseBuilder(Blocks):
         sequence = self._sequence
         self._sequence += 1
         return self._text_template % (sequence, orjson.dumps(text))
+
+    def text_run_bytes(self, texts: list[str]) -> bytes:
+        # Each delta its number, then its text: a number and a text joined around
+        # what stands between them, the deltas around what stands between two.
+        sequence = self._sequence
+        self._sequence += len(texts)
+        numbers = map(str, range(sequence, self._sequence))
+        deltas = _RUN_BETWEEN.join(map(self._run_where.join, zip(numbers, texts, strict=True)))
+        return _RUN_HEAD + deltas.encode() + _RUN_TAIL
 
     def close(self, kind: Kind, text: str, call: ToolCall | None) -> list[WireEvent]:
         item = self._output[-1]
