@@ -49,7 +49,6 @@ from toolrelay.events import (
 )
 from toolrelay.io.round import Finish
 from toolrelay.server.anthropic.wire import MessageEncoder
-from toolrelay.server.blocks import sse
 from toolrelay.server.chat.wire import ChunkEncoder
 from toolrelay.server.responses.wire import ResponseBuilder
 
@@ -109,14 +108,13 @@ class _ResponseEncoder:
         self.builder = ResponseBuilder("bench", echo, False)
 
     def start(self) -> bytes:
-        return b"".join(map(sse, self.builder.start()))
+        return self.builder.start()
 
     def event(self, event: Event) -> bytes | None:
-        events = self.builder.event(event)
-        return b"".join(map(sse, events)) if events else None
+        return self.builder.stream_event(event)
 
     def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
-        return b"".join(map(sse, self.builder.finish(finish, extra)))
+        return self.builder.finish_bytes(finish, extra)
 
 
 ENCODERS: dict[str, Callable[[], Any]] = {

@@ -17,7 +17,6 @@ from toolrelay.io.round import Finish, Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.anthropic import MessagesFront
 from toolrelay.server.anthropic.request import read_messages
-from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses import ResponsesFront
 from toolrelay.server.responses.request import read_responses
@@ -218,11 +217,11 @@ def test_stream_and_response_agree(
     finish = Finish(reason, {"prompt_tokens": 3, "completion_tokens": 4})
     echo = _read(input="x").echo
     builder = ResponseBuilder("m", echo, reasoning, frozenset({"get_weather"} if custom else ()))
-    wire = builder.start()
+    raw = builder.start()
     for event in events:
-        wire += builder.event(event)
-    wire += builder.finish(finish, {"toolrelay_warning": "w"})
-    streamed = check_responses_stream(b"".join(map(sse, wire)))
+        raw += builder.stream_event(event) or b""
+    raw += builder.finish_bytes(finish, {"toolrelay_warning": "w"})
+    streamed = check_responses_stream(raw)
     final = orjson.loads(orjson.dumps(builder.response))
     assert streamed.model_dump(mode="json", exclude_unset=True) == final
     assert final["toolrelay_warning"] == "w"

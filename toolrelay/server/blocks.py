@@ -80,6 +80,11 @@ class Blocks:
             return self._end(None)  # a started call cut short: its block closes without it
         return []
 
+    def text_open_bytes(self) -> bytes:
+        """``sse`` of ``self.open("text", None)``'s events, the same bytes and the
+        same block opened, written without the events' dicts (:meth:`event_bytes`)."""
+        raise NotImplementedError
+
     def text_delta_bytes(self, text: str) -> bytes:
         """``sse(self.delta("text", text))`` for the open text block: the same
         bytes, written without the event's dict (:meth:`stream_event`'s hot path)."""
@@ -101,6 +106,20 @@ class Blocks:
                 if not text:
                     return None
             return self.text_delta_bytes(text)
+        return self.event_bytes(event)
+
+    def event_bytes(self, event: Event) -> bytes | None:
+        """:meth:`event`'s events through :func:`sse` (None: nothing to say). Text
+        that opens a text block where none is open (a stream's first, most
+        often) is said by the front's :meth:`text_open_bytes` and
+        :meth:`text_delta_bytes`, without the events' dicts."""
+        if type(event) is ContentDelta and self._kind is None:
+            text = self._hold_blanks(event.text).lstrip()
+            if not text:
+                return None
+            self._kind = "text"
+            self._pieces.append(text)
+            return self.text_open_bytes() + self.text_delta_bytes(text)
         events = self.event(event)
         return b"".join(map(sse, events)) if events else None
 
@@ -140,19 +159,28 @@ class Blocks:
         return self._end(None) if self._kind is not None else []
 
     def _end(self, call: ToolCall | None) -> list[WireEvent]:
+        return self.close(*self._take_block(), call)
+
+    def _take_block(self) -> tuple[Kind, str]:
+        """The open block's kind and whole text, the block closed (a front's
+        :meth:`close` then says so)."""
         kind = self._kind
         assert kind is not None
         text = "".join(self._pieces)
         self._kind = None
         self._pieces = []
-        return self.close(kind, text, call)
+        return kind, text
+
+    def _hold_blanks(self, text: str) -> str:
+        """``text`` after the blanks held, without those at its end, now held."""
+        text = self._blank + text
+        visible = text.rstrip()
+        self._blank = text[len(visible) :]
+        return visible
 
     def _add(self, kind: Kind, text: str) -> list[WireEvent]:
         if kind == "text":
-            text = self._blank + text
-            visible = text.rstrip()
-            self._blank = text[len(visible) :]
-            text = visible
+            text = self._hold_blanks(text)
         if self._kind != kind:
             if kind == "text":
                 text = text.lstrip()

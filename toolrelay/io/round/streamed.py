@@ -123,13 +123,13 @@ async def _open_handling_refusals(
     """The stream opened in the round's mode; a backend that refuses its tools
     gets it on the rescue path."""
     mode = await round_mode(backend, req)
-
-    async def attempt(mode: RoundMode) -> tuple[RoundMode, _Opened]:
-        return mode, await _open(backend, req, mode, counters, patience)
-
     try:
-        return await attempt(mode)
+        return mode, await _open(backend, req, mode, counters, patience)
     except BackendError as exc:
+        # Made only here: a closure made for every stream costs each one.
+        async def attempt(mode: RoundMode) -> tuple[RoundMode, _Opened]:
+            return mode, await _open(backend, req, mode, counters, patience)
+
         return await rescued(backend, req, mode, counters, exc, attempt)
 
 
@@ -223,15 +223,14 @@ async def _relay_single_stream(
     mode, (chunks, observed, constraint) = await _open_handling_refusals(
         backend, req, counters, patience
     )
+    has_tools = req.has_tools  # a property: read once
     # Inside: a caller that stops right after Opened closes the backend's stream.
     async with chunks:
         yield [Opened(mode)]
-        if req.has_tools:
+        if has_tools:
             counters.inc("rounds", mode)
         tools = parse_tools(req)
-        opened = req.has_tools and await backend.reasoning_open(
-            req.model, req.body, req.reasoning_open
-        )
+        opened = has_tools and await backend.reasoning_open(req.model, req.body, req.reasoning_open)
         # Copies of the examples exist only where the prompt showed them.
         texts = injected_texts(req, mode)
         # None when there is nothing to clean (a native round whose prompt is the client's).
@@ -242,9 +241,9 @@ async def _relay_single_stream(
         )
         state = ChunkReader(
             partial(stream_parser, tools, parse_format(req, mode), reasoning_open=opened)
-            if req.has_tools
+            if has_tools
             else None,
-            partial(_native_stream, req, tools) if req.has_tools and mode == "native" else None,
+            partial(_native_stream, req, tools) if has_tools and mode == "native" else None,
             call_limit(req),
             runs=runs and cleaner is None,
         )
@@ -255,7 +254,7 @@ async def _relay_single_stream(
         # and no read that only ends the iteration. With tools each batch keeps
         # its own: the answered layer lets toolrelay's notes out at a batch's end,
         # but those of the last batch may give way to a re-ask's answer.
-        ends_with_last_read = not req.has_tools
+        ends_with_last_read = not has_tools
         last_read: list[StreamItem] = []
         try:
             take = state.take  # looked up once: it runs for every chunk
@@ -301,15 +300,15 @@ async def _relay_single_stream(
     if observed is not None:
         observed.parsed(_events(last), formats=state.formats)
         observed.streamed(raw, state.usage, state.finish)
-    if state.text_calls and mode == "native":
+    if has_tools and mode == "native" and state.text_calls:  # none without tools
         backend.learn(req.model, "emits_text_calls")
         counters.inc("text_calls")
-    if req.has_tools:
+    if has_tools:
         _count_quality(counters, backend, req, mode, state, echoes)
         count_formats(counters, backend, req, ended, state.formats)
     _learn_reasoning(backend, req, state, opened)
     swallowed = not (state.saw_text or state.calls or state.rejected) and state.finish != "length"
-    if req.has_tools and swallowed and req.plan.mode != "none":
+    if has_tools and swallowed and req.plan.mode != "none":
         # The stream came back empty although tools were sent: the backend's
         # streamed tool parsing lost the call. Ask once without streaming. (A
         # round the token limit cut short, in its reasoning, lost nothing.)
@@ -330,7 +329,7 @@ async def _relay_single_stream(
         yield last
         return
     called = state.calls - state.cut > echoes
-    if req.has_tools:
+    if has_tools:
         watch_silence(backend, req, mode, called)
         if called:
             backend.streamed_call(req.model)

@@ -26,6 +26,26 @@ from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
 PING = b'event: ping\ndata: {"type":"ping"}\n\n'
+# A stream's first bytes: ``message_start`` (its message's id and model left out,
+# every other value fixed until the end) and, as Anthropic does, a ping.
+_START = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"%b","type":"message",'
+    b'"role":"assistant","model":%b,"content":[],"stop_reason":null,"stop_sequence":null,'
+    b'"usage":{"input_tokens":0,"output_tokens":0}}}\n\n' + PING
+)
+# A text block's start, its index left out.
+_TEXT_START = (
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":%d,'
+    b'"content_block":{"type":"text","text":""}}\n\n'
+)
+# Any block's stop, its index left out.
+_BLOCK_STOP = b'event: content_block_stop\ndata: {"type":"content_block_stop","index":%d}\n\n'
+# A stream's last bytes without toolrelay's keys: ``message_delta`` (its stop
+# reason, stop sequence and usage left out) and ``message_stop``.
+_END = (
+    b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":%b,'
+    b'"stop_sequence":%b},"usage":%b}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
 # A text delta's SSE bytes around its text, its block's index left out.
 _TEXT_DELTA_HEAD = (
     b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
@@ -72,27 +92,41 @@ class MessageBuilder(Blocks):
         self._text_delta = b""
         self._run_head = b""
         self._run_between = ""
+        self._called = False  # a tool_use block was opened: the stop reason says so
 
-    def start(self) -> dict[str, Any]:
-        """The ``message_start`` event (before any content)."""
-        return {"type": "message_start", "message": {**self.message, "content": []}}
+    def start(self) -> bytes:
+        """What the stream opens with, before any content: ``message_start`` (the
+        message as it stands) and a ping, written around the message's id and model."""
+        message = self.message
+        return _START % (message["id"].encode(), orjson.dumps(message["model"]))
 
     def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
+        block = self._new_block(kind, start)
+        index = len(self._content) - 1
+        return [{"type": "content_block_start", "index": index, "content_block": dict(block)}]
+
+    def text_open_bytes(self) -> bytes:
+        self._new_block("text", None)
+        return _TEXT_START % (len(self._content) - 1)
+
+    def _new_block(self, kind: Kind, start: ToolCallStart | None) -> dict[str, Any]:
+        """The message's new last block, empty (its start said by the caller)."""
         if start is not None:
             block = {"type": "tool_use", "id": start.id, "name": start.name, "input": {}}
+            self._called = True
         elif kind == "text":
             block = {"type": "text", "text": ""}
         else:
             # No signature: the model server gave none, and toolrelay makes none up.
             block = {"type": "thinking", "thinking": "", "signature": ""}
         self._content.append(block)
-        index = len(self._content) - 1
         if kind == "text":
+            index = len(self._content) - 1
             head = _TEXT_DELTA_HEAD % index
             self._text_delta = head + b"%b" + _TEXT_DELTA_TAIL
             self._run_head = head + b'"'
             self._run_between = (_RUN_TAIL + self._run_head).decode()
-        return [{"type": "content_block_start", "index": index, "content_block": dict(block)}]
+        return block
 
     def delta(self, kind: Kind, text: str) -> WireEvent:
         if kind == "text":
@@ -112,6 +146,11 @@ class MessageBuilder(Blocks):
         return self._run_head + self._run_between.join(texts).encode() + _RUN_TAIL
 
     def close(self, kind: Kind, text: str, call: ToolCall | None) -> list[WireEvent]:
+        self._complete(kind, text, call)
+        return [{"type": "content_block_stop", "index": len(self._content) - 1}]
+
+    def _complete(self, kind: Kind, text: str, call: ToolCall | None) -> None:
+        """The last block made whole: its text, or the call's input."""
         block = self._content[-1]
         if kind == "call":
             # The call's own JSON, verbatim: its arguments may hold integers
@@ -120,19 +159,46 @@ class MessageBuilder(Blocks):
             block["input"] = orjson.Fragment(arguments)
         else:
             block[block["type"]] = text
-        return [{"type": "content_block_stop", "index": len(self._content) - 1}]
 
     def finish(self, finish: Finish, extra: dict[str, Any]) -> list[WireEvent]:
         """Close the message: the last events, with toolrelay's own keys on ``message_delta``."""
         out = self.end_block()
-        called = any(block["type"] == "tool_use" for block in self._content)
-        reason, stop_sequence = _stop(called, finish.reason, finish.stop_sequence)
-        counts = _counts(finish.usage)
-        self.message.update(stop_reason=reason, stop_sequence=stop_sequence, usage=counts, **extra)
+        reason, stop_sequence, counts = self._finished(finish, extra)
         delta = {"stop_reason": reason, "stop_sequence": stop_sequence}
         out.append({"type": "message_delta", "delta": delta, "usage": counts, **extra})
         out.append({"type": "message_stop"})
         return out
+
+    def finish_bytes(self, finish: Finish, extra: dict[str, Any]) -> bytes:
+        """:meth:`finish`'s events through :func:`sse`, the same bytes: written
+        around their values unless toolrelay adds keys of its own (a warning, a
+        loop's verdict: rare), whose events are built whole."""
+        if extra:
+            return b"".join(map(sse, self.finish(finish, extra)))
+        out = b""
+        if self._kind is not None:  # the open block ends, as end_block ends it
+            self._complete(*self._take_block(), None)
+            out = _BLOCK_STOP % (len(self._content) - 1)
+        reason, stop_sequence, counts = self._finished(finish, extra)
+        return out + _END % (
+            orjson.dumps(reason),
+            orjson.dumps(stop_sequence),
+            orjson.dumps(counts),
+        )
+
+    def _finished(
+        self, finish: Finish, extra: dict[str, Any]
+    ) -> tuple[str, str | None, dict[str, int]]:
+        """The message's stop reason, stop sequence and usage, set on it with ``extra``."""
+        reason, stop_sequence = _stop(self._called, finish.reason, finish.stop_sequence)
+        counts = _counts(finish.usage)
+        message = self.message
+        message["stop_reason"] = reason
+        message["stop_sequence"] = stop_sequence
+        message["usage"] = counts
+        if extra:
+            message.update(extra)
+        return reason, stop_sequence, counts
 
 
 def whole_message(
@@ -213,11 +279,10 @@ class MessageEncoder:
         self.run: Callable[[ContentRun], bytes | None] = self.builder.stream_run
 
     def start(self) -> bytes:
-        # As Anthropic does: a ping right after message_start.
-        return sse(self.builder.start()) + PING
+        return self.builder.start()
 
     def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
-        return b"".join(map(sse, self.builder.finish(finish, extra)))
+        return self.builder.finish_bytes(finish, extra)
 
     def error(self, error: APIError) -> bytes:
         return sse(error_body(error))

@@ -82,8 +82,16 @@ class ResponsesFront:
         """Store a finished stream's response with its conversation, when the
         request lets us."""
         if turn.store:
-            output = input_messages(response["output"], "output")
-            self.store.put(response, turn.history + output)
+            self.store.put(response, turn.history + output_messages(response["output"]))
+
+
+def output_messages(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``input_messages(output, "output")`` for a streamed response's output: the
+    usual one, a message item alone (its one part of text, as the builder
+    closes it), read at once; any other through the reader."""
+    if len(output) == 1 and output[0]["type"] == "message":
+        return [{"role": "assistant", "content": output[0]["content"][0]["text"]}]
+    return input_messages(output, "output")
 
 
 def _builder(turn: ResponsesTurn) -> ResponseBuilder:
@@ -111,10 +119,10 @@ class ResponseEncoder:
         self.run: Callable[[ContentRun], bytes | None] = self.builder.stream_run
 
     def start(self) -> bytes:
-        return b"".join(map(sse, self.builder.start()))
+        return self.builder.start()
 
     def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
-        data = b"".join(map(sse, self.builder.finish(finish, extra)))
+        data = self.builder.finish_bytes(finish, extra)
         self._front.keep(self._turn, self.builder.response)
         return data
 

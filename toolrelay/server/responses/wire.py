@@ -24,7 +24,7 @@ import orjson
 from toolrelay.events import ToolCall, ToolCallStart
 from toolrelay.io.ids import unique_hex
 from toolrelay.io.round import Finish, Reply
-from toolrelay.server.blocks import Blocks, Kind, WireEvent
+from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
 KEEPALIVE = b": keep-alive\n\n"
@@ -63,6 +63,38 @@ _TEXT_DELTA_TAIL = b',"logprobs":[]}\n\n'
 _RUN_HEAD = _TEXT_DELTA_HEAD
 _RUN_BETWEEN = (b'"' + _TEXT_DELTA_TAIL + _TEXT_DELTA_HEAD).decode()
 _RUN_TAIL = b'"' + _TEXT_DELTA_TAIL
+# A stream's first two events, both carrying the response as it stands (left out).
+_STARTED = (
+    b'event: response.created\ndata: {"type":"response.created","sequence_number":0,'
+    b'"response":%b}\n\nevent: response.in_progress\ndata: {"type":"response.in_progress",'
+    b'"sequence_number":1,"response":%b}\n\n'
+)
+# A message item's open: the item's event and its part's, the sequence numbers,
+# the item's index and id, and its id and index as its events name them left out.
+_TEXT_OPENED = (
+    b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
+    b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message",'
+    b'"role":"assistant","content":[],"status":"in_progress"}}\n\n'
+    b'event: response.content_part.added\ndata: {"type":"response.content_part.added",'
+    b'"sequence_number":%d,%b,"content_index":0,"part":{"type":"output_text","text":"",'
+    b'"annotations":[],"logprobs":[]}}\n\n'
+)
+# A message item's close: its text's two events and the item's, the sequence
+# numbers, the item's id and index and the text left out (the item's id and
+# index as they come in every event of the item: ``_where``).
+_TEXT_DONE = (
+    b'event: response.output_text.done\ndata: {"type":"response.output_text.done",'
+    b'"sequence_number":%d,%b,"content_index":0,"text":%b,"logprobs":[]}\n\n'
+    b'event: response.content_part.done\ndata: {"type":"response.content_part.done",'
+    b'"sequence_number":%d,%b,"content_index":0,"part":{"type":"output_text","text":%b,'
+    b'"annotations":[],"logprobs":[]}}\n\n'
+    b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
+    b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message","role":"assistant",'
+    b'"content":[{"type":"output_text","text":%b,"annotations":[],"logprobs":[]}],'
+    b'"status":"completed"}}\n\n'
+)
+# The last event, its name, sequence number and the whole response left out.
+_ENDED = b'event: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}\n\n'
 
 
 def _new_id(prefix: str) -> str:
@@ -94,10 +126,13 @@ class ResponseBuilder(Blocks):
         self._item_id = ""
         self._index = -1
         # The open message item's text delta, its sequence number and text left
-        # out (``%d``, ``%b``): one formatting per delta; and what stands between a
-        # run's number and its text, the opening quote included (set when the item opens).
+        # out (``%d``, ``%b``): one formatting per delta; what stands between a
+        # run's number and its text, the opening quote included; and the item's id
+        # as JSON and its id and index as its events name them (set when the item opens).
         self._text_template = b""
         self._run_where = ""
+        self._item_json = b""
+        self._text_where = b""
 
     def _emit(self, kind: str, **fields: Any) -> WireEvent:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -107,44 +142,16 @@ class ResponseBuilder(Blocks):
     def _where(self) -> dict[str, Any]:
         return {"item_id": self._item_id, "output_index": self._index}
 
-    def start(self) -> list[WireEvent]:
-        # Both events carry the same snapshot (the request's tools and
-        # instructions echoed in it): encoded once.
-        snapshot = orjson.Fragment(orjson.dumps({**self.response, "output": []}))
-        return [
-            self._emit("response.created", response=snapshot),
-            self._emit("response.in_progress", response=snapshot),
-        ]
+    def start(self) -> bytes:
+        """The stream's first events, ``response.created`` and
+        ``response.in_progress``: both carry the response as it stands (the
+        request's tools and instructions echoed in it, no output yet), encoded once."""
+        snapshot = orjson.dumps(self.response)
+        self._sequence = 2
+        return _STARTED % (snapshot, snapshot)
 
     def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
-        item: dict[str, Any] = {"id": _new_id(_PREFIXES[kind])}
-        if start is not None and start.name in self._custom:
-            # The API gives custom tool calls no status.
-            item.update(id=_new_id("ctc_"), type="custom_tool_call", call_id=start.id)
-            item.update(name=start.name, input="")
-        elif start is not None:
-            item.update(type="function_call", call_id=start.id, name=start.name, arguments="")
-            item["status"] = "in_progress"
-        if start is not None and start.name in self._namespaced:
-            item["namespace"], item["name"] = self._namespaced[start.name]
-        if start is None:
-            if kind == "text":
-                item.update(type="message", role="assistant", content=[])
-            else:
-                item.update(type="reasoning", summary=[], content=[])
-            item["status"] = "in_progress"
-        self._output.append(item)
-        self._item_id = item["id"]
-        self._index = len(self._output) - 1
-        if kind == "text":
-            where = b',"item_id":%b,"output_index":%d,"content_index":0,"delta":' % (
-                orjson.dumps(self._item_id),
-                self._index,
-            )
-            self._text_template = (
-                _TEXT_DELTA_HEAD + b"%d" + where.replace(b"%", b"%%") + b"%b" + _TEXT_DELTA_TAIL
-            )
-            self._run_where = (where + b'"').decode()
+        item = self._new_item(kind, start)
         out = [self._emit("response.output_item.added", output_index=self._index, item=dict(item))]
         if kind == "reasoning" and self._summary:
             out.append(
@@ -165,6 +172,62 @@ class ResponseBuilder(Blocks):
                 )
             )
         return out
+
+    def text_open_bytes(self) -> bytes:
+        self._new_item("text", None)
+        sequence = self._sequence
+        self._sequence += 2
+        return _TEXT_OPENED % (
+            sequence,
+            self._index,
+            self._item_json,
+            sequence + 1,
+            self._text_where,
+        )
+
+    def _new_item(self, kind: Kind, start: ToolCallStart | None) -> dict[str, Any]:
+        """The response's new last output item, open (its events said by the caller)."""
+        item: dict[str, Any]
+        if start is None and kind == "text":  # the usual item: a literal
+            item = {
+                "id": _new_id(_PREFIXES[kind]),
+                "type": "message",
+                "role": "assistant",
+                "content": [],
+                "status": "in_progress",
+            }
+        else:
+            item = self._other_item(kind, start)
+        self._output.append(item)
+        self._item_id = item["id"]
+        self._index = len(self._output) - 1
+        if kind == "text":
+            self._item_json = orjson.dumps(self._item_id)
+            # The item's id and index as every event of the item names them (``_where``).
+            self._text_where = b'"item_id":%b,"output_index":%d' % (self._item_json, self._index)
+            where = b"," + self._text_where + b',"content_index":0,"delta":'
+            self._text_template = (
+                _TEXT_DELTA_HEAD + b"%d" + where.replace(b"%", b"%%") + b"%b" + _TEXT_DELTA_TAIL
+            )
+            self._run_where = (where + b'"').decode()
+        return item
+
+    def _other_item(self, kind: Kind, start: ToolCallStart | None) -> dict[str, Any]:
+        """A new call or reasoning item."""
+        item: dict[str, Any] = {"id": _new_id(_PREFIXES[kind])}
+        if start is not None and start.name in self._custom:
+            # The API gives custom tool calls no status.
+            item.update(id=_new_id("ctc_"), type="custom_tool_call", call_id=start.id)
+            item.update(name=start.name, input="")
+        elif start is not None:
+            item.update(type="function_call", call_id=start.id, name=start.name, arguments="")
+            item["status"] = "in_progress"
+        if start is not None and start.name in self._namespaced:
+            item["namespace"], item["name"] = self._namespaced[start.name]
+        if start is None:
+            item.update(type="reasoning", summary=[], content=[])
+            item["status"] = "in_progress"
+        return item
 
     def delta(self, kind: Kind, text: str) -> WireEvent | None:
         # The hot path: one literal per delta, no keyword merging.
@@ -258,8 +321,7 @@ class ResponseBuilder(Blocks):
                 )
             )
         else:
-            part = _part(kind, text)
-            item["content"] = [part]
+            part = _content_done(item, kind, text)
             if kind == "text":
                 out.append(
                     self._emit(
@@ -286,11 +348,53 @@ class ResponseBuilder(Blocks):
         """Close the response: ``response.completed``, or ``response.incomplete``
         when the token limit (or a content filter) cut it short."""
         out = self.end_block()
+        out.append(self._emit(self._finished(finish, extra), response=self.response))
+        return out
+
+    def finish_bytes(self, finish: Finish, extra: dict[str, Any]) -> bytes:
+        """:meth:`finish`'s events through :func:`sse`, the same bytes: when no
+        block but a message item is open and toolrelay adds no keys of its own,
+        written around their values (the item's text encoded once for its three
+        events, the whole response once); otherwise built whole."""
+        if extra or (self._kind is not None and self._kind != "text"):
+            return b"".join(map(sse, self.finish(finish, extra)))
+        out = b""
+        if self._kind is not None:
+            out = self._text_done(self._take_block()[1])
+        kind = self._finished(finish, extra).encode()
+        sequence = self._sequence
+        self._sequence += 1
+        return out + _ENDED % (kind, kind, sequence, orjson.dumps(self.response))
+
+    def _text_done(self, text: str) -> bytes:
+        """The open message item closed with ``text``: :meth:`close`'s events for
+        it through :func:`sse`, written around their values."""
+        item = self._output[-1]
+        item["status"] = "completed"
+        _content_done(item, "text", text)
+        sequence = self._sequence
+        self._sequence += 3
+        said = orjson.dumps(text)
+        where = self._text_where
+        return _TEXT_DONE % (
+            sequence,
+            where,
+            said,
+            sequence + 1,
+            where,
+            said,
+            sequence + 2,
+            self._index,
+            self._item_json,
+            said,
+        )
+
+    def _finished(self, finish: Finish, extra: dict[str, Any]) -> str:
+        """The response's status, why it is incomplete and its usage set, with
+        ``extra``; the name of the last event."""
         status, details, usage = _outcome(finish.reason, finish.usage)
         self.response.update(status=status, incomplete_details=details, usage=usage, **extra)
-        kind = "response.incomplete" if details else "response.completed"
-        out.append(self._emit(kind, response=self.response))
-        return out
+        return "response.incomplete" if details else "response.completed"
 
     def failed(self, error: APIError) -> WireEvent:
         """``response.failed``: what a stream ends with when the turn fails midway
@@ -450,6 +554,14 @@ def custom_input(arguments: dict[str, Any]) -> str:
     """A custom tool call's input: its function's ``input``, as text."""
     value = arguments.get("input", "")
     return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def _content_done(item: dict[str, Any], kind: Kind, text: str) -> dict[str, Any]:
+    """A message or reasoning item completed with its one content part of
+    ``text``, returned."""
+    part = _part(kind, text)
+    item["content"] = [part]
+    return part
 
 
 def _part(kind: Kind | Literal["summary"], text: str) -> dict[str, Any]:

@@ -1,0 +1,213 @@
+"""A Messages or Responses stream's fixed events written from byte templates
+(the start; a text block opened where none is open, ``Blocks.event_bytes``;
+the last block's close and the finish, ``finish_bytes``) are the general
+path's, the builder's events each through ``sse``, byte for byte and event for
+event, for generated streams (text with blanks anywhere, reasoning, calls,
+custom and namespaced calls, blank text only), every finish reason, usage of
+every shape, stop sequences, toolrelay's own keys or none, and an error
+mid-stream; the builder is left holding the same message or response, and a
+streamed response is stored with the conversation the general reader makes
+of its output."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from unittest.mock import patch
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.fronts.replies import EXTRA, REASONS, TEXT, USAGE
+from tests.fronts.segments import arguments, events_of
+from toolrelay.events import ContentDelta, Event
+from toolrelay.io.round import Finish
+from toolrelay.server.anthropic.wire import PING, MessageEncoder
+from toolrelay.server.blocks import Blocks, sse
+from toolrelay.server.errors import APIError
+from toolrelay.server.responses import output_messages
+from toolrelay.server.responses.request import input_messages
+from toolrelay.server.responses.wire import ResponseBuilder
+
+PLAN = st.lists(
+    st.one_of(
+        st.tuples(st.just("text"), TEXT),
+        st.tuples(st.just("reasoning"), TEXT),
+        st.tuples(st.just("call"), arguments),
+    ),
+    max_size=5,
+)
+FINISH = st.builds(Finish, REASONS, USAGE, st.none(), stop_sequence=st.none() | TEXT)
+ERROR = st.none() | st.builds(APIError, st.sampled_from([400, 500, 502]), TEXT)
+MODEL = st.sampled_from(["m", 'a "quoted" model', "modèle/é"])
+
+
+def _events(plan: list[Any], cuts: list[int], more: list[str]) -> list[Event]:
+    # More text after the plan: a stream most often ends in text.
+    return [*events_of(plan, cuts), *(ContentDelta(text) for text in more)]
+
+
+def _general(builder: Blocks, event: Event) -> bytes | None:
+    events = builder.event(event)
+    return b"".join(map(sse, events)) if events else None
+
+
+@contextmanager
+def _numbered_ids() -> Iterator[None]:
+    """Ids numbered from 0 in each run, and one clock, so that two runs name
+    their items alike and date their responses alike."""
+    numbers = itertools.count()
+
+    def number() -> str:
+        return f"{next(numbers):032x}"
+
+    with (
+        patch("toolrelay.server.responses.wire.unique_hex", number),
+        patch("toolrelay.server.anthropic.wire.unique_hex", number),
+        patch("toolrelay.server.responses.wire.time.time", lambda: 1_800_000_000.5),
+    ):
+        yield
+
+
+def _messages_stream(
+    fast: bool,
+    model: str,
+    thinking: bool,
+    events: list[Event],
+    end: Finish | APIError,
+    extra: dict[str, Any],
+) -> tuple[list[bytes | None], dict[str, Any]]:
+    with _numbered_ids():
+        encoder = MessageEncoder(model, thinking)
+    builder = encoder.builder
+    if fast:
+        written: list[bytes | None] = [encoder.start()]
+        written += [encoder.event(event) for event in events]
+    else:
+        snapshot = {**builder.message, "content": []}
+        written = [sse({"type": "message_start", "message": snapshot}) + PING]
+        written += [_general(builder, event) for event in events]
+    if isinstance(end, APIError):
+        written.append(encoder.error(end))
+    elif fast:
+        written.append(encoder.finish(end, extra))
+    else:
+        written.append(b"".join(map(sse, builder.finish(end, extra))))
+    return written, orjson.loads(orjson.dumps(builder.message))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    PLAN,
+    st.lists(st.integers(0, 40), max_size=4),
+    st.lists(TEXT, max_size=3),
+    MODEL,
+    st.booleans(),
+    FINISH,
+    ERROR,
+    EXTRA,
+)
+def test_a_messages_stream_is_the_general_bytes(
+    plan: list[Any],
+    cuts: list[int],
+    more: list[str],
+    model: str,
+    thinking: bool,
+    finish: Finish,
+    error: APIError | None,
+    extra: dict[str, Any],
+) -> None:
+    events = _events(plan, cuts, more)
+    end = error or finish
+    fast = _messages_stream(True, model, thinking, events, end, extra)
+    assert fast == _messages_stream(False, model, thinking, events, end, extra)
+
+
+def _responses_stream(
+    fast: bool,
+    builder_of: Callable[[], ResponseBuilder],
+    events: list[Event],
+    end: Finish | APIError,
+    extra: dict[str, Any],
+) -> tuple[list[bytes | None], dict[str, Any]]:
+    with _numbered_ids():
+        builder = builder_of()
+        if fast:
+            written: list[bytes | None] = [builder.start()]
+            written += [builder.stream_event(event) for event in events]
+        else:
+            snapshot = {**builder.response, "output": []}
+            started = [
+                {"type": kind, "sequence_number": number, "response": snapshot}
+                for number, kind in enumerate(["response.created", "response.in_progress"])
+            ]
+            written = [b"".join(map(sse, started))]
+            builder._sequence = 2
+            written += [_general(builder, event) for event in events]
+        if isinstance(end, APIError):
+            written.append(sse(builder.failed(end)))
+        elif fast:
+            written.append(builder.finish_bytes(end, extra))
+        else:
+            written.append(b"".join(map(sse, builder.finish(end, extra))))
+    return written, orjson.loads(orjson.dumps(builder.response))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    PLAN,
+    st.lists(st.integers(0, 40), max_size=4),
+    st.lists(TEXT, max_size=3),
+    MODEL,
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(["plain", "custom", "namespaced"]),
+    FINISH,
+    ERROR,
+    EXTRA,
+)
+def test_a_responses_stream_is_the_general_bytes(
+    plan: list[Any],
+    cuts: list[int],
+    more: list[str],
+    model: str,
+    reasoning: bool,
+    summary: bool,
+    calls: str,
+    finish: Finish,
+    error: APIError | None,
+    extra: dict[str, Any],
+) -> None:
+    echo = {"instructions": "be brief", "tools": [{"type": "function", "name": "get_weather"}]}
+
+    def builder_of() -> ResponseBuilder:
+        return ResponseBuilder(
+            model,
+            echo,
+            reasoning,
+            frozenset({"get_weather"} if calls == "custom" else ()),
+            namespaced={"get_weather": ("mcp", "weather")} if calls == "namespaced" else None,
+            summary=summary,
+        )
+
+    events = _events(plan, cuts, more)
+    end = error or finish
+    fast = _responses_stream(True, builder_of, events, end, extra)
+    assert fast == _responses_stream(False, builder_of, events, end, extra)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PLAN, st.lists(st.integers(0, 40), max_size=4), st.lists(TEXT, max_size=3), st.booleans())
+def test_a_streamed_response_is_stored_with_the_readers_conversation(
+    plan: list[Any], cuts: list[int], more: list[str], reasoning: bool
+) -> None:
+    builder = ResponseBuilder("m", {}, reasoning)
+    builder.start()
+    for event in _events(plan, cuts, more):
+        builder.stream_event(event)
+    builder.finish_bytes(Finish("stop"), {})
+    output = orjson.loads(orjson.dumps(builder.response))["output"]
+    assert output_messages(output) == input_messages(output, "output")
