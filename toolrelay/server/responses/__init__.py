@@ -59,10 +59,10 @@ class ResponsesFront:
             turn.echo,
             reply,
             extra,
-            reasoning=turn.reasoning,
-            custom=turn.custom,
-            namespaced=turn.namespaced,
-            summary=turn.summary,
+            turn.reasoning,
+            turn.custom,
+            turn.namespaced,
+            turn.summary,
         )
         if turn.store:
             # The output's messages made from the reply itself, not read back
