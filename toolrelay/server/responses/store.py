@@ -9,7 +9,6 @@ several workers each keeps its own.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Protocol
 
 
@@ -35,15 +34,18 @@ class Store(Protocol):
 class ResponseStore:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._entries: OrderedDict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
+        # Oldest first: a dict keeps the order its keys came in.
+        self._entries: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
 
     def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
         if self.capacity <= 0:
             return
-        self._entries[response["id"]] = (conversation, response)
-        self._entries.move_to_end(response["id"])
-        while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+        entries = self._entries
+        response_id = response["id"]
+        entries.pop(response_id, None)  # kept again: now the newest
+        entries[response_id] = (conversation, response)
+        while len(entries) > self.capacity:
+            del entries[next(iter(entries))]
 
     def get(self, response_id: str) -> list[dict[str, Any]] | None:
         """The conversation up to and including the response, if it is kept."""
