@@ -33,7 +33,7 @@ from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import Store
-from toolrelay.server.responses.wire import answer_text, custom_input
+from toolrelay.server.responses.wire import custom_input
 from toolrelay.server.turn import Turn
 
 # Tuples, not sets: a client may send any JSON value here, a list or an object too.
@@ -151,23 +151,26 @@ def read_responses(
                 code="previous_response_not_found",
             )
         history = list(found)
-    history += input_messages(body.get("input"), "input")
+    items = body.get("input")
+    history += input_messages(items, "input")
     chat["messages"] = ([{"role": "system", "content": instructions}] if instructions else []) + (
         history
     )
     tools = body.get("tools")
-    toolset = _read_tools(tools, body.get("input"))
+    # Tools come from the top-level list and from additional_tools input items.
+    toolset = (
+        _read_tools(tools, items) if tools is not None or isinstance(items, list) else _NO_TOOLSET
+    )
     if toolset.tools:
         chat["tools"] = toolset.tools
     asked_choice = body.get("tool_choice")
-    choice = _tool_choice(asked_choice)
-    if choice is not None:
-        chat["tool_choice"] = choice
+    if asked_choice is not None:
+        chat["tool_choice"] = _tool_choice(asked_choice)
     parallel = optional(body, "parallel_tool_calls", bool) if typed else None
     if parallel is not None:
         chat["parallel_tool_calls"] = parallel
     text = body.get("text")
-    response_format = _text_format(text)
+    response_format = _text_format(text) if text is not None else None
     if response_format is not None:
         chat["response_format"] = response_format
     metadata = optional(body, "metadata", dict) if typed else None
@@ -256,13 +259,13 @@ def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
 
 
 def reply_messages(
-    reply: Reply, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
+    reply: Reply, text: str, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
 ) -> list[dict[str, Any]]:
     """The messages ``input_messages`` makes of the output items of a finished
     reply's response (:func:`~toolrelay.server.responses.wire.whole_response`),
-    made from the reply: one assistant message with its text and its calls,
-    none without either; reasoning is dropped, as from any input."""
-    text = answer_text(reply)
+    made from the reply (``text`` its ``answer_text``): one assistant message with
+    its text and its calls, none without either; reasoning is dropped, as from
+    any input."""
     if not reply.calls:
         return [{"role": "assistant", "content": text}] if text else []
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -415,8 +418,6 @@ _NO_TOOLSET = _ToolSet()
 def _read_tools(tools: Any, items: Any) -> _ToolSet:
     """The request's tools: the top-level ``tools``, then those of its
     ``additional_tools`` input items."""
-    if tools is None and not isinstance(items, list):
-        return _NO_TOOLSET
     toolset = _ToolSet()
     toolset.read(tools, "tools")
     for i, item in enumerate(items if isinstance(items, list) else ()):
@@ -447,7 +448,8 @@ def _custom_tool(name: str, description: str | None, fmt: Any, where: str) -> di
 
 
 def _tool_choice(value: Any) -> Any:
-    if value is None or value in _CHOICES:
+    """A ``tool_choice`` the request sent, as Chat Completions has it."""
+    if value in _CHOICES:
         return value
     if isinstance(value, dict) and value.get("type") in ("function", "custom"):
         name = _string(value.get("name"), "tool_choice.name")
@@ -463,9 +465,8 @@ def _tool_choice(value: Any) -> Any:
 
 
 def _text_format(value: Any) -> dict[str, Any] | None:
-    """``text.format`` as a Chat Completions ``response_format`` (None for plain text)."""
-    if value is None:
-        return None
+    """The ``text`` a request sent: its ``format`` as a Chat Completions
+    ``response_format`` (None for plain text)."""
     if not isinstance(value, dict):
         wrong("text", "an object")
     fmt = value.get("format")

@@ -287,6 +287,7 @@ def whole_response(
     model: str,
     echo: dict[str, Any],
     reply: Reply,
+    text: str,
     extra: dict[str, Any],
     reasoning: bool,
     custom: frozenset[str],
@@ -296,14 +297,14 @@ def whole_response(
     """The non-streamed response of a finished reply, each item made whole at
     once: what a :class:`ResponseBuilder` fed ``reply_events(reply)`` and then
     finished holds in its ``response`` (ids drawn in the items' order), without
-    the stream's events, which a non-streamed answer never sends. Its arguments
+    the stream's events, which a non-streamed answer never sends. ``text`` is the
+    reply's :func:`answer_text`, which the caller keeps too; the other arguments
     are the builder's (positional: a keyword argument is matched by its name, on
     every non-streamed request)."""
     response_id = "resp_" + unique_hex()
     output: list[dict[str, Any]] = []
     if reasoning and reply.reasoning:
         output.append(_reasoning_item(reply.reasoning, summary))
-    text = answer_text(reply)
     if text:
         output.append(_message_item(text))
     for call in reply.calls:
