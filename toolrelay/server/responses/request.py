@@ -152,7 +152,11 @@ def read_responses(
             )
         history = list(found)
     items = body.get("input")
-    history += input_messages(items, "input")
+    # A string, the usual input, is one user message; items are read one by one.
+    if isinstance(items, str):
+        history.append({"role": "user", "content": items})
+    else:
+        history += input_messages(items, "input")
     chat["messages"] = ([{"role": "system", "content": instructions}] if instructions else []) + (
         history
     )
@@ -223,13 +227,12 @@ def _asked_reasoning(asked: dict[str, Any]) -> dict[str, Any]:
 
 
 def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
-    """Chat Completions messages for Responses input items (or a string).
+    """Chat Completions messages for Responses input items (an input that is no
+    string: :func:`read_responses` reads a string).
 
     Output items are valid input items, which is how a stored response's
     output joins its conversation.
     """
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
     if not isinstance(value, list):
         wrong(where, "a string or an array of items")
     out: list[dict[str, Any]] = []
