@@ -98,7 +98,8 @@ def test_items_become_chat_messages() -> None:
         "type": "json_schema",
         "json_schema": {"name": "w", "schema": {"type": "object"}},
     }
-    assert turn.echo["max_output_tokens"] == 99 and turn.echo["store"] is True
+    # Kept, as by default: the echo leaves the response's default as it is.
+    assert turn.echo["max_output_tokens"] == 99 and "store" not in turn.echo
     assert turn.history == body["messages"][1:]
 
 

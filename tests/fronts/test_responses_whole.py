@@ -191,14 +191,24 @@ def echoed(body: dict[str, Any]) -> dict[str, Any]:
 @settings(max_examples=200, deadline=None)
 @given(ECHO_FIELDS)
 def test_the_echo_repeats_the_request(fields: dict[str, Any]) -> None:
-    """As written: a default may be kept as its JSON."""
+    """As written in the response: the echo holds what differs from the
+    response's defaults, which are kept as their JSON."""
     kept = ResponseStore(4)
     first = read_responses({"model": "m", "input": "x"}, SETTINGS, kept)
     kept.put({"id": "resp_0"}, [])
     body = {"model": "m", "input": "x", "previous_response_id": "resp_0", **fields}
-    echo = orjson.loads(orjson.dumps(read_responses(body, SETTINGS, kept).echo))
-    assert list(echo.items()) == list(echoed(body).items())
-    assert first.echo["previous_response_id"] is None
+    assert list(written_echo(read_responses(body, SETTINGS, kept)).items()) == list(
+        echoed(body).items()
+    )
+    assert written_echo(first)["previous_response_id"] is None
+
+
+def written_echo(turn: ResponsesTurn) -> dict[str, Any]:
+    """The response's fields that repeat the request, as its JSON has them."""
+    response = orjson.loads(
+        orjson.dumps(builders_response(turn, Reply("", None, [], "stop", None, "native"), {}))
+    )
+    return {key: response[key] for key in echoed({})}
 
 
 def _count(value: Any) -> int:

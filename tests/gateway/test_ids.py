@@ -17,7 +17,14 @@ def test_ids_are_unique_hex_of_uuid_length() -> None:
     assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
 
 
+def test_ids_count_up_by_one_across_their_batches() -> None:
+    """Made 256 at a time, returned in counting order: each the one before plus one."""
+    numbers = [int(unique_hex(), 16) for _ in range(1_000)]
+    assert numbers == list(range(numbers[0], numbers[0] + 1_000))
+
+
 def test_a_forked_child_draws_its_own_prefix() -> None:
+    unique_hex()  # the parent's batch begun: the child must not go on with it
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: its first id, then out without running anything else

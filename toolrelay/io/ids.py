@@ -1,4 +1,4 @@
-"""Ids for answers, messages and requests: unique, at the cost of a counter.
+"""Ids for answers, messages and requests: unique, at the cost of a list's pop.
 
 ``uuid4()`` reads the operating system's random source for every id, a few
 microseconds the gateway paid several times per request. These ids name an
@@ -18,6 +18,10 @@ import secrets
 # "0x1" cut, is the id, some 2.5 times cheaper than formatting the counter to
 # 20 digits after the prefix.
 _LEAD = 1 << 128
+# The counter's last two hex digits, last first: ids are made 256 at a time, the
+# counter's first 18 digits formatted once for them all (an id then costs a pop,
+# where formatting it alone cost twice that), and popped in counting order.
+_TAILS = tuple(f"{low:02x}" for low in reversed(range(256)))
 
 
 def _first(prefix: str) -> int:
@@ -25,17 +29,33 @@ def _first(prefix: str) -> int:
     return _LEAD | int(prefix, 16) << 80
 
 
-_counter = itertools.count(_first(secrets.token_hex(6)))
+def _batches(prefix: str) -> itertools.count[int]:
+    """The numbers of a process's batches of 256 ids: its counter without the
+    last two hex digits."""
+    return itertools.count(_first(prefix) >> 8)
+
+
+_batch_numbers = _batches(secrets.token_hex(6))
+# The ids of the current batch not yet returned, the next one last.
+_ready: list[str] = []
 
 
 def unique_hex() -> str:
     """32 hex digits no other call in any process of this gateway returns."""
-    return hex(next(_counter))[3:]
+    if not _ready:
+        _next_batch()
+    return _ready.pop()
+
+
+def _next_batch() -> None:
+    head = hex(next(_batch_numbers))[3:]
+    _ready.extend([head + tail for tail in _TAILS])
 
 
 def _reseed() -> None:
-    global _counter
-    _counter = itertools.count(_first(secrets.token_hex(6)))
+    global _batch_numbers
+    _batch_numbers = _batches(secrets.token_hex(6))
+    _ready.clear()  # the parent's: the child returns none of them
 
 
 os.register_at_fork(after_in_child=_reseed)

@@ -30,7 +30,12 @@ from toolrelay.server.responses.request import (
     reply_messages,
 )
 from toolrelay.server.responses.store import Store
-from toolrelay.server.responses.wire import KEEPALIVE, ResponseBuilder, whole_response
+from toolrelay.server.responses.wire import (
+    KEEPALIVE,
+    ResponseBuilder,
+    answer_text,
+    whole_response,
+)
 
 
 class ResponsesFront:
@@ -54,21 +59,24 @@ class ResponsesFront:
         )
 
     def answer(self, turn: ResponsesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
+        text = answer_text(reply)  # the message item's, and the kept message's
         response = whole_response(
             turn.round.model,
             turn.echo,
             reply,
+            text,
             extra,
-            reasoning=turn.reasoning,
-            custom=turn.custom,
-            namespaced=turn.namespaced,
-            summary=turn.summary,
+            turn.reasoning,
+            turn.custom,
+            turn.namespaced,
+            turn.summary,
         )
         if turn.store:
             # The output's messages made from the reply itself, not read back
             # from its items: what input_messages would make of them.
             self.store.put(
-                response, turn.history + reply_messages(reply, turn.custom, turn.namespaced)
+                response,
+                turn.history + reply_messages(reply, text, turn.custom, turn.namespaced),
             )
         return response
 

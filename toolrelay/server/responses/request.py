@@ -33,7 +33,7 @@ from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import Store
-from toolrelay.server.responses.wire import answer_text, custom_input
+from toolrelay.server.responses.wire import custom_input
 from toolrelay.server.turn import Turn
 
 # Tuples, not sets: a client may send any JSON value here, a list or an object too.
@@ -63,13 +63,24 @@ _HOSTED_ITEMS = (
     "compaction_summary",
     "additional_tools",  # read as tools by read_responses
 )
-# The echo's defaults, which most requests leave as they are: written as they are
-# by orjson and never changed, one object each for every response rather than
-# containers made and encoded per request.
-_NO_METADATA = orjson.Fragment(b"{}")
-_NO_REASONING = orjson.Fragment(b'{"effort":null,"summary":null}')
-_PLAIN_TEXT = orjson.Fragment(b'{"format":{"type":"text"}}')
-_NO_TOOLS = orjson.Fragment(b"[]")
+# The optional fields of a type checked here: the usual request sends none of them,
+# and then each reads as absent without being looked at.
+_TYPED = frozenset(
+    (
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "stream",
+        "store",
+        "instructions",
+        "previous_response_id",
+        "parallel_tool_calls",
+        "metadata",
+        "reasoning",
+    )
+)
+# The custom tools of a request that declares none: one set shared by them all.
+_NO_CUSTOM: frozenset[str] = frozenset()
 _REFUSED = {
     "background": "background responses are not supported: toolrelay answers while connected",
     "conversation": "conversations are not stored; send previous_response_id or the items",
@@ -106,25 +117,30 @@ def read_responses(
             if body.get(key):
                 raise invalid(f"'{key}': {why}.", key)
     chat: dict[str, Any] = {"model": model}
-    maximum = optional(body, "max_output_tokens", int)
+    # The response object's fields that repeat the request, where they differ
+    # from the response's defaults (``wire._SKELETON``'s): a usual request's is
+    # empty, and merging it into the response costs nothing.
+    echo: dict[str, Any] = {}
+    typed = not _TYPED.isdisjoint(body)
+    maximum = optional(body, "max_output_tokens", int) if typed else None
     if maximum is not None:
-        chat["max_tokens"] = maximum
-    for key in ("temperature", "top_p"):
+        chat["max_tokens"] = echo["max_output_tokens"] = maximum
+    for key in ("temperature", "top_p") if typed else ():
         value = body.get(key)
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 wrong(key, "a number")
-            chat[key] = value
-    stream = optional(body, "stream", bool) or False
+            chat[key] = echo[key] = value
+    stream = (optional(body, "stream", bool) or False) if typed else False
     if stream:
         # Usage comes with the stream's end only when asked for.
         chat["stream_options"] = {"include_usage": True}
-    keep = optional(body, "store", bool)
+    keep = optional(body, "store", bool) if typed else None
     if keep and store.capacity == 0:
         raise invalid("'store': this gateway keeps no responses (responses_store is 0).", "store")
-    instructions = optional(body, "instructions", str)
+    instructions = optional(body, "instructions", str) if typed else None
     history: list[dict[str, Any]] = []
-    previous = optional(body, "previous_response_id", str)
+    previous = optional(body, "previous_response_id", str) if typed else None
     if previous is not None:
         found = store.get(previous)
         if found is None:
@@ -135,58 +151,73 @@ def read_responses(
                 code="previous_response_not_found",
             )
         history = list(found)
-    history += input_messages(body.get("input"), "input")
+    items = body.get("input")
+    # A string, the usual input, is one user message; items are read one by one.
+    if isinstance(items, str):
+        history.append({"role": "user", "content": items})
+    else:
+        history += input_messages(items, "input")
     chat["messages"] = ([{"role": "system", "content": instructions}] if instructions else []) + (
         history
     )
-    toolset = _read_tools(body.get("tools"), body.get("input"))
+    tools = body.get("tools")
+    # Tools come from the top-level list and from additional_tools input items.
+    toolset = (
+        _read_tools(tools, items) if tools is not None or isinstance(items, list) else _NO_TOOLSET
+    )
     if toolset.tools:
         chat["tools"] = toolset.tools
-    choice = _tool_choice(body.get("tool_choice"))
-    if choice is not None:
-        chat["tool_choice"] = choice
-    parallel = optional(body, "parallel_tool_calls", bool)
+    asked_choice = body.get("tool_choice")
+    if asked_choice is not None:
+        chat["tool_choice"] = _tool_choice(asked_choice)
+    parallel = optional(body, "parallel_tool_calls", bool) if typed else None
     if parallel is not None:
         chat["parallel_tool_calls"] = parallel
-    response_format = _text_format(body.get("text"))
+    text = body.get("text")
+    response_format = _text_format(text) if text is not None else None
     if response_format is not None:
         chat["response_format"] = response_format
-    metadata = optional(body, "metadata", dict)
-    reasoning = optional(body, "reasoning", dict)
+    metadata = optional(body, "metadata", dict) if typed else None
+    reasoning = optional(body, "reasoning", dict) if typed else None
     options = own_options(body, settings, model, stuck_header)
     kept = keep is not False and store.capacity > 0
-    # The response object's fields that repeat the request, in the API's order.
-    echo = {
-        "instructions": instructions,
-        "max_output_tokens": maximum,
-        "previous_response_id": previous,
-        "temperature": body.get("temperature"),
-        "top_p": body.get("top_p"),
-        "metadata": metadata or _NO_METADATA,
-        "parallel_tool_calls": parallel is not False,
-        "reasoning": _asked_reasoning(reasoning) if reasoning else _NO_REASONING,
-        "text": body.get("text") or _PLAIN_TEXT,
-        "tool_choice": body.get("tool_choice") or "auto",
-        "tools": body.get("tools") or _NO_TOOLS,
-        "store": kept,
-    }
+    if instructions is not None:
+        echo["instructions"] = instructions
+    if previous is not None:
+        echo["previous_response_id"] = previous
+    if metadata:
+        echo["metadata"] = metadata
+    if parallel is False:
+        echo["parallel_tool_calls"] = False
+    if reasoning:
+        echo["reasoning"] = _asked_reasoning(reasoning)
+    if text:
+        echo["text"] = text
+    if asked_choice:
+        echo["tool_choice"] = asked_choice
+    if tools:
+        echo["tools"] = tools
+    if not kept:
+        echo["store"] = False
     hosted = toolset.hosted
     # The model's setting for hosted tools is looked up only when some were sent.
     warning = (
         hosted_tools(hosted, settings.builtin_tools_for(model), "OpenAI's") if hosted else None
     )
+    # Positional, in the fields' order: a keyword argument is matched by its name,
+    # eight of them some 3,800 instructions a request (callgrind).
     return ResponsesTurn(
         make_round(chat, settings, options, auth),
         stream,
         options.stuck_mode,
-        warning=warning,
-        echo=echo,
-        reasoning=reasoning is not None,
-        summary=bool(reasoning and reasoning.get("summary")),
-        store=kept,
-        history=history,
-        custom=frozenset(toolset.custom),
-        namespaced=toolset.namespaced,
+        warning,
+        echo,
+        reasoning is not None,
+        bool(reasoning and reasoning.get("summary")),  # summary
+        kept,  # store
+        history,
+        frozenset(toolset.custom) if toolset.custom else _NO_CUSTOM,
+        toolset.namespaced,
     )
 
 
@@ -196,13 +227,12 @@ def _asked_reasoning(asked: dict[str, Any]) -> dict[str, Any]:
 
 
 def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
-    """Chat Completions messages for Responses input items (or a string).
+    """Chat Completions messages for Responses input items (an input that is no
+    string: :func:`read_responses` reads a string).
 
     Output items are valid input items, which is how a stored response's
     output joins its conversation.
     """
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
     if not isinstance(value, list):
         wrong(where, "a string or an array of items")
     out: list[dict[str, Any]] = []
@@ -232,13 +262,13 @@ def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
 
 
 def reply_messages(
-    reply: Reply, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
+    reply: Reply, text: str, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
 ) -> list[dict[str, Any]]:
     """The messages ``input_messages`` makes of the output items of a finished
     reply's response (:func:`~toolrelay.server.responses.wire.whole_response`),
-    made from the reply: one assistant message with its text and its calls,
-    none without either; reasoning is dropped, as from any input."""
-    text = answer_text(reply)
+    made from the reply (``text`` its ``answer_text``): one assistant message with
+    its text and its calls, none without either; reasoning is dropped, as from
+    any input."""
     if not reply.calls:
         return [{"role": "assistant", "content": text}] if text else []
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -391,8 +421,6 @@ _NO_TOOLSET = _ToolSet()
 def _read_tools(tools: Any, items: Any) -> _ToolSet:
     """The request's tools: the top-level ``tools``, then those of its
     ``additional_tools`` input items."""
-    if tools is None and not isinstance(items, list):
-        return _NO_TOOLSET
     toolset = _ToolSet()
     toolset.read(tools, "tools")
     for i, item in enumerate(items if isinstance(items, list) else ()):
@@ -423,7 +451,8 @@ def _custom_tool(name: str, description: str | None, fmt: Any, where: str) -> di
 
 
 def _tool_choice(value: Any) -> Any:
-    if value is None or value in _CHOICES:
+    """A ``tool_choice`` the request sent, as Chat Completions has it."""
+    if value in _CHOICES:
         return value
     if isinstance(value, dict) and value.get("type") in ("function", "custom"):
         name = _string(value.get("name"), "tool_choice.name")
@@ -439,9 +468,8 @@ def _tool_choice(value: Any) -> Any:
 
 
 def _text_format(value: Any) -> dict[str, Any] | None:
-    """``text.format`` as a Chat Completions ``response_format`` (None for plain text)."""
-    if value is None:
-        return None
+    """The ``text`` a request sent: its ``format`` as a Chat Completions
+    ``response_format`` (None for plain text)."""
     if not isinstance(value, dict):
         wrong("text", "an object")
     fmt = value.get("format")

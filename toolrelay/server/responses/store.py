@@ -35,15 +35,20 @@ class Store(Protocol):
 class ResponseStore:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
+        # Oldest first. An OrderedDict, not a dict: a full store drops its oldest
+        # entry on every put, and a dict emptied from its front scans the slots
+        # left behind to find the next oldest (twice the cost of a put, callgrind).
         self._entries: OrderedDict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
 
     def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
         if self.capacity <= 0:
             return
-        self._entries[response["id"]] = (conversation, response)
-        self._entries.move_to_end(response["id"])
-        while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+        entries = self._entries
+        response_id = response["id"]
+        entries[response_id] = (conversation, response)
+        entries.move_to_end(response_id)  # kept again: now the newest
+        while len(entries) > self.capacity:
+            entries.popitem(last=False)
 
     def get(self, response_id: str) -> list[dict[str, Any]] | None:
         """The conversation up to and including the response, if it is kept."""

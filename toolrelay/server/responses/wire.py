@@ -28,22 +28,24 @@ from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
 KEEPALIVE = b": keep-alive\n\n"
-# The response object's fields that repeat the request (a turn's ``echo``), in
-# the API's order.
-_ECHOED = (
-    "instructions",
-    "max_output_tokens",
-    "previous_response_id",
-    "temperature",
-    "top_p",
-    "metadata",
-    "parallel_tool_calls",
-    "reasoning",
-    "text",
-    "tool_choice",
-    "tools",
-    "store",
-)
+# The response object's fields that repeat the request, in the API's order, and
+# their values when the request leaves them out; a turn's ``echo`` holds those
+# it sets otherwise. The objects are written as they are by orjson and never
+# changed: one each for every response, not containers made and encoded each time.
+_ECHOED = {
+    "instructions": None,
+    "max_output_tokens": None,
+    "previous_response_id": None,
+    "temperature": None,
+    "top_p": None,
+    "metadata": orjson.Fragment(b"{}"),
+    "parallel_tool_calls": True,
+    "reasoning": orjson.Fragment(b'{"effort":null,"summary":null}'),
+    "text": orjson.Fragment(b'{"format":{"type":"text"}}'),
+    "tool_choice": "auto",
+    "tools": orjson.Fragment(b"[]"),
+    "store": True,
+}
 # The usage's details: always these zeros (a model server reports neither cached
 # nor reasoning tokens apart). Written as they are by orjson and never changed:
 # one object each for every response, not two dicts made and encoded each time.
@@ -408,8 +410,8 @@ def whole_response(
     model: str,
     echo: dict[str, Any],
     reply: Reply,
+    text: str,
     extra: dict[str, Any],
-    *,
     reasoning: bool,
     custom: frozenset[str],
     namespaced: dict[str, tuple[str, str]],
@@ -418,12 +420,14 @@ def whole_response(
     """The non-streamed response of a finished reply, each item made whole at
     once: what a :class:`ResponseBuilder` fed ``reply_events(reply)`` and then
     finished holds in its ``response`` (ids drawn in the items' order), without
-    the stream's events, which a non-streamed answer never sends."""
+    the stream's events, which a non-streamed answer never sends. ``text`` is the
+    reply's :func:`answer_text`, which the caller keeps too; the other arguments
+    are the builder's (positional: a keyword argument is matched by its name, on
+    every non-streamed request)."""
     response_id = "resp_" + unique_hex()
     output: list[dict[str, Any]] = []
     if reasoning and reply.reasoning:
         output.append(_reasoning_item(reply.reasoning, summary))
-    text = answer_text(reply)
     if text:
         output.append(_message_item(text))
     for call in reply.calls:
@@ -449,7 +453,8 @@ def _response(
     outcome: tuple[str, dict[str, str] | None, dict[str, Any] | None],
 ) -> dict[str, Any]:
     """A response object: its status, why it is incomplete and its usage in
-    ``outcome``; ``echo`` the fields that repeat the request (``_SKELETON``'s)."""
+    ``outcome``; ``echo`` the fields that repeat the request where they differ from
+    ``_SKELETON``'s."""
     status, details, usage = outcome
     # Copied whole and its values replaced: a dict literal this long is built
     # key by key, growing as it goes, several times dearer.
@@ -466,7 +471,7 @@ def _response(
 
 
 # A response object's keys in the API's order, with the values no response
-# changes; the others (None here) are every response's own.
+# changes and the echo's defaults; the others (None here) are every response's own.
 _SKELETON: dict[str, Any] = {
     "id": None,
     "object": "response",
@@ -475,7 +480,7 @@ _SKELETON: dict[str, Any] = {
     "background": False,
     "error": None,
     "incomplete_details": None,
-    **dict.fromkeys(_ECHOED),
+    **_ECHOED,
     "model": None,
     "output": None,
     "truncation": "disabled",
@@ -525,14 +530,18 @@ def _outcome(
     """The finished response's status, why it is incomplete (the token limit or a
     content filter cut it short; None when it is not) and its usage."""
     usage = usage or {}
-    given = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    given, made = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    # The usual counts, two ints as a model server sends them, are taken as they
+    # are; anything else (absent, null, a float, a bool) goes through _count.
+    if type(given) is not int or type(made) is not int:
+        given, made = _count(given), _count(made)
     incomplete = _INCOMPLETE.get(reason)
     counts = {
-        "input_tokens": given[0],
+        "input_tokens": given,
         "input_tokens_details": _INPUT_DETAILS,
-        "output_tokens": given[1],
+        "output_tokens": made,
         "output_tokens_details": _OUTPUT_DETAILS,
-        "total_tokens": given[0] + given[1],
+        "total_tokens": given + made,
     }
     if incomplete:
         return "incomplete", {"reason": incomplete}, counts

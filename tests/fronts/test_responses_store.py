@@ -1,0 +1,44 @@
+"""The in-memory response store (``ResponseStore``) keeps the newest ``capacity``
+responses, a response kept again counting as new: held to a reference model of
+that rule for generated sequences of puts, gets and deletes."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolrelay.server.responses.store import ResponseStore
+
+IDS = st.sampled_from(["resp_a", "resp_b", "resp_c", "resp_d"])
+# Puts three times in five: a response kept again once the store is full is the case to see.
+OPERATIONS = st.lists(
+    st.tuples(st.sampled_from(["put", "put", "put", "get", "delete"]), IDS, st.integers(0, 9)),
+    max_size=20,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.integers(0, 3), OPERATIONS)
+def test_the_store_keeps_the_newest(capacity: int, operations: list[tuple[str, str, int]]) -> None:
+    store = ResponseStore(capacity)
+    model: OrderedDict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
+    for operation, response_id, turn in operations:
+        if operation == "put":
+            response = {"id": response_id, "turn": turn}
+            conversation = [{"role": "user", "content": str(turn)}]
+            store.put(response, conversation)
+            if capacity > 0:
+                model[response_id] = (conversation, response)
+                model.move_to_end(response_id)
+                while len(model) > capacity:
+                    model.popitem(last=False)
+        elif operation == "delete":
+            assert store.delete(response_id) == (model.pop(response_id, None) is not None)
+        entry = model.get(response_id)
+        assert store.get(response_id) == (entry and entry[0])
+        assert store.response(response_id) == (entry and entry[1])
+    for response_id in ("resp_a", "resp_b", "resp_c", "resp_d"):
+        assert store.get(response_id) == (model[response_id][0] if response_id in model else None)
