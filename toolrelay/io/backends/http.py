@@ -121,6 +121,10 @@ class ChunkStream:
     before it takes any bytes from aiohttp's buffer. A batch read to look at
     it first (:meth:`unread`) comes again from the next read: the relay then
     iterates the stream itself, with no generator in between.
+
+    The silence timeout between reads is one timer per stream (:meth:`watch`),
+    not aiohttp's ``sock_read``, which sets a timer again on every read from
+    the socket (a few µs each, ten or so reads a stream).
     """
 
     def __init__(
@@ -143,6 +147,37 @@ class ChunkStream:
         self._received = 0
         self._done = False
         self._ahead: list[Chunk] | None = None  # a batch given back (unread)
+        self._read_at = started  # when the last bytes were taken from the socket
+        self._silence: asyncio.TimerHandle | None = None
+
+    def watch(self) -> None:
+        """Take the silence timeout over from aiohttp's ``sock_read`` for the
+        rest of the response (its headers are in): an error once no bytes came
+        for ``timeout`` seconds while none waited to be read. aiohttp's timer,
+        set at the headers, stops at the socket's next bytes and is not set again."""
+        timeout = self._limits.timeout
+        connection = self._response.connection
+        if not timeout or connection is None:  # None: the whole body came with the headers
+            return
+        assert connection.protocol is not None
+        connection.protocol.read_timeout = None  # set again for the connection's next request
+        self._read_at = time.monotonic()
+        self._silence = asyncio.get_running_loop().call_later(timeout, self._silence_due)
+
+    def _silence_due(self) -> None:
+        """The timer: the stream's timeout error when it went silent, else wait on
+        (from its last read; bytes waiting to be read are not silence)."""
+        timeout = self._limits.timeout
+        content = self._response.content
+        wait = timeout - (time.monotonic() - self._read_at)
+        if wait > 0 or content.total_bytes > self._received:
+            self._silence = asyncio.get_running_loop().call_later(
+                wait if wait > 0 else timeout, self._silence_due
+            )
+        else:
+            # What aiohttp's sock_read sets: the read waiting (or the next) raises it.
+            self._silence = None
+            content.set_exception(aiohttp.SocketTimeoutError("Timeout on reading data from socket"))
 
     def __aiter__(self) -> ChunkStream:
         return self
@@ -173,6 +208,7 @@ class ChunkStream:
             if not data:
                 await self.aclose()
                 raise self._broken("no_done", "ended without [DONE]: the answer may be cut short")
+            self._read_at = time.monotonic()
             self._received += len(data)
             if self._received > self._limits.max_response_bytes:
                 await self.aclose()
@@ -302,6 +338,9 @@ class ChunkStream:
         self._close()
 
     def _close(self) -> None:
+        if self._silence is not None:
+            self._silence.cancel()
+            self._silence = None
         if self._done:
             self._response.release()
         else:
@@ -455,7 +494,9 @@ class HttpClient:
             response.close()
             slots.release()
             raise
-        return ChunkStream(response, shown, self.limits, slots, started, plain)
+        stream = ChunkStream(response, shown, self.limits, slots, started, plain)
+        stream.watch()
+        return stream
 
     async def _send(
         self,
