@@ -148,21 +148,23 @@ class ChunkStream:
         self._done = False
         self._ahead: list[Chunk] | None = None  # a batch given back (unread)
         self._read_at = started  # when the last bytes were taken from the socket
+        self._watched = False  # the silence timeout is this stream's (:meth:`watch`)
         self._silence: asyncio.TimerHandle | None = None
 
     def watch(self) -> None:
         """Take the silence timeout over from aiohttp's ``sock_read`` for the
         rest of the response (its headers are in): an error once no bytes came
         for ``timeout`` seconds while none waited to be read. aiohttp's timer,
-        set at the headers, stops at the socket's next bytes and is not set again."""
-        timeout = self._limits.timeout
+        set at the headers, still runs until the socket's next bytes (silence
+        right after the headers is its); the stream's own is set at the first
+        read that does not end the stream (:meth:`_silence_due`), so a stream
+        that comes whole in its first read pays for no timer of its own."""
         connection = self._response.connection
-        if not timeout or connection is None:  # None: the whole body came with the headers
+        if not self._limits.timeout or connection is None:  # None: the body came whole
             return
         assert connection.protocol is not None
         connection.protocol.read_timeout = None  # set again for the connection's next request
-        self._read_at = time.monotonic()
-        self._silence = asyncio.get_running_loop().call_later(timeout, self._silence_due)
+        self._watched = True
 
     def _silence_due(self) -> None:
         """The timer: the stream's timeout error when it went silent, else wait on
@@ -217,6 +219,10 @@ class ChunkStream:
                     f"exceeds max_response_bytes ({self._limits.max_response_bytes} bytes)",
                 )
             batch = self._chunks(data)
+            if self._silence is None and self._watched and not self._done:
+                self._silence = asyncio.get_running_loop().call_later(
+                    self._limits.timeout, self._silence_due
+                )
             if batch:
                 return batch
         await self.aclose()
