@@ -15,6 +15,8 @@ cost is a stream's fixed cost.
 
 ``--front messages`` (or ``responses``) asks the checkouts Anthropic Messages
 (or OpenAI Responses) and the floor the same question as Chat Completions.
+``--delay-ms N`` paces the simulator's streamed deltas N ms apart, as a model
+generating tokens does: each chunk then reaches the gateway in a read of its own.
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ def main() -> None:
         "Responses, the floor Chat Completions",
     )
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--delay-ms", type=int, default=0, help="milliseconds between the simulator's deltas"
+    )
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     checkouts = {
@@ -77,7 +82,7 @@ def main() -> None:
         sim_port = free_port()
         direct = f"http://127.0.0.1:{sim_port}/v1"
         simulate = [sys.executable, "-m", "toolrelay", "simulate", "--port", str(sim_port)]
-        simulate += ["--scenario", scenario.name, "--chunk", "4"]
+        simulate += ["--scenario", scenario.name, "--chunk", "4", "--delay-ms", str(args.delay_ms)]
         serve = [sys.executable, "-m", "toolrelay", "serve", "--backend", direct]
         serve += ["--backend-kind", "openai", "--log-level", "warning", "--port"]
         floor = [sys.executable, str(ROOT / "bench" / "floor_proxy.py"), "--backend", direct]

@@ -122,6 +122,11 @@ class ChunkStream:
     before it takes any bytes from aiohttp's buffer. A batch read to look at
     it first (:meth:`unread`) comes again from the next read: the relay then
     iterates the stream itself, with no generator in between.
+
+    The silence timeout between reads is one timer per stream (:meth:`watch`),
+    not aiohttp's ``sock_read``, which sets a timer again on every read from
+    the socket (about 7,500 instructions each, and a backend that paces its
+    tokens sends nearly every chunk in a read of its own).
     """
 
     def __init__(
@@ -144,6 +149,39 @@ class ChunkStream:
         self._received = 0
         self._done = False
         self._ahead: list[Chunk] | None = None  # a batch given back (unread)
+        self._read_at = started  # when the last bytes were taken from the socket
+        self._watched = False  # the silence timeout is this stream's (:meth:`watch`)
+        self._silence: asyncio.TimerHandle | None = None
+
+    def watch(self) -> None:
+        """Take the silence timeout over from aiohttp's ``sock_read`` for the
+        rest of the response (its headers are in): an error once no bytes came
+        for ``timeout`` seconds while none waited to be read. aiohttp's timer,
+        set at the headers, still runs until the socket's next bytes (silence
+        right after the headers is its); the stream's own is set at the first
+        read that does not end the stream (:meth:`_silence_due`), so a stream
+        that comes whole in its first read pays for no timer of its own."""
+        connection = self._response.connection
+        if not self._limits.timeout or connection is None:  # None: the body came whole
+            return
+        assert connection.protocol is not None
+        connection.protocol.read_timeout = None  # set again for the connection's next request
+        self._watched = True
+
+    def _silence_due(self) -> None:
+        """The timer: the stream's timeout error when it went silent, else wait on
+        (from its last read; bytes waiting to be read are not silence)."""
+        timeout = self._limits.timeout
+        content = self._response.content
+        wait = timeout - (time.monotonic() - self._read_at)
+        if wait > 0 or content.total_bytes > self._received:
+            self._silence = asyncio.get_running_loop().call_later(
+                wait if wait > 0 else timeout, self._silence_due
+            )
+        else:
+            # What aiohttp's sock_read sets: the read waiting (or the next) raises it.
+            self._silence = None
+            content.set_exception(aiohttp.SocketTimeoutError("Timeout on reading data from socket"))
 
     def __aiter__(self) -> ChunkStream:
         return self
@@ -174,6 +212,7 @@ class ChunkStream:
             if not data:
                 await self.aclose()
                 raise self._broken("no_done", "ended without [DONE]: the answer may be cut short")
+            self._read_at = time.monotonic()
             self._received += len(data)
             if self._received > self._limits.max_response_bytes:
                 await self.aclose()
@@ -182,6 +221,10 @@ class ChunkStream:
                     f"exceeds max_response_bytes ({self._limits.max_response_bytes} bytes)",
                 )
             batch = self._chunks(data)
+            if self._silence is None and self._watched and not self._done:
+                self._silence = asyncio.get_running_loop().call_later(
+                    self._limits.timeout, self._silence_due
+                )
             if batch:
                 return batch
         await self.aclose()
@@ -304,6 +347,9 @@ class ChunkStream:
         self._close()
 
     def _close(self) -> None:
+        if self._silence is not None:
+            self._silence.cancel()
+            self._silence = None
         if self._done:
             self._response.release()
         else:
@@ -457,7 +503,9 @@ class HttpClient:
             response.close()
             slots.release()
             raise
-        return ChunkStream(response, shown, self.limits, slots, started, plain)
+        stream = ChunkStream(response, shown, self.limits, slots, started, plain)
+        stream.watch()
+        return stream
 
     async def _send(
         self,
