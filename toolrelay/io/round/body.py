@@ -31,6 +31,7 @@ from toolrelay.events import (
 from toolrelay.examples import reject_copies
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.http import Chunk
 from toolrelay.io.backends.native import NativeStream, message_calls
 from toolrelay.io.counters import Counters
 from toolrelay.io.round.constraints import Constraint
@@ -386,9 +387,10 @@ class ChunkReader:
         # Call events of the other source, held while a call is open.
         self._waiting: list[tuple[bool, Event]] = []
 
-    def take(self, chunk: dict[str, Any] | str, out: list[StreamItem]) -> None:
+    def take(self, chunk: Chunk, out: list[StreamItem]) -> None:
         """One ``chat.completion.chunk`` from the backend, or the text of one
-        that carries nothing but content (``ChunkStream``'s ``plain``)."""
+        that carries nothing but content, or the argument fragment of one that
+        carries nothing but that (``ChunkStream``'s ``plain``)."""
         if isinstance(chunk, str):
             self.raw.append(chunk)
             if self._make_parser is None:  # the most frequent chunk of all, without a call
@@ -397,6 +399,14 @@ class ChunkReader:
             else:
                 self.feed(chunk, out)
             return
+        if isinstance(chunk, tuple):
+            frame, text = chunk
+            native = self.native
+            events = None if native is None else native.fragment(frame.index, text)
+            if events is not None:  # the next fragment of the call streaming now
+                self._admit(events, True, out)
+                return
+            chunk = frame.chunk(text)  # anything else: read as the chunk it came in
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         choices = chunk.get("choices")
