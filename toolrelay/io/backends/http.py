@@ -26,6 +26,7 @@ import aiohttp
 import orjson
 
 from toolrelay.io.backends.errors import BackendError, BackendTimeout, BackendUnreachable
+from toolrelay.io.backends.fragments import ArgumentChunks, ArgumentFragment
 from toolrelay.io.backends.plain import ContentRun, PlainChunks
 from toolrelay.io.urls import redact_text, redact_url, with_query
 
@@ -35,8 +36,9 @@ _IDLE_SECONDS = 3.0
 RETRY_AFTER = 1
 # An upstream chunk: decoded, or (a stream opened with ``plain=True``) the text
 # of a content-only chunk, read without decoding it, or a read's run of them
-# (:mod:`.plain`).
-Chunk = dict[str, Any] | str | ContentRun
+# (:mod:`.plain`), or a call's argument fragment in its frame, read without
+# decoding the chunk (:mod:`.fragments`).
+Chunk = dict[str, Any] | str | ContentRun | ArgumentFragment
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,9 @@ class ChunkStream:
     Lines are cut as they arrive; a line split over many reads is joined
     once, so the work stays linear in its length. With ``plain``, a chunk
     that carries nothing but content in the frame of an earlier one comes
-    as its text (a ``str``), read without decoding (:mod:`.plain`).
+    as its text (a ``str``), read without decoding (:mod:`.plain`), and one
+    that carries nothing but a call's argument fragment in the frame of an
+    earlier one as an :data:`ArgumentFragment` (:mod:`.fragments`).
 
     A read may be cancelled and made again: its only wait is for the socket,
     before it takes any bytes from aiohttp's buffer. A batch read to look at
@@ -140,6 +144,7 @@ class ChunkStream:
     ) -> None:
         self._response = response
         self._plain = PlainChunks() if plain else None
+        self._fragments = ArgumentChunks() if plain else None
         self._shown = shown
         self._limits = limits
         self._slots: _Slots | None = slots
@@ -284,6 +289,7 @@ class ChunkStream:
         it raises, it closes first."""
         batch: list[Chunk] = []
         plain = self._plain
+        fragments = self._fragments
         for line in lines:
             if not line:
                 continue  # the blank line after each event, the most frequent line
@@ -291,6 +297,11 @@ class ChunkStream:
                 text = plain.read(line)
                 if text is not None:
                     batch.append(text)
+                    continue
+            if fragments is not None:
+                fragment = fragments.read(line)
+                if fragment is not None:
+                    batch.append(fragment)
                     continue
             if not line.startswith(b"data:"):
                 continue  # comments, event: lines
@@ -316,6 +327,8 @@ class ChunkStream:
                 )
             if plain is not None:
                 plain.learn(payload, chunk, line)
+            if fragments is not None:
+                fragments.learn(payload, chunk, line)
             batch.append(chunk)
         return batch
 

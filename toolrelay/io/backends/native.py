@@ -144,17 +144,35 @@ class NativeStream:
 
     def feed(self, entries: Any) -> list[Event]:
         if type(entries) is list and len(entries) == 1:
-            slot = self._continued(entries[0])
-            if slot is not None:  # most of a call's deltas: its next argument fragment
-                slot.received = True
-                self._take(slot, entries[0]["function"]["arguments"])
-                if slot.ended or slot.call.dropped:  # else there is nothing to move on to
-                    self._move_on()
-                return self._drain()
+            bare = _bare_fragment(entries[0])
+            if bare is not None:  # most of a call's deltas: its next argument fragment
+                events = self.fragment(*bare)
+                if events is not None:
+                    return events
         if isinstance(entries, list):
             for entry in entries:
                 if isinstance(entry, dict):
                     self._feed_one(entry)
+            self._move_on()
+        return self._drain()
+
+    def fragment(self, index: int, text: str) -> list[Event] | None:
+        """What :meth:`feed` gives for ``[{"index": index, "function": {"arguments":
+        text}}]`` (``text`` not empty) when that is the next argument fragment of the
+        call streaming now and its ``FlatObject`` reads it as it comes; None when it
+        is not (feed the entry whole). What :meth:`_feed_one` and :meth:`_advance`
+        would find, without their checks (the tests compare with the lenient
+        reader, which never comes here)."""
+        if self._by_index.get(index) != self._active:
+            return None
+        slot = self._slots[self._active]
+        # (The active call never ended (each feed moves on past one that did), and
+        # once it started it has no queue: its fragments go straight to its reader.)
+        if type(slot.reader) is not FlatObject or not slot.call.started:
+            return None
+        slot.received = True
+        self._take(slot, text)
+        if slot.ended or slot.call.dropped:  # else there is nothing to move on to
             self._move_on()
         return self._drain()
 
@@ -183,31 +201,6 @@ class NativeStream:
         events = self._ctx.events
         self._ctx.events = []
         return events
-
-    def _continued(self, entry: Any) -> _Slot | None:
-        """The call streaming now, when ``entry`` is only its next argument fragment
-        (under its index, no id, no name) and that call's ``FlatObject`` reads it as it
-        comes: what :meth:`_feed_one` and :meth:`_advance` would find, without their
-        checks (the tests compare with the lenient reader, which never comes here)."""
-        if type(entry) is not dict:
-            return None
-        function = entry.get("function")
-        if (
-            type(function) is not dict
-            or entry.get("id") is not None
-            or function.get("name") is not None
-        ):
-            return None
-        arguments = function.get("arguments")
-        index = entry.get("index")
-        if type(arguments) is not str or not arguments or type(index) is not int:
-            return None
-        if self._by_index.get(index) != self._active:
-            return None
-        slot = self._slots[self._active]
-        # (The active call never ended (each feed moves on past one that did), and
-        # once it started it has no queue: its fragments go straight to its reader.)
-        return slot if type(slot.reader) is FlatObject and slot.call.started else None
 
     def _feed_one(self, entry: dict[str, Any]) -> None:
         function = entry.get("function")
@@ -417,6 +410,25 @@ def _distinct_ids(calls: list[ToolCall]) -> list[ToolCall]:
         seen.add(call.id)
         out.append(call)
     return out
+
+
+def _bare_fragment(entry: Any) -> tuple[int, str] | None:
+    """The index and argument fragment of an entry that carries nothing else (no
+    id, no name), its fragment not empty; None for any other entry."""
+    if type(entry) is not dict:
+        return None
+    function = entry.get("function")
+    if (
+        type(function) is not dict
+        or entry.get("id") is not None
+        or function.get("name") is not None
+    ):
+        return None
+    arguments = function.get("arguments")
+    index = entry.get("index")
+    if type(arguments) is not str or not arguments or type(index) is not int:
+        return None
+    return index, arguments
 
 
 def _opens_object(queued: list[str | dict[str, Any]]) -> bool:

@@ -31,6 +31,7 @@ from toolrelay.events import (
 from toolrelay.examples import reject_copies
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.http import Chunk
 from toolrelay.io.backends.native import NativeStream, message_calls
 from toolrelay.io.backends.plain import ContentRun
 from toolrelay.io.counters import Counters
@@ -395,10 +396,10 @@ class ChunkReader:
         # Call events of the other source, held while a call is open.
         self._waiting: list[tuple[bool, Event]] = []
 
-    def take(self, chunk: dict[str, Any] | str | ContentRun, out: list[StreamItem]) -> None:
+    def take(self, chunk: Chunk, out: list[StreamItem]) -> None:
         """One ``chat.completion.chunk`` from the backend, the text of one that
-        carries nothing but content, or a read's run of such texts
-        (``ChunkStream``'s ``plain``)."""
+        carries nothing but content, a read's run of such texts, or the argument
+        fragment of one that carries nothing but that (``ChunkStream``'s ``plain``)."""
         if type(chunk) is ContentRun:  # most of a long answer's chunks, a read's at once
             self.raw += chunk.texts
             if self._runs:
@@ -416,6 +417,14 @@ class ChunkReader:
             else:
                 self.feed(chunk, out)
             return
+        if isinstance(chunk, tuple):
+            frame, text = chunk
+            native = self.native
+            events = None if native is None else native.fragment(frame.index, text)
+            if events is not None:  # the next fragment of the call streaming now
+                self._admit(events, True, out)
+                return
+            chunk = frame.chunk(text)  # anything else: read as the chunk it came in
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         choices = chunk.get("choices")

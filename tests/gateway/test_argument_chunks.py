@@ -1,0 +1,243 @@
+"""The argument-frame fast path (toolrelay.io.backends.fragments) against decoding every chunk.
+
+A stream opened with ``plain=True`` hands a chunk that carries nothing but a
+call's argument fragment over as that fragment, read through a learned frame,
+instead of decoding it; the round's chunk reader hands it to the native call
+streaming now, or reads it as the chunk it came in. These properties hold it
+to decoding every chunk, event for event: native calls in fragments cut
+anywhere, several calls, indices out of order, ids and names repeated, escapes
+and unicode in the arguments, arguments that are invalid, coercible or not an
+object, content before the calls, frames that change mid-stream, chunks whose
+bytes are not a JSON string's where the fragment stands, and reads cut anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.gateway.test_plain_chunks import LINE_FORMS, _Body, _normal, _payload, frames
+from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.fragments import ArgumentChunks, argument_fragment
+from toolrelay.io.backends.http import ChunkStream, Limits
+from toolrelay.io.backends.native import NativeStream
+from toolrelay.io.round.body import ChunkReader
+from toolrelay.io.round.request import StreamItem
+from toolrelay.names import ToolSet
+from toolrelay.undecided import stream_parser
+
+TOOLS = [
+    {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+]
+# Arguments as models write them: plain, escaped, unicode, spaced, coercible,
+# invalid, cut short, not an object; the probe's own characters among them.
+ARGUMENTS = [
+    '{"city":"Paris"}',
+    '{"city": "Par\\"is\\\\"}',
+    '{"city":"Zürich 😀 \\u00e9"}',
+    '{"city":"?"}',
+    '{"city":3}',
+    '{"n": 1, "ok": true, "x": null}',
+    '{"city":"Par',
+    '{"city" "Paris"}',
+    '"{\\"city\\":\\"Paris\\"}"',
+    "?",
+    "!",
+    '{"a":{"b":[1,2]}}',
+]
+words = st.sampled_from(["abcd", "?", "chatcmpl-1", "é", '{"ci'])
+
+
+def _cut(draw: st.DrawFn, text: str) -> list[str]:
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=6)))
+    bounds = [0, *(cut for cut in cuts if cut < len(text)), len(text)]
+    return [text[start:end] for start, end in itertools.pairwise(bounds)]
+
+
+@st.composite
+def payloads(draw: st.DrawFn) -> list[bytes]:
+    """One stream's ``data:`` payloads: native calls streamed in fragments, with
+    content before and between them, in a frame that may change."""
+    frame = draw(frames(words))
+    out: list[bytes] = []
+    for kind in draw(
+        st.lists(
+            st.sampled_from(
+                ["call"] * 4 + ["content", "other frame", "odd", "finish", "usage", "two"]
+            ),
+            min_size=1,
+            max_size=5,
+        )
+    ):
+        if kind == "other frame":
+            frame = {**frame, "created": frame["created"] + 1}
+        elif kind == "content":
+            out.append(_payload(frame, {"content": draw(words)}, {}))
+        elif kind == "finish":
+            out.append(_payload(frame, {}, {"choice": {"finish_reason": "tool_calls"}}))
+        elif kind == "usage":
+            usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+            out.append(_payload(frame, {}, {"usage": usage}))
+        elif kind == "odd":
+            # The frame around bytes that are not one JSON string: a number, an
+            # object, two strings, a raw control character, bytes that are not UTF-8.
+            good = _payload(frame, {"tool_calls": [_entry(0, "abcd")]}, {})
+            odd = draw(
+                st.sampled_from(
+                    [b"1", b'{"a":1}', b'"a","b"', b'"a\x01b"', b'"a\xffb"', b'""', b'"\\ud800"']
+                )
+            )
+            out.append(good.replace(b'"abcd"', odd))
+        elif kind == "two":
+            # Two fragments in one chunk: never read through the frame.
+            entries = [_entry(0, "{"), _entry(1, "{")]
+            out.append(_payload(frame, {"tool_calls": entries}, {}))
+        else:
+            out += _call(draw, frame)
+    return out
+
+
+def _entry(index: Any, arguments: str, **more: Any) -> dict[str, Any]:
+    return {"index": index, **more, "function": {"arguments": arguments}}
+
+
+def _call(draw: st.DrawFn, frame: dict[str, Any]) -> list[bytes]:
+    """One native call: its start, then its arguments in fragments, each under its
+    index (or now and then another, a bool, an id or a name repeated)."""
+    index = draw(st.integers(0, 3))
+    start = {
+        "index": index,
+        "id": f"call_{index}",
+        "type": "function",
+        "function": {"name": draw(st.sampled_from(["get_weather", "other"])), "arguments": ""},
+    }
+    out = [_payload(frame, {"tool_calls": [start]}, {})]
+    for fragment in _cut(draw, draw(st.sampled_from(ARGUMENTS))):
+        shape = draw(st.sampled_from(["bare"] * 6 + ["other index", "bool", "id", "name", "type"]))
+        if shape == "other index":
+            entry = _entry((index + 1) % 4, fragment)
+        elif shape == "bool":
+            entry = _entry(True, fragment)
+        elif shape == "id":
+            entry = _entry(index, fragment, id=f"call_{index}")
+        elif shape == "name":
+            entry = {"index": index, "function": {"name": "get_weather", "arguments": fragment}}
+        elif shape == "type":
+            entry = _entry(index, fragment, type="function")
+        else:
+            entry = _entry(index, fragment)
+        out.append(_payload(frame, {"tool_calls": [entry]}, {}))
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(payloads(), LINE_FORMS)
+def test_reading_through_the_frame_equals_decoding(
+    stream: list[bytes], form: tuple[bytes, bytes]
+) -> None:
+    """Whatever the frame reads is the decoded chunk's one fragment, under the
+    frame's index, and the frame gives back the decoded chunk."""
+    before, after = form
+    fragments = ArgumentChunks()
+    for payload in stream:
+        line = before + payload + after
+        read = fragments.read(line)
+        try:
+            decoded = orjson.loads(line[5:].strip())
+        except orjson.JSONDecodeError:
+            assert read is None
+            continue
+        if read is None:
+            fragments.learn(line[5:].strip(), decoded, line)
+            continue
+        frame, text = read
+        assert argument_fragment(decoded) == (frame.index, text)
+        assert frame.chunk(text) == decoded
+
+
+def test_a_learned_frame_reads_what_decoding_reads() -> None:
+    """By hand: the frame is learned from one chunk, probed at the next, and reads
+    the fragments after it; the id's bytes are not the fragment's."""
+    line = b'data: {"id":"%s","choices":[{"delta":{"tool_calls":[%s]}}]}'
+    fragments = ArgumentChunks()
+    first = line % (b'{\\"ci', b'{"index":0,"function":{"arguments":"{\\"ci"}}')
+    assert fragments.read(first) is None
+    fragments.learn(first[6:], orjson.loads(first[6:]), first)
+    second = line % (b'{\\"ci', b'{"index":0,"function":{"arguments":"ty\\":"}}')
+    read = fragments.read(second)
+    assert read is not None and read[1] == 'ty":'
+    # The id changed: another frame, decoded the usual way.
+    assert fragments.read(second.replace(b'ci",', b'cj",')) is None
+    # Not one string where the fragment stands.
+    assert fragments.read(second.replace(b'"ty\\":"', b"12")) is None
+    assert fragments.read(second.replace(b'"ty\\":"', b'""')) is None
+
+
+async def _events(body: list[bytes], plain: bool) -> tuple[list[Any], dict[str, Any]]:
+    """Every item the round's chunk reader makes of ``body`` (or the error that
+    ended the stream, by its reason), and its state at the end."""
+    reader = ChunkReader(
+        lambda: stream_parser(TOOLS, "auto", reasoning_open=False),
+        lambda: NativeStream(ToolSet(TOOLS)),
+        None,
+    )
+    response: Any = _Body(list(body))
+    stream = ChunkStream(response, "test", Limits(), None, time.monotonic(), plain=plain)
+    items: list[Any] = []
+    try:
+        async for batch in stream:
+            out: list[StreamItem] = []
+            for chunk in batch:
+                reader.take(chunk, out)
+            items += _normal(out)
+        end: list[StreamItem] = []
+        reader.close(end)
+        items += _normal(end)
+    except BackendError as exc:
+        items.append(("error", exc.reason))
+    state = {
+        "raw": reader.raw,
+        "finish": reader.finish,
+        "usage": reader.usage,
+        "calls": reader.calls,
+        "rejected": reader.rejected,
+        "saw_text": reader.saw_text,
+    }
+    return items, state
+
+
+@st.composite
+def reads(draw: st.DrawFn) -> list[bytes]:
+    """A generated stream's body cut into reads: mostly at the events' ends, sometimes anywhere."""
+    before, after = draw(LINE_FORMS)
+    events = [before + payload + after + b"\n\n" for payload in draw(payloads())]
+    events.append(b"data: [DONE]\n\n")
+    body = b"".join(events)
+    ends = [len(b"".join(events[: at + 1])) for at in range(len(events))]
+    kept = draw(st.lists(st.booleans(), min_size=len(ends), max_size=len(ends)))
+    cuts = {end for end, keep in zip(ends, kept, strict=True) if keep}
+    cuts |= set(draw(st.lists(st.integers(1, len(body)), max_size=2)))
+    bounds = [0, *sorted(cuts - {len(body)}), len(body)]
+    return [body[start:end] for start, end in itertools.pairwise(bounds)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(reads())
+def test_a_stream_read_through_argument_frames_gives_the_events_of_a_decoded_one(
+    body: list[bytes],
+) -> None:
+    """Through the gateway's stream reader and the round's chunk reader (native calls
+    and a parser for text calls): the same events, in order, and the same state as
+    reading the stream with every chunk decoded."""
+    fast = asyncio.run(_events(body, plain=True))
+    slow = asyncio.run(_events(body, plain=False))
+    assert fast == slow

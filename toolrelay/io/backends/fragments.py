@@ -1,0 +1,195 @@
+"""Upstream chunks that carry nothing but a call's next argument fragment, read
+without decoding them.
+
+A native call streams its arguments in many chunks that differ only in the
+fragment: the id, ``created``, the model, the call's index and the choice's
+frame repeat byte for byte. :class:`ArgumentChunks` learns, from one such chunk
+decoded the usual way, the bytes before and after the fragment's string token
+(the *frame*), and reads each later line in that frame by decoding the token
+alone: no dict for the chunk, no walk of it.
+
+It is exact, not a guess, by the same kind of check as :mod:`.plain`'s content
+frame. A frame is learned only from a chunk that carries one argument fragment
+and nothing else the gateway reads (:func:`argument_fragment`), and only after
+a probe: the frame around another string decodes to the same chunk with that
+string as the fragment (so the slice is the arguments' own string token, not a
+look-alike inside the id, say). A later line is read through the frame only
+when what stands between the frame's head and tail decodes, alone, to a
+non-empty string: then it is one string token in the place of the probed one,
+and decoding the line would give the learned chunk with that string as its
+fragment. Anything else is decoded the usual way
+(tests/gateway/test_argument_chunks.py holds the two paths to each other).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+# Frames learned per stream at most: one a call, usually; a server whose frame
+# changes on every chunk costs a probe per learning, never more than this.
+_LEARNINGS = 4
+
+
+class ArgumentFrame:
+    """The bytes around one call's argument fragments, in the line and in its payload."""
+
+    __slots__ = ("head", "index", "payload_head", "payload_tail", "tail")
+
+    def __init__(self, index: int, payload: tuple[bytes, bytes], line: tuple[bytes, bytes]) -> None:
+        self.index = index  # the call's index, as upstream numbers it
+        self.payload_head, self.payload_tail = payload
+        self.head, self.tail = line
+
+    def chunk(self, text: str) -> dict[str, Any]:
+        """The chunk a fragment read through this frame came in, decoded: what the
+        usual path reads where the fast one does not apply. (Another string token
+        for the same text: the same chunk.)"""
+        chunk: dict[str, Any] = orjson.loads(
+            self.payload_head + orjson.dumps(text) + self.payload_tail
+        )
+        return chunk
+
+
+# A fragment read through its frame: the frame (its call's index) and the fragment.
+ArgumentFragment = tuple[ArgumentFrame, str]
+
+
+class _Seen:
+    """The frame around one decoded chunk's fragment, not probed yet."""
+
+    __slots__ = ("chunk", "head", "payload", "tail", "text")
+
+    def __init__(
+        self, line: tuple[bytes, bytes], payload: tuple[bytes, bytes], text: str, chunk: Any
+    ) -> None:
+        self.head, self.tail = line
+        self.payload = payload
+        self.text = text
+        self.chunk = chunk
+
+
+class ArgumentChunks:
+    """The frame of one stream's argument-only chunks (one call's at a time)."""
+
+    __slots__ = ("_frame", "_learnings", "_seen")
+
+    def __init__(self) -> None:
+        self._frame: ArgumentFrame | None = None
+        self._seen: _Seen | None = None
+        self._learnings = _LEARNINGS
+
+    def read(self, line: bytes) -> ArgumentFragment | None:
+        """The fragment of an SSE line in the learned frame; None: decode it the usual way."""
+        frame = self._frame
+        if frame is None or not line.startswith(frame.head) or not line.endswith(frame.tail):
+            if self._seen is None:
+                return None
+            frame = self._adopted(line)
+            if frame is None:
+                return None
+        try:
+            text = orjson.loads(line[len(frame.head) : len(line) - len(frame.tail)])
+        except orjson.JSONDecodeError:
+            return None
+        if type(text) is not str or not text:
+            return None
+        return frame, text
+
+    def learn(self, payload: bytes, chunk: Any, line: bytes) -> None:
+        """Note the frame of ``payload`` (decoded: ``chunk``; stripped from ``line``)
+        if it may carry one argument fragment alone: whether it does is checked
+        when a later line comes in its frame, with the probe, not here (most
+        decoded chunks are not such a chunk, and tell it by their bytes)."""
+        if self._learnings == 0 or b'"arguments"' not in payload:
+            return
+        text = _arguments(chunk)
+        if type(text) is not str or not text:
+            return
+        # The fragment's token as orjson writes it; a server that escapes otherwise
+        # (``\u00e9``, ``\/``) teaches nothing, its lines are decoded the usual way.
+        # The token is usually the last one to hold it (the arguments end the
+        # call's delta, and what follows are keys); the probe checks it.
+        token = orjson.dumps(text)
+        at = payload.rfind(token)
+        if at < 0:
+            return
+        head, tail = payload[:at], payload[at + len(token) :]
+        # The payload is the line stripped: the bytes around it are the same on
+        # every line of the server's (else the line is decoded the usual way).
+        rest = line[5:]
+        start = 5 + len(rest) - len(rest.lstrip())
+        around = (line[:start] + head, tail + line[start + len(payload) :])
+        self._seen = _Seen(around, (head, tail), text, chunk)
+
+    def _adopted(self, line: bytes) -> ArgumentFrame | None:
+        """The frame last seen, when ``line`` comes in it, its chunk carries one
+        argument fragment alone and a probe confirms the frame (the frame around
+        another string decodes to the same chunk with that string as its
+        fragment): the frame from then on."""
+        seen = self._seen
+        if seen is None or not line.startswith(seen.head) or not line.endswith(seen.tail):
+            return None
+        self._seen = None
+        self._learnings -= 1
+        found = argument_fragment(seen.chunk)
+        if found is None:
+            return None
+        frame = ArgumentFrame(found[0], seen.payload, (seen.head, seen.tail))
+        probe = "!" if seen.text == "?" else "?"
+        try:
+            probed = frame.chunk(probe)
+        except orjson.JSONDecodeError:
+            return None
+        # (The probe must land on the arguments: a shadowed duplicate key's value
+        # would decode to the same chunk whatever it holds.)
+        if _arguments(probed) != probe:
+            return None
+        probed["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] = seen.text
+        if probed != seen.chunk:
+            return None
+        self._frame = frame
+        return frame
+
+
+def _arguments(chunk: Any) -> Any:
+    """What stands where a chunk's first call delta holds its arguments; None when
+    the chunk has no such place."""
+    try:
+        return chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def argument_fragment(chunk: Any) -> tuple[int, str] | None:
+    """The call index and argument fragment of a chunk that carries nothing else the
+    gateway reads; None otherwise.
+
+    Nothing else: no error, no usage, no finish reason, no reasoning, no content,
+    one entry in ``tool_calls`` whose index is an integer, without an id or a name
+    (what the stream's error check, ``ChunkReader.take`` and ``NativeStream.feed``
+    read), its arguments a non-empty string."""
+    if not isinstance(chunk, dict) or chunk.get("error") or chunk.get("usage"):
+        return None
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    choice = choices[0]
+    delta = choice.get("delta")
+    if choice.get("finish_reason") or not isinstance(delta, dict):
+        return None
+    if delta.get("reasoning_content") or delta.get("reasoning") or delta.get("content"):
+        return None
+    entries = delta.get("tool_calls")
+    if not isinstance(entries, list) or len(entries) != 1 or not isinstance(entries[0], dict):
+        return None
+    entry = entries[0]
+    function = entry.get("function")
+    index = entry.get("index")
+    if type(function) is not dict or type(index) is not int or entry.get("id") is not None:
+        return None
+    arguments = function.get("arguments")
+    if function.get("name") is not None or type(arguments) is not str or not arguments:
+        return None
+    return index, arguments
