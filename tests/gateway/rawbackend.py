@@ -172,3 +172,18 @@ def sse_event(delta: dict[str, object], finish: str | None = None) -> bytes:
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
     }
     return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+class Pieces:
+    """A handler that sends an SSE head, then the current example's body in its
+    pieces, each its own write (a property test sets ``pieces`` per example)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+
+    def __call__(self, _request: RawRequest, conn: socket.socket) -> str:
+        conn.sendall(sse_head(chunked=False))
+        for piece in self.pieces:
+            conn.sendall(piece)
+            time.sleep(0.001)  # most pieces a read of their own
+        return "close"

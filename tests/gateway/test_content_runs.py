@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import socket
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from types import SimpleNamespace
@@ -25,12 +23,11 @@ from unittest.mock import patch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.rawbackend import RawBackend, RawRequest, sse_event, sse_head
+from tests.gateway.rawbackend import Pieces, RawBackend, sse_event
 from toolrelay.io.round import ContentRun, Finish, RoundRequest, stream_routed
 from toolrelay.io.settings import Settings
 from toolrelay.server import turn
 from toolrelay.server.anthropic.wire import MessageEncoder
-from toolrelay.server.blocks import sse
 from toolrelay.server.chat.wire import ChunkEncoder
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.responses.wire import ResponseBuilder
@@ -66,21 +63,7 @@ _ENDS = st.sampled_from(
 )
 
 
-class _Pieces:
-    """Sends the current example's body in its pieces, each its own write."""
-
-    def __init__(self) -> None:
-        self.pieces: list[bytes] = []
-
-    def __call__(self, _request: RawRequest, conn: socket.socket) -> str:
-        conn.sendall(sse_head(chunked=False))
-        for piece in self.pieces:
-            conn.sendall(piece)
-            time.sleep(0.001)  # most pieces a read of their own
-        return "close"
-
-
-_SERVED = _Pieces()
+_SERVED = Pieces()
 _BACKEND = RawBackend(_SERVED)
 
 
@@ -115,10 +98,10 @@ class _ResponsesEncoder:
         self.run = self.builder.stream_run
 
     def start(self) -> bytes:
-        return b"".join(map(sse, self.builder.start()))
+        return self.builder.start()
 
     def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
-        return b"".join(map(sse, self.builder.finish(finish, extra)))
+        return self.builder.finish_bytes(finish, extra)
 
 
 _ENCODERS: dict[str, Callable[[], Any]] = {

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import socket
-import time
 from typing import Any, get_args
 from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.rawbackend import RawBackend, RawRequest, sse_event, sse_head
+from tests.gateway.rawbackend import Pieces, RawBackend, sse_event
 from toolrelay.events import ContentDelta
 from toolrelay.io.backends import Backend
 from toolrelay.io.backends.http import ChunkStream
@@ -53,21 +51,7 @@ _ENDS = st.sampled_from(
 )
 
 
-class _Pieces:
-    """Sends the current example's body in its pieces, each its own write."""
-
-    def __init__(self) -> None:
-        self.pieces: list[bytes] = []
-
-    def __call__(self, _request: RawRequest, conn: socket.socket) -> str:
-        conn.sendall(sse_head(chunked=False))
-        for piece in self.pieces:
-            conn.sendall(piece)
-            time.sleep(0.001)  # most pieces a read of their own
-        return "close"
-
-
-_SERVED = _Pieces()
+_SERVED = Pieces()
 _BACKEND = RawBackend(_SERVED)
 
 

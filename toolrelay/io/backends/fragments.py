@@ -27,6 +27,8 @@ from typing import Any
 
 import orjson
 
+from toolrelay.io.backends.plain import bare_delta
+
 # Frames learned per stream at most: one a call, usually; a server whose frame
 # changes on every chunk costs a probe per learning, never more than this.
 _LEARNINGS = 4
@@ -170,16 +172,8 @@ def argument_fragment(chunk: Any) -> tuple[int, str] | None:
     one entry in ``tool_calls`` whose index is an integer, without an id or a name
     (what the stream's error check, ``ChunkReader.take`` and ``NativeStream.feed``
     read), its arguments a non-empty string."""
-    if not isinstance(chunk, dict) or chunk.get("error") or chunk.get("usage"):
-        return None
-    choices = chunk.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None
-    choice = choices[0]
-    delta = choice.get("delta")
-    if choice.get("finish_reason") or not isinstance(delta, dict):
-        return None
-    if delta.get("reasoning_content") or delta.get("reasoning") or delta.get("content"):
+    delta = bare_delta(chunk)
+    if delta is None or delta.get("content"):
         return None
     entries = delta.get("tool_calls")
     if not isinstance(entries, list) or len(entries) != 1 or not isinstance(entries[0], dict):

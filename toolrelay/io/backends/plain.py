@@ -230,6 +230,17 @@ def plain_content(chunk: Any) -> str | None:
 
     Nothing else: no error, no usage, no finish reason, no reasoning and no
     tool calls (what ``ChunkReader.take`` and the stream's error check read)."""
+    delta = bare_delta(chunk)
+    if delta is None or delta.get("tool_calls"):
+        return None
+    content = delta.get("content")
+    return content if isinstance(content, str) and content else None
+
+
+def bare_delta(chunk: Any) -> dict[str, Any] | None:
+    """The delta of a chunk without an error, usage, a finish reason or reasoning
+    (what the stream's error check and ``ChunkReader.take`` read besides the
+    delta's content and calls); None otherwise."""
     if not isinstance(chunk, dict) or chunk.get("error") or chunk.get("usage"):
         return None
     choices = chunk.get("choices")
@@ -239,7 +250,6 @@ def plain_content(chunk: Any) -> str | None:
     delta = choice.get("delta")
     if choice.get("finish_reason") or not isinstance(delta, dict):
         return None
-    if delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"):
+    if delta.get("reasoning_content") or delta.get("reasoning"):
         return None
-    content = delta.get("content")
-    return content if isinstance(content, str) and content else None
+    return delta
