@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,15 +45,18 @@ def test_the_access_line_is_the_templates(
     method: str, path: str, notes: dict[str, str], status: int, request_id: str
 ) -> None:
     kept = _Kept()
-    log = logging.getLogger("toolrelay.access")
+    # A logger of its own: what other tests (or libraries they load) did to the
+    # logging tree, a logger disabled by a configuration, does not reach it.
+    log = logging.Logger("toolrelay.access", logging.INFO)
     log.addHandler(kept)
-    level, log.level = log.level, logging.INFO
+    disabled = logging.root.manager.disable
+    logging.disable(logging.NOTSET)
     try:
-        scope = {"method": method, "path": path, NOTES: notes}
-        envelope._log(scope, status, time.perf_counter(), request_id.encode())
+        with patch.object(envelope, "access_log", log):
+            scope = {"method": method, "path": path, NOTES: notes}
+            envelope._log(scope, status, time.perf_counter(), request_id.encode())
     finally:
-        log.removeHandler(kept)
-        log.level = level
+        logging.disable(disabled)
     (record,) = kept.records
     fields = {name: getattr(record, name) for name in _FIELDS}
     assert fields["model"] == notes.get("model", "-") and fields["path"] == path
