@@ -41,13 +41,20 @@ PLAN = st.lists(
     max_size=5,
 )
 FINISH = st.builds(Finish, REASONS, USAGE, st.none(), stop_sequence=st.none() | TEXT)
-ERROR = st.none() | st.builds(APIError, st.sampled_from([400, 500, 502]), TEXT)
+ERROR = st.builds(APIError, st.sampled_from([400, 500, 502]), TEXT)
 MODEL = st.sampled_from(["m", 'a "quoted" model', "modèle/é"])
 
 
 def _events(plan: list[Any], cuts: list[int], more: list[str]) -> list[Event]:
     # More text after the plan: a stream most often ends in text.
     return [*events_of(plan, cuts), *(ContentDelta(text) for text in more)]
+
+
+EVENTS = st.builds(
+    _events, PLAN, st.lists(st.integers(0, 40), max_size=4), st.lists(TEXT, max_size=3)
+)
+# A stream ends in its finish, or now and then in an error.
+END = st.one_of(FINISH, FINISH, ERROR)
 
 
 def _general(builder: Blocks, event: Event) -> bytes | None:
@@ -100,28 +107,10 @@ def _messages_stream(
 
 
 @settings(max_examples=400, deadline=None)
-@given(
-    PLAN,
-    st.lists(st.integers(0, 40), max_size=4),
-    st.lists(TEXT, max_size=3),
-    MODEL,
-    st.booleans(),
-    FINISH,
-    ERROR,
-    EXTRA,
-)
+@given(EVENTS, MODEL, st.booleans(), END, EXTRA)
 def test_a_messages_stream_is_the_general_bytes(
-    plan: list[Any],
-    cuts: list[int],
-    more: list[str],
-    model: str,
-    thinking: bool,
-    finish: Finish,
-    error: APIError | None,
-    extra: dict[str, Any],
+    events: list[Event], model: str, thinking: bool, end: Finish | APIError, extra: dict[str, Any]
 ) -> None:
-    events = _events(plan, cuts, more)
-    end = error or finish
     fast = _messages_stream(True, model, thinking, events, end, extra)
     assert fast == _messages_stream(False, model, thinking, events, end, extra)
 
@@ -158,27 +147,21 @@ def _responses_stream(
 
 @settings(max_examples=400, deadline=None)
 @given(
-    PLAN,
-    st.lists(st.integers(0, 40), max_size=4),
-    st.lists(TEXT, max_size=3),
+    EVENTS,
     MODEL,
     st.booleans(),
     st.booleans(),
     st.sampled_from(["plain", "custom", "namespaced"]),
-    FINISH,
-    ERROR,
+    END,
     EXTRA,
 )
 def test_a_responses_stream_is_the_general_bytes(
-    plan: list[Any],
-    cuts: list[int],
-    more: list[str],
+    events: list[Event],
     model: str,
     reasoning: bool,
     summary: bool,
     calls: str,
-    finish: Finish,
-    error: APIError | None,
+    end: Finish | APIError,
     extra: dict[str, Any],
 ) -> None:
     echo = {"instructions": "be brief", "tools": [{"type": "function", "name": "get_weather"}]}
@@ -193,8 +176,6 @@ def test_a_responses_stream_is_the_general_bytes(
             summary=summary,
         )
 
-    events = _events(plan, cuts, more)
-    end = error or finish
     fast = _responses_stream(True, builder_of, events, end, extra)
     assert fast == _responses_stream(False, builder_of, events, end, extra)
 

@@ -20,11 +20,12 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
 import orjson
+import pytest
 
 _HANG_LIMIT = 30.0
 
@@ -109,6 +110,18 @@ class RawBackend:
             pass
         finally:
             conn.close()
+
+
+def serving(backend: RawBackend) -> Callable[[], Iterator[RawBackend]]:
+    """A fixture that serves ``backend`` while its module's tests run: assign it
+    to a name in the test module (``_serving = serving(BACKEND)``)."""
+
+    @pytest.fixture(scope="module", autouse=True)
+    def _serving() -> Iterator[RawBackend]:
+        with backend:
+            yield backend
+
+    return _serving
 
 
 def read_request(conn: socket.socket) -> RawRequest | None:

@@ -23,7 +23,7 @@ from unittest.mock import patch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.rawbackend import Pieces, RawBackend, sse_event
+from tests.gateway.rawbackend import Pieces, RawBackend, serving, sse_event
 from toolrelay.io.round import ContentRun, Finish, RoundRequest, stream_routed
 from toolrelay.io.settings import Settings
 from toolrelay.server import turn
@@ -66,13 +66,7 @@ _ENDS = st.sampled_from(
 _SERVED = Pieces()
 _BACKEND = RawBackend(_SERVED)
 
-
-def setup_module() -> None:
-    _BACKEND.__enter__()
-
-
-def teardown_module() -> None:
-    _BACKEND.__exit__(None, None, None)
+_serving = serving(_BACKEND)
 
 
 class _Writer:

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.rawbackend import RawBackend, RawRequest, sse_head
+from tests.gateway.rawbackend import RawBackend, RawRequest, serving, sse_head
 from toolrelay.events import ToolCallEnd, ToolCallStart
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.http import ChunkStream, HttpClient, Limits
@@ -358,13 +358,7 @@ def test_a_plain_stream_in_any_line_form_gives_the_events_of_a_decoded_one(
 
 _BACKEND = RawBackend(_SERVED)
 
-
-def setup_module() -> None:
-    _BACKEND.__enter__()
-
-
-def teardown_module() -> None:
-    _BACKEND.__exit__(None, None, None)
+_serving = serving(_BACKEND)
 
 
 class _Body:

@@ -18,7 +18,7 @@ from unittest.mock import patch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.rawbackend import Pieces, RawBackend, sse_event
+from tests.gateway.rawbackend import Pieces, RawBackend, serving, sse_event
 from toolrelay.events import ContentDelta
 from toolrelay.io.backends import Backend
 from toolrelay.io.backends.http import ChunkStream
@@ -54,13 +54,7 @@ _ENDS = st.sampled_from(
 _SERVED = Pieces()
 _BACKEND = RawBackend(_SERVED)
 
-
-def setup_module() -> None:
-    _BACKEND.__enter__()
-
-
-def teardown_module() -> None:
-    _BACKEND.__exit__(None, None, None)
+_serving = serving(_BACKEND)
 
 
 async def _round() -> list[list[Any]]:
