@@ -15,8 +15,8 @@ subprocesses on free 127.0.0.1 ports:
 
 Each cell (non-streamed and streamed, without and with tools, concurrency 1
 and 16; with ``--wide`` also concurrency 64, and the Anthropic Messages and
-OpenAI Responses fronts, which the floor, and a release without such a front,
-are asked as Chat Completions) is run in rounds, the three targets in turn within each round, so
+OpenAI Responses fronts, each cell of them too, which the floor, and a release
+without such a front, are asked as Chat Completions) is run in rounds, the three targets in turn within each round, so
 that a busy neighbour on the shared machine weighs on all three alike. Per target:
 the CPU time of its processes per request (their threads' run time from
 /proc/PID/task/*/schedstat, children included; the median over the rounds),
@@ -85,14 +85,27 @@ MESSAGES = "/v1/messages"
 RESPONSES = "/v1/responses"
 
 
-def messages_body(text: str, stream: bool = False) -> dict[str, Any]:
+def messages_body(
+    text: str, stream: bool = False, tools: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The question as Anthropic Messages asks it; ``tools`` in Chat Completions' shape."""
     body: dict[str, Any] = {"model": "bench", "max_tokens": 1024}
     body["messages"] = [{"role": "user", "content": text}]
+    if tools:
+        body["tools"] = [
+            {"name": tool["function"]["name"], "input_schema": tool["function"]["parameters"]}
+            for tool in tools
+        ]
     return {**body, "stream": True} if stream else body
 
 
-def responses_body(text: str, stream: bool = False) -> dict[str, Any]:
+def responses_body(
+    text: str, stream: bool = False, tools: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The question as OpenAI Responses asks it; ``tools`` in Chat Completions' shape."""
     body: dict[str, Any] = {"model": "bench", "input": text}
+    if tools:
+        body["tools"] = [{"type": "function", **tool["function"]} for tool in tools]
     return {**body, "stream": True} if stream else body
 
 
@@ -127,18 +140,17 @@ WIDE: list[Cell] = [
     ("tools c=64", "chat", WITH_TOOLS, 64, 640),
     ("stream 128 chunks c=64", "chat", STREAM, 64, 192),
     ("stream tools c=64", "chat", STREAM_TOOLS, 64, 384),
-    ("messages plain c=1", "messages", PLAIN, 1, 120),
-    ("messages plain c=16", "messages", PLAIN, 16, 320),
-    ("messages plain c=64", "messages", PLAIN, 64, 640),
-    ("messages stream 128 chunks c=1", "messages", STREAM, 1, 32),
-    ("messages stream 128 chunks c=16", "messages", STREAM, 16, 96),
-    ("messages stream 128 chunks c=64", "messages", STREAM, 64, 192),
-    ("responses plain c=1", "responses", PLAIN, 1, 120),
-    ("responses plain c=16", "responses", PLAIN, 16, 320),
-    ("responses plain c=64", "responses", PLAIN, 64, 640),
-    ("responses stream 128 chunks c=1", "responses", STREAM, 1, 32),
-    ("responses stream 128 chunks c=16", "responses", STREAM, 16, 96),
-    ("responses stream 128 chunks c=64", "responses", STREAM, 64, 192),
+    *(
+        (f"{front} {label} c={concurrency}", front, body, concurrency, total)
+        for front in ("messages", "responses")
+        for label, body, counts in (
+            ("plain", PLAIN, ((1, 120), (16, 320), (64, 640))),
+            ("tools", WITH_TOOLS, ((1, 120), (16, 320), (64, 640))),
+            ("stream 128 chunks", STREAM, ((1, 32), (16, 96), (64, 192))),
+            ("stream tools", STREAM_TOOLS, ((1, 80), (16, 192), (64, 384))),
+        )
+        for concurrency, total in counts
+    ),
 ]
 
 
@@ -157,7 +169,8 @@ def target_request(
     Completions, as field_bench.py's translation lane does."""
     if front in FRONTS and name in speaking[front]:
         path, question = FRONTS[front]
-        return path, question(body["messages"][-1]["content"], bool(body.get("stream")))
+        text = body["messages"][-1]["content"]
+        return path, question(text, bool(body.get("stream")), body.get("tools"))
     return CHAT, body
 
 
