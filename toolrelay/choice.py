@@ -78,9 +78,7 @@ def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -
     """
     declared = declared_tools(tools)
     if tool_choice is None or tool_choice == "auto":
-        return (
-            ToolChoicePlan("auto", declared, declared=declared) if declared else _AUTO_WITHOUT_TOOLS
-        )
+        return _auto_plan(declared) if declared else _AUTO_WITHOUT_TOOLS
     if tool_choice == "none":
         return ToolChoicePlan("none", declared=declared) if declared else _NONE_WITHOUT_TOOLS
     if tool_choice == "required":
@@ -105,6 +103,13 @@ def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -
         f"unknown tool_choice type {choice_type!r}: expected 'function', 'custom' "
         "or 'allowed_tools'"
     )
+
+
+def _auto_plan(declared: DeclaredTools) -> ToolChoicePlan:
+    """The ``auto`` plan of ``declared``, made once per read (plans are frozen): most
+    requests with tools leave the choice to the model, and a kept list's read is
+    shared by every request that sends it."""
+    return declared.derived(_auto_plan, lambda: ToolChoicePlan("auto", declared, declared=declared))
 
 
 def declared_tools(tools: Sequence[Tool] | None) -> DeclaredTools:

@@ -33,7 +33,7 @@ from toolrelay.events import (
 )
 from toolrelay.names import ToolSet
 from toolrelay.repair import json_text
-from toolrelay.validate import valid_as_sent, validate_call
+from toolrelay.validate import validate_call
 
 # Starts the directive of a re-ask, so that a model double (toolrelay
 # simulate) and a log reader can tell it from what the user wrote.
@@ -270,7 +270,7 @@ class CallHold:
         self, end: ToolCallEnd, held: list[ToolCallStart | ToolCallArgumentsDelta]
     ) -> list[Event]:
         call = end.call
-        if self.as_sent and valid_as_sent(self.tools.parameters(call.name), call.arguments):
+        if self.as_sent and self.tools.valid_as_sent(call.name, call.arguments):
             self.accepted.append(call)  # as check_calls would accept it: nothing coerced
             return self._release_as_held(end, held)
         texts = _texts(call, held)

@@ -6,7 +6,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import jsonschema_rs
+
 from toolrelay.types import DeclaredTools, tool_specs
+from toolrelay.validate import schema_validator, valid_under
 
 log = logging.getLogger("toolrelay.names")
 
@@ -20,20 +23,27 @@ def _names_of(tools: Iterable[Any] | None) -> dict[str, Mapping[str, Any]]:
     return by_name
 
 
+def _validators_by_name() -> dict[str, jsonschema_rs.Validator | None]:
+    """Where a tool set keeps its tools' compiled checks (none compiled yet)."""
+    return {}
+
+
 class ToolSet:
     """The tools a request declared (entries or their :class:`ToolSpec`); with none
     declared, every name is accepted."""
 
-    __slots__ = ("_by_name", "_cache", "declared")
+    __slots__ = ("_by_name", "_cache", "_validators", "declared")
 
     def __init__(self, tools: Iterable[Any] | None = None) -> None:
         # A read tool list (toolrelay.choice keeps agents' lists) is mapped once: the
         # map is never changed once made, and shared by every set of that read.
-        self._by_name = (
-            tools.derived(_names_of, lambda: _names_of(tools))
-            if type(tools) is DeclaredTools
-            else _names_of(tools)
-        )
+        if type(tools) is DeclaredTools:
+            self._by_name = tools.derived(_names_of, lambda: _names_of(tools))
+            # Shared as the map is: a declared tool's compiled check, made at its first call.
+            self._validators = tools.derived(_validators_by_name, _validators_by_name)
+        else:
+            self._by_name = _names_of(tools)
+            self._validators = {}
         self.declared = tools is not None and bool(self._by_name)
         self._cache: dict[str, str | None] = {}
 
@@ -87,6 +97,17 @@ class ToolSet:
 
     def parameters(self, name: str) -> Mapping[str, Any] | None:
         return self._by_name.get(name)
+
+    def valid_as_sent(self, name: str, arguments: Any) -> bool:
+        """:func:`~toolrelay.validate.valid_as_sent` of ``arguments`` against the
+        parameters of ``name``, its schema compiled once per declared tool."""
+        validators = self._validators
+        if name in validators:
+            return valid_under(validators[name], arguments)
+        validator = schema_validator(self._by_name.get(name))
+        if name in self._by_name:  # a name the model made up is not kept
+            validators[name] = validator
+        return valid_under(validator, arguments)
 
     def without_arguments(self, name: str) -> str | None:
         """Why a call to ``name`` that gives no arguments cannot be used; None when it can.

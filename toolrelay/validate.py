@@ -119,7 +119,19 @@ def valid_as_sent(tool: ToolSpec | Mapping[str, Any] | None, arguments: Any) -> 
     """Whether ``arguments`` stand as they are (no coercion, no error): the one native
     check a valid call costs, without a :class:`Validation` made for it. False: ask
     :func:`validate_arguments` what is wrong, or what a coercion mends."""
-    validator = _validator(parameters_schema(tool))
+    return valid_under(schema_validator(tool), arguments)
+
+
+def schema_validator(tool: ToolSpec | Mapping[str, Any] | None) -> jsonschema_rs.Validator | None:
+    """The compiled check of ``tool``'s parameters schema; None when there is none
+    to compile (the arguments need only be an object). A caller that keeps it for a
+    schema no one changes (:class:`~toolrelay.names.ToolSet`'s, of a kept tool list)
+    skips the schema's encoding and the compiled cache's lookup on every call."""
+    return _validator(parameters_schema(tool))
+
+
+def valid_under(validator: jsonschema_rs.Validator | None, arguments: Any) -> bool:
+    """:func:`valid_as_sent` with the schema's check (:func:`schema_validator`) at hand."""
     if validator is None:
         return isinstance(arguments, dict)
     try:
