@@ -38,7 +38,6 @@ from toolrelay.stuck.patterns import (
 )
 from toolrelay.stuck.records import CallSpec, Round, ToolCatalog, Window
 from toolrelay.stuck.transcript import (
-    TAG,
     CallReader,
     call_id_of,
     call_reader,
@@ -353,24 +352,6 @@ def _turn_in_window(messages: Sequence[Any], config: StuckConfig) -> bool:
     """Whether the window holds an assistant turn. Without one no pattern has
     progress, and the window need not be read: a first request, and every
     request that ends with the user's own message, are most of the traffic."""
-    if _ends_with_user_text(messages):
-        return False  # the window starts after that message: it is empty
-    return _assistant_in_window(messages, config)
-
-
-def _ends_with_user_text(messages: Sequence[Any]) -> bool:
-    """Whether the last message is the user's own, its content a string: where
-    :func:`window_start` stops at once (told from the guard's own notes by
-    ``TAG``), known without its walk."""
-    last = messages[-1] if messages else None
-    if type(last) is not dict or last.get("role") != "user":
-        return False
-    content = last.get("content")
-    return type(content) is str and TAG not in content
-
-
-def _assistant_in_window(messages: Sequence[Any], config: StuckConfig) -> bool:
-    """:func:`_turn_in_window` read from the window, every time."""
     start = window_start(messages, config.window_max_calls)
     return any(
         isinstance(message, (dict, Mapping)) and message.get("role") == "assistant"
