@@ -153,10 +153,9 @@ class PlainChunks:
         character.)"""
         if not self._head or not data.startswith(self._head):
             return None
-        at = data.rfind(self._end)
-        if at < 0:
+        stop = _after_last(data, self._end)
+        if stop < 0:
             return None
-        stop = at + len(self._end)
         try:
             text = data[:stop].decode()
         except UnicodeDecodeError:
@@ -230,6 +229,16 @@ class PlainChunks:
         self._before = len(head)
         self._after = len(tail) + len(_EVENT_END_TEXT)
         return True
+
+
+def _after_last(data: bytes, end: bytes) -> int:
+    """Where the last ``end`` in ``data`` stops; -1: none. A read most often
+    stops at an event's end: told by ``endswith`` at once, where ``rfind``
+    would set its search up first."""
+    if data.endswith(end):
+        return len(data)
+    at = data.rfind(end)
+    return at + len(end) if at >= 0 else -1
 
 
 def plain_content(chunk: Any) -> str | None:
