@@ -99,6 +99,21 @@ _TEXT_DONE = (
 _ENDED = b'event: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}\n\n'
 
 
+# Sequence numbers as text, made once for every stream (a run's are a slice of
+# them), up to a bound: a longer stream's later numbers are made as they come.
+_NUMBERS: list[str] = []
+_NUMBERS_KEPT = 8192
+
+
+def _numbers(start: int, stop: int) -> list[str]:
+    """``[str(n) for n in range(start, stop)]``."""
+    if stop > len(_NUMBERS):
+        if stop > _NUMBERS_KEPT:
+            return [*map(str, range(start, stop))]
+        _NUMBERS.extend(map(str, range(len(_NUMBERS), stop)))
+    return _NUMBERS[start:stop]
+
+
 def _new_id(prefix: str) -> str:
     return prefix + unique_hex()
 
@@ -274,13 +289,17 @@ class ResponseBuilder(Blocks):
         return self._text_template % (sequence, orjson.dumps(text))
 
     def text_run_bytes(self, texts: list[str]) -> bytes:
-        # Each delta its number, then its text: a number and a text joined around
-        # what stands between them, the deltas around what stands between two.
+        # Four pieces a delta, put in place by two slice assignments and joined
+        # once: its number, what stands between it and the text, the text, what
+        # stands between the text and the next number (after the last: the tail).
         sequence = self._sequence
-        self._sequence += len(texts)
-        numbers = map(str, range(sequence, self._sequence))
-        deltas = _RUN_BETWEEN.join(map(self._run_where.join, zip(numbers, texts, strict=True)))
-        return _RUN_HEAD + deltas.encode() + _RUN_TAIL
+        count = len(texts)
+        self._sequence += count
+        pieces = ["", self._run_where, "", _RUN_BETWEEN] * count
+        pieces[0::4] = _numbers(sequence, sequence + count)
+        pieces[2::4] = texts
+        pieces.pop()
+        return _RUN_HEAD + "".join(pieces).encode() + _RUN_TAIL
 
     def close(self, kind: Kind, text: str, call: ToolCall | None) -> list[WireEvent]:
         item = self._output[-1]
