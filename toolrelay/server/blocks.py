@@ -12,6 +12,7 @@ line breaks a model writes around its calls, nor holds only them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any, Literal
 
@@ -120,8 +121,55 @@ class Blocks:
             self._kind = "text"
             self._pieces.append(text)
             return self.text_open_bytes() + self.text_delta_bytes(text)
+        call_bytes = _CALL_EVENT_BYTES.get(type(event))
+        if call_bytes is not None:
+            return call_bytes(self, event)
         events = self.event(event)
         return b"".join(map(sse, events)) if events else None
+
+    # --- a call's events, written without the events' dicts ----------------------
+
+    def call_open_bytes(self, start: ToolCallStart) -> bytes | None:
+        """``sse`` of ``self.open("call", start)``'s events, the same bytes and
+        the same block opened, written around their values; None, nothing
+        opened, for a call the front says only through :meth:`open`."""
+        raise NotImplementedError
+
+    def call_delta_bytes(self, text: str) -> bytes | None:
+        """``sse(self.delta("call", text))`` for the open call block (None:
+        nothing to say), written without the event's dict."""
+        raise NotImplementedError
+
+    def call_close_bytes(self, text: str, call: ToolCall | None) -> bytes:
+        """``sse`` of ``self.close("call", text, call)``'s events, the block
+        taken: the same bytes, written around their values."""
+        raise NotImplementedError
+
+    def _call_start_bytes(self, start: ToolCallStart) -> bytes:
+        """:meth:`event`'s steps for a call's start, said in bytes: the open
+        block closed (as :meth:`event` closes it), the call's block opened."""
+        self._blank = ""
+        closed = self.end_block()
+        self._kind = "call"
+        said = self.call_open_bytes(start)
+        if said is None:
+            closed += self.open("call", start)
+            said = b""
+        return b"".join(map(sse, closed)) + said if closed else said
+
+    def _call_arguments_bytes(self, delta: ToolCallArgumentsDelta) -> bytes | None:
+        """:meth:`event`'s steps for more of the open call's arguments, in bytes."""
+        text = delta.text
+        if self._kind != "call" or not text:
+            return None
+        self._pieces.append(text)
+        return self.call_delta_bytes(text)
+
+    def _call_end_bytes(self, end: ToolCallEnd) -> bytes | None:
+        """:meth:`event`'s steps for a call's end, in bytes: its block closed."""
+        if self._kind != "call":
+            return None
+        return self.call_close_bytes(self._take_block()[1], end.call)
 
     def text_run_bytes(self, texts: list[str]) -> bytes:
         """``b"".join(map(self.text_delta_bytes, texts))`` for the open text block,
@@ -198,6 +246,14 @@ class Blocks:
         if said is not None:
             out.append(said)
         return out
+
+
+# The call events :meth:`Blocks.event_bytes` writes in bytes, by their type.
+_CALL_EVENT_BYTES: dict[type[Event], Callable[[Blocks, Any], bytes | None]] = {
+    ToolCallStart: Blocks._call_start_bytes,
+    ToolCallArgumentsDelta: Blocks._call_arguments_bytes,
+    ToolCallEnd: Blocks._call_end_bytes,
+}
 
 
 def sse(event: WireEvent) -> bytes:

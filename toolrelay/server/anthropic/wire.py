@@ -46,6 +46,16 @@ _END = (
     b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":%b,'
     b'"stop_sequence":%b},"usage":%b}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n'
 )
+# A tool_use block's start, its index, the call's id and name (JSON) left out.
+_CALL_START = (
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":%d,'
+    b'"content_block":{"type":"tool_use","id":%b,"name":%b,"input":{}}}\n\n'
+)
+# A call's arguments delta, its block's index and the fragment (JSON) left out.
+_CALL_DELTA = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+    b'"delta":{"type":"input_json_delta","partial_json":%b}}\n\n'
+)
 # A text delta's SSE bytes around its text, its block's index left out.
 _TEXT_DELTA_HEAD = (
     b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
@@ -93,6 +103,8 @@ class MessageBuilder(Blocks):
         self._run_head = b""
         self._run_between = ""
         self._called = False  # a tool_use block was opened: the stop reason says so
+        # The open call block's delta, its fragment left out (``%b``; set when it opens).
+        self._call_delta = b""
 
     def start(self) -> bytes:
         """What the stream opens with, before any content: ``message_start`` (the
@@ -108,6 +120,20 @@ class MessageBuilder(Blocks):
     def text_open_bytes(self) -> bytes:
         self._new_block("text", None)
         return _TEXT_START % (len(self._content) - 1)
+
+    def call_open_bytes(self, start: ToolCallStart) -> bytes:
+        self._new_block("call", start)
+        index = len(self._content) - 1
+        # The open call's delta, its fragment left out: one formatting per delta.
+        self._call_delta = _CALL_DELTA.replace(b"%d", b"%d" % index, 1)
+        return _CALL_START % (index, orjson.dumps(start.id), orjson.dumps(start.name))
+
+    def call_delta_bytes(self, text: str) -> bytes:
+        return self._call_delta % orjson.dumps(text)
+
+    def call_close_bytes(self, text: str, call: ToolCall | None) -> bytes:
+        self._complete("call", text, call)
+        return _BLOCK_STOP % (len(self._content) - 1)
 
     def _new_block(self, kind: Kind, start: ToolCallStart | None) -> dict[str, Any]:
         """The message's new last block, empty (its start said by the caller)."""

@@ -95,11 +95,30 @@ class ResponsesFront:
 
 def output_messages(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``input_messages(output, "output")`` for a streamed response's output: the
-    usual one, a message item alone (its one part of text, as the builder
-    closes it), read at once; any other through the reader."""
+    usual ones, a message item alone (its one part of text, as the builder
+    closes it) or function_call items alone, read at once; any other through
+    the reader."""
     if len(output) == 1 and output[0]["type"] == "message":
         return [{"role": "assistant", "content": output[0]["content"][0]["text"]}]
+    if output and all(
+        item["type"] == "function_call" and "namespace" not in item for item in output
+    ):
+        return [{"role": "assistant", "content": None, "tool_calls": _tool_calls(output)}]
     return input_messages(output, "output")
+
+
+def _tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The assistant message's ``tool_calls`` for a streamed response's output
+    of function_call items alone, no namespace among them (an answer that is
+    calls, the usual one with tools): what ``input_messages`` reads of them."""
+    return [
+        {
+            "id": item["call_id"],
+            "type": "function",
+            "function": {"name": item["name"], "arguments": item["arguments"] or "{}"},
+        }
+        for item in calls
+    ]
 
 
 def _builder(turn: ResponsesTurn) -> ResponseBuilder:

@@ -95,6 +95,29 @@ _TEXT_DONE = (
     b'"content":[{"type":"output_text","text":%b,"annotations":[],"logprobs":[]}],'
     b'"status":"completed"}}\n\n'
 )
+# A function_call item's open: its sequence number, index, id, call id and name
+# (JSON) left out.
+_CALL_ADDED = (
+    b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
+    b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"function_call",'
+    b'"call_id":%b,"name":%b,"arguments":"","status":"in_progress"}}\n\n'
+)
+# A function_call's arguments delta before its sequence number, and after its fragment.
+_CALL_DELTA_HEAD = (
+    b"event: response.function_call_arguments.delta\n"
+    b'data: {"type":"response.function_call_arguments.delta","sequence_number":'
+)
+_CALL_DELTA_TAIL = b"}\n\n"
+# A function_call item's close: the arguments' event and the item's, the sequence
+# numbers, the item's id and index as its events name them, its name, the
+# arguments (JSON), the item's index, and the item up to its arguments left out.
+_CALL_DONE = (
+    b"event: response.function_call_arguments.done\n"
+    b'data: {"type":"response.function_call_arguments.done","sequence_number":%d,%b,'
+    b'"name":%b,"arguments":%b}\n\n'
+    b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
+    b'"sequence_number":%d,"output_index":%d,"item":%b,"arguments":%b,"status":"completed"}}\n\n'
+)
 # The last event, its name, sequence number and the whole response left out.
 _ENDED = b'event: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}\n\n'
 
@@ -150,6 +173,13 @@ class ResponseBuilder(Blocks):
         self._run_where = ""
         self._item_json = b""
         self._text_where = b""
+        # The open function_call item's id and index as its events name them (b""
+        # for a call said through the general path), its delta's template, its
+        # name (JSON) and the item up to its arguments (set when the call opens).
+        self._call_where = b""
+        self._call_delta = b""
+        self._call_name = b""
+        self._call_item_head = b""
 
     def _emit(self, kind: str, **fields: Any) -> WireEvent:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -200,6 +230,60 @@ class ResponseBuilder(Blocks):
             self._item_json,
             sequence + 1,
             self._text_where,
+        )
+
+    def call_open_bytes(self, start: ToolCallStart) -> bytes | None:
+        name = start.name
+        if name in self._custom or name in self._namespaced:
+            self._call_where = b""  # its events through the general path
+            return None
+        item = self._new_item("call", start)
+        index = self._index
+        sequence = self._sequence
+        self._sequence += 1
+        item_json = orjson.dumps(item["id"])
+        call_id, name_json = orjson.dumps(start.id), orjson.dumps(name)
+        where = b'"item_id":%b,"output_index":%d' % (item_json, index)
+        # What the open call's events repeat: its id and index as they name them,
+        # its delta (its sequence number and fragment left out: one formatting
+        # per delta), its name, and the item as it stands before its arguments.
+        self._call_where = where
+        delta_where = b"," + where.replace(b"%", b"%%") + b',"delta":'
+        self._call_delta = _CALL_DELTA_HEAD + b"%d" + delta_where + b"%b" + _CALL_DELTA_TAIL
+        self._call_name = name_json
+        self._call_item_head = b'{"id":%b,"type":"function_call","call_id":%b,"name":%b' % (
+            item_json,
+            call_id,
+            name_json,
+        )
+        return _CALL_ADDED % (sequence, index, item_json, call_id, name_json)
+
+    def call_delta_bytes(self, text: str) -> bytes | None:
+        if not self._call_where:
+            said = self.delta("call", text)
+            return sse(said) if said is not None else None
+        sequence = self._sequence
+        self._sequence += 1
+        return self._call_delta % (sequence, orjson.dumps(text))
+
+    def call_close_bytes(self, text: str, call: ToolCall | None) -> bytes:
+        if not self._call_where:
+            return b"".join(map(sse, self.close("call", text, call)))
+        item = self._output[-1]
+        item["status"] = "completed"
+        arguments = item["arguments"] = call.arguments_json if call is not None else text or "{}"
+        said = orjson.dumps(arguments)
+        sequence = self._sequence
+        self._sequence += 2
+        return _CALL_DONE % (
+            sequence,
+            self._call_where,
+            self._call_name,
+            said,
+            sequence + 1,
+            self._index,
+            self._call_item_head,
+            said,
         )
 
     def _new_item(self, kind: Kind, start: ToolCallStart | None) -> dict[str, Any]:
