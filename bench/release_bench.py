@@ -16,11 +16,12 @@ subprocesses on free 127.0.0.1 ports:
 Each cell (non-streamed and streamed, without and with tools, concurrency 1
 and 16; with ``--wide`` also concurrency 64, and the Anthropic Messages and
 OpenAI Responses fronts, each cell of them too, which the floor, and a release
-without such a front, are asked as Chat Completions) is run in rounds, the three targets in turn within each round, so
-that a busy neighbour on the shared machine weighs on all three alike. Per target:
-the CPU time of its processes per request (their threads' run time from
-/proc/PID/task/*/schedstat, children included; the median over the rounds),
-the latency p50, and its memory at the end. Ratios first: they are what a
+without such a front, are asked as Chat Completions) is run in rounds, the
+three targets in turn within each round, so that a busy neighbour on the
+shared machine weighs on all three alike. Per target: the CPU time of its
+processes per request (their threads' run time from /proc/PID/task/*/schedstat,
+children included; the median over the rounds), the latency p50, and its
+memory at the end. Ratios first: they are what a
 loaded machine still measures well.
 
     .venv/bin/python bench/release_bench.py [--rounds 5] [--wide] [--write]
