@@ -1,7 +1,9 @@
 """The watch on the client's departure listens only once a turn has run for
-``LISTEN_AFTER``: an answer sent before then never calls ``receive()`` again, and a
-client that leaves is still noticed, at ``LISTEN_AFTER`` at the latest. The
-departure through a real server is held by test_cancellation.py."""
+``LISTEN_AFTER`` (to twice that: one timer ticks for all turns): an answer sent
+before then never calls ``receive()`` again, and a client that leaves is still
+noticed, at twice ``LISTEN_AFTER`` at the latest, on every loop the app is
+served from in turn. The departure through a real server is held by
+test_cancellation.py."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 from starlette.types import Message
 
 from toolrelay.server import turn
-from toolrelay.server.turn import _ClientWatch
+from toolrelay.server.turn import _ClientWatch, _Listeners
 
 ANSWER: Message = {"type": "http.response.body", "body": b"{}", "more_body": False}
 
@@ -37,8 +39,8 @@ class _Client:
             self.left.set()  # as uvicorn does once the response is complete
 
 
-async def _turn(client: _Client, work: float) -> _ClientWatch:
-    watch = _ClientWatch(client.receive, client.send)
+async def _turn(client: _Client, work: float, listeners: _Listeners) -> _ClientWatch:
+    watch = _ClientWatch(client.receive, client.send, listeners)
     try:
         await asyncio.sleep(work)
         await watch.send(ANSWER)
@@ -50,8 +52,8 @@ async def _turn(client: _Client, work: float) -> _ClientWatch:
 def test_an_answer_sent_before_listen_after_never_listens() -> None:
     async def main() -> tuple[_Client, _ClientWatch]:
         client = _Client()
-        watch = await _turn(client, 0)
-        await asyncio.sleep(turn.LISTEN_AFTER * 2)  # the timer, had it not been cancelled
+        watch = await _turn(client, 0, _Listeners())
+        await asyncio.sleep(turn.LISTEN_AFTER * 3)  # the ticks that would have listened
         return client, watch
 
     client, watch = asyncio.run(main())
@@ -67,7 +69,7 @@ def test_a_longer_turn_listens_and_its_answer_ends_the_listening(
 
     async def main() -> tuple[_Client, _ClientWatch]:
         client = _Client()
-        watch = await _turn(client, 0.05)
+        watch = await _turn(client, 0.05, _Listeners())
         await asyncio.sleep(0.02)  # the pending receive returns, its callback runs
         return client, watch
 
@@ -81,14 +83,20 @@ def test_a_client_that_left_is_noticed_once_the_watch_listens(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(turn, "LISTEN_AFTER", 0.01)
+    listeners = _Listeners()
+    # One app's listeners on one loop after another, as a server started again.
+    for _ in range(3):
+        _leaves_early(listeners)
 
+
+def _leaves_early(listeners: _Listeners) -> None:
     async def main() -> tuple[_Client, bool, list[_ClientWatch]]:
         client = _Client()
         client.left.set()  # gone before the turn even started
         watches: list[_ClientWatch] = []
 
         async def endless() -> None:
-            watch = _ClientWatch(client.receive, client.send)
+            watch = _ClientWatch(client.receive, client.send, listeners)
             watches.append(watch)
             try:
                 await asyncio.sleep(10)
@@ -98,6 +106,8 @@ def test_a_client_that_left_is_noticed_once_the_watch_listens(
         task = asyncio.create_task(endless())
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(task), 5)
+        # A quick turn last: the loop ends with the listeners' timer pending.
+        await _turn(_Client(), 0, listeners)
         return client, task.cancelled(), watches
 
     client, cancelled, (watch,) = asyncio.run(main())
