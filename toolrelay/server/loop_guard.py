@@ -24,6 +24,7 @@ from toolrelay.stuck import (
     final_answer_note,
     gateway_verdict,
 )
+from toolrelay.stuck.transcript import ends_with_user_turn
 
 log = logging.getLogger("toolrelay.stuck")
 
@@ -39,6 +40,10 @@ def check(
     """The loop in the client's history, if any, under the mode in force, logged
     and counted here; acted on only when ``verdict.enforced`` (an observed loop is not).
     Its quality series waits for the backend that serves the round (:func:`counted`)."""
+    if ends_with_user_turn(req.messages):
+        # No turn of the agent's since the user spoke: no loop, whatever the mode
+        # (the detector's own first test, here before the settings are looked up).
+        return None
     override = settings.override_for(req.model)
     mode = requested or override.stuck or settings.stuck_mode
     if mode == "off":

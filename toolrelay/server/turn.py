@@ -155,6 +155,7 @@ class TurnRoute(Generic[TurnT]):
         self.front = front
         # What the front needs fetched before its (pure) reading of a body.
         self.prepare = prepare
+        self._listeners = _Listeners()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -165,7 +166,7 @@ class TurnRoute(Generic[TurnT]):
             # The body is in: all the client can still send is its departure,
             # which cancels the turn, and with it the request to the backend,
             # wherever it stands (before the backend's headers included).
-            watch = _ClientWatch(receive, send)
+            watch = _ClientWatch(receive, send, self._listeners)
             try:
                 outcome = await self._turn(raw, scope, watch.send)
             except asyncio.CancelledError:
@@ -416,15 +417,62 @@ class _StreamWriter:
             self._beat.cancel()
 
 
+# How long a turn runs before it listens for the client's departure (once more at
+# most, below). Most answers are sent before then, and never pay for a task
+# waiting on ``receive()`` (its coroutine, its waits and wake-ups: about a tenth
+# of a short non-streamed request's instructions). A longer turn pays for it, a
+# trifle beside its length; a client that leaves is noticed this much later.
+LISTEN_AFTER = 0.1
+
+
+class _Listeners:
+    """The watches of one event loop's turns that do not listen yet, and one timer
+    for them all, every :data:`LISTEN_AFTER` seconds while any waits: a turn still
+    running at the second tick after it began (``LISTEN_AFTER`` to twice that)
+    listens from then on. A timer per turn cost a short request more than this
+    (its handle made and cancelled)."""
+
+    def __init__(self) -> None:
+        self._young: dict[_ClientWatch, None] = {}  # began since the last tick
+        self._waiting: dict[_ClientWatch, None] = {}  # listen at the next tick
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ticking = False
+
+    def add(self, watch: _ClientWatch, loop: asyncio.AbstractEventLoop) -> None:
+        if loop is not self._loop:
+            # A new loop (a server started again): the old one's turns are over.
+            self._young, self._waiting, self._ticking = {}, {}, False
+            self._loop = loop
+        self._young[watch] = None
+        if not self._ticking:
+            self._ticking = True
+            loop.call_later(LISTEN_AFTER, self._tick, loop)
+
+    def discard(self, watch: _ClientWatch) -> None:
+        self._young.pop(watch, None)
+        self._waiting.pop(watch, None)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        if loop is not self._loop:
+            return  # a timer of a loop this app no longer serves
+        due, self._waiting, self._young = self._waiting, self._young, {}
+        for watch in due:
+            watch.listen()
+        self._ticking = bool(self._waiting)
+        if self._ticking:
+            loop.call_later(LISTEN_AFTER, self._tick, loop)
+
+
 class _ClientWatch:
     """Cancels the current task when the client disconnects before its answer is sent.
 
-    No watcher task to cancel at the end: the pending ``receive()`` returns by
+    It listens only once the turn has run a while (:class:`_Listeners`). No
+    watcher task to cancel at the end: the pending ``receive()`` returns by
     itself once the response is complete (uvicorn then reports a disconnect),
     and its callback, seeing the response complete, does nothing.
     """
 
-    def __init__(self, receive: Receive, send: Send) -> None:
+    def __init__(self, receive: Receive, send: Send, listeners: _Listeners) -> None:
         self.gone = False
         self._complete = False
         task = asyncio.current_task()
@@ -432,13 +480,21 @@ class _ClientWatch:
         self._task = task
         self._send = send
         self._receive = receive
-        self._pending = asyncio.ensure_future(receive())
-        self._pending.add_done_callback(self._received)
+        self._pending: asyncio.Future[Message] | None = None
+        self._listeners = listeners
+        listeners.add(self, task.get_loop())
 
     def send(self, message: Message) -> Awaitable[None]:
         if message["type"] == "http.response.body" and not message.get("more_body", False):
             self._complete = True  # from here on, a disconnect is the normal end
         return self._send(message)  # handed on: no coroutine of its own per send
+
+    def listen(self) -> None:
+        """Listen for the client's departure from now on."""
+        if self._complete:
+            return
+        self._pending = asyncio.ensure_future(self._receive())
+        self._pending.add_done_callback(self._received)
 
     def _received(self, pending: asyncio.Future[Message]) -> None:
         if self._complete or pending.cancelled() or pending.exception() is not None:
@@ -447,9 +503,9 @@ class _ClientWatch:
             self.gone = True
             self._task.cancel()
         else:  # not a disconnect (nothing else is expected after the body): listen on
-            self._pending = asyncio.ensure_future(self._receive())
-            self._pending.add_done_callback(self._received)
+            self.listen()
 
     def stop(self) -> None:
-        if not self._complete:
+        self._listeners.discard(self)
+        if not self._complete and self._pending is not None:
             self._pending.cancel()

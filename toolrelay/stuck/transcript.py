@@ -298,6 +298,19 @@ def _outcome(
     )
 
 
+def ends_with_user_turn(messages: Sequence[Any]) -> bool:
+    """Whether the last message is the user's own (not a note of the loop guard's):
+    :func:`window_start` is then the end, and no window holds an assistant turn."""
+    if not messages:
+        return False
+    last = messages[-1]
+    return (
+        isinstance(last, (dict, Mapping))
+        and last.get("role") == "user"
+        and TAG not in text_of(last.get("content"))
+    )
+
+
 def window_start(messages: Sequence[Any], max_calls: int) -> int:
     """First index after the last real user message, moved up to keep ``max_calls`` calls."""
     calls_seen = 0

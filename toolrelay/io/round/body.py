@@ -194,6 +194,21 @@ def read_answer(
     """A finished answer read into a :class:`Reply`: native calls and calls written
     as text, markup and echoes of toolrelay's own prompt removed, the call limit
     applied (``whole``: the answer was held to the whole-call schema)."""
+    if not req.has_tools and not req.injected and mode == "native" and not strict:
+        return _plain_reply(req, answer)
+    return _read_any_answer(backend, req, mode, counters, answer, strict, whole)
+
+
+def _read_any_answer(
+    backend: Backend,
+    req: RoundRequest,
+    mode: RoundMode,
+    counters: Counters,
+    answer: dict[str, Any],
+    strict: bool,
+    whole: bool,
+) -> Reply:
+    """:func:`read_answer` of any round."""
     choice, message = _choice_message(answer)
     content = raw = _text(message.get("content"))
     reasoning = _text(message.get("reasoning_content") or message.get("reasoning"))
@@ -254,6 +269,25 @@ def read_answer(
         stop_sequence=None if calls else stop_sequence(req, choice),
         raw=raw,
         formats=formats,
+    )
+
+
+def _plain_reply(req: RoundRequest, answer: dict[str, Any]) -> Reply:
+    """:func:`_read_any_answer` of a native round without tools whose prompt toolrelay
+    wrote nothing into: no call to read, no markup to parse, no echo to remove,
+    no limit to apply; the text, reasoning, usage and finish as they came."""
+    choice, message = _choice_message(answer)
+    content = _text(message.get("content"))
+    usage = answer.get("usage")
+    return Reply(
+        content,
+        _text(message.get("reasoning_content") or message.get("reasoning")),
+        [],
+        finish_reason(req, False, choice.get("finish_reason")),
+        usage if isinstance(usage, dict) else None,
+        "native",
+        stop_sequence=stop_sequence(req, choice),
+        raw=content,
     )
 
 
