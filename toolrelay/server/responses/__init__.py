@@ -25,6 +25,7 @@ from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import (
     ResponsesTurn,
+    chat_call,
     input_messages,
     read_responses,
     reply_messages,
@@ -111,14 +112,7 @@ def _tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The assistant message's ``tool_calls`` for a streamed response's output
     of function_call items alone, no namespace among them (an answer that is
     calls, the usual one with tools): what ``input_messages`` reads of them."""
-    return [
-        {
-            "id": item["call_id"],
-            "type": "function",
-            "function": {"name": item["name"], "arguments": item["arguments"] or "{}"},
-        }
-        for item in calls
-    ]
+    return [chat_call(item["call_id"], item["name"], item["arguments"] or "{}") for item in calls]
 
 
 def _builder(turn: ResponsesTurn) -> ResponseBuilder:

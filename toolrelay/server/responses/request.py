@@ -288,7 +288,12 @@ def _reply_call(
     if name in namespaced:
         namespace, own = namespaced[name]
         name = _called(own, namespace)
-    return {"id": call.id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    return chat_call(call.id, name, arguments)
+
+
+def chat_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A call as a Chat Completions assistant message holds it in ``tool_calls``."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def _string(value: Any, field: str) -> str:
@@ -329,11 +334,7 @@ def _call(item: dict[str, Any], where: str, out: list[dict[str, Any]], arguments
     """A call item joins the assistant message before it, if that one is the
     model's last turn."""
     name = _called(_string(item.get("name"), where + ".name"), item.get("namespace"))
-    call = {
-        "id": _string(item.get("call_id"), where + ".call_id"),
-        "type": "function",
-        "function": {"name": name, "arguments": arguments},
-    }
+    call = chat_call(_string(item.get("call_id"), where + ".call_id"), name, arguments)
     last = out[-1] if out else None
     if last is not None and last["role"] == "assistant":
         last.setdefault("tool_calls", []).append(call)
