@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.core.gbnf import accepts, parser
+from tests.strategies import json_trees
 from toolrelay.constrain import (
     call_grammar,
     call_schema,
@@ -73,12 +74,12 @@ def _tool_lists(draw: st.DrawFn) -> list[ToolSpec]:
     return tools
 
 
-_ANY_JSON = st.recursive(
+_ANY_JSON = json_trees(
     st.none() | st.booleans() | st.integers(-3, 12) | st.text(max_size=3),
-    lambda inner: (
-        st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2)
-    ),
-    max_leaves=4,
+    st.text(max_size=3),
+    leaves=4,
+    width=2,
+    object_width=2,
 )
 _SAMPLES = {
     "string": st.text(max_size=6),

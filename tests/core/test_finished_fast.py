@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scaled import examples  # type: ignore[import-not-found]
 
+from tests.strategies import json_trees
 from toolrelay.events import ParseResult
 from toolrelay.finished import parse_one_call
 from toolrelay.parse import parse_output, replay_output
@@ -55,14 +56,14 @@ AWKWARD = [
     "",
 ]
 strings = st.one_of(st.sampled_from(AWKWARD), st.text(max_size=12))
-json_values = st.recursive(
+json_values = json_trees(
     st.none()
     | st.booleans()
     | st.integers(-(2**70), 2**70)
     | st.floats(allow_nan=True, allow_infinity=True)
     | strings,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(strings, inner, max_size=3),
-    max_leaves=8,
+    strings,
+    leaves=8,
 )
 arguments = st.dictionaries(strings, json_values, max_size=4)
 CLEAN_PREFIXES = ["", "\n", "Sure.\n\n", "I'll write it: ", "<think>plan</think>\n"]

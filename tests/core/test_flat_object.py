@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import json_trees
 from toolrelay.flatjson import FlatObject
 
 
@@ -59,10 +60,10 @@ _SCALARS = st.one_of(
     st.booleans(),
     st.none(),
 )
-_VALUES = st.recursive(
+_VALUES = json_trees(
     _SCALARS,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_STRINGS, inner, max_size=3),
-    max_leaves=5,
+    _STRINGS,
+    leaves=5,
 )
 _FLAT = st.dictionaries(_STRINGS, _SCALARS, max_size=5)
 _ANY = st.dictionaries(_STRINGS, _VALUES, max_size=4)

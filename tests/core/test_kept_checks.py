@@ -12,18 +12,17 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import json_trees
 from toolrelay.choice import ToolChoicePlan, declared_tools, resolve_tool_choice
 from toolrelay.errors import RequestError
 from toolrelay.names import ToolSet
 from toolrelay.validate import valid_as_sent
 
 _SCALARS = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=6)
-_JSON = st.recursive(
+_JSON = json_trees(
     _SCALARS | st.floats(allow_nan=False, allow_infinity=False),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
-    ),
-    max_leaves=8,
+    st.text(max_size=5),
+    leaves=8,
 )
 _NAMES = st.sampled_from(["get_weather", "search", "a", "", "functions.a"])
 _TYPES = st.sampled_from(["string", "integer", "number", "boolean", "object", "array", "null"])

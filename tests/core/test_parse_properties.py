@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from soup import PIECES  # type: ignore[import-not-found]
 from streamcheck import check_stream  # type: ignore[import-not-found]
 
+from tests.strategies import json_trees
 from toolrelay import parse_tool_calls
 from toolrelay.formats import FORMATS
 from toolrelay.repair import repair_json
@@ -61,14 +62,16 @@ def test_random_cuts_of_real_cases(case: dict[str, Any], data: st.DataObject) ->
     check_stream(text[start:end], data.draw(st.lists(st.integers(1, 200), max_size=10)), tools)
 
 
-json_values = st.recursive(
+json_values = json_trees(
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
-    max_leaves=15,
+    st.text(max_size=8),
+    leaves=15,
+    width=4,
+    object_width=None,
 )
 
 

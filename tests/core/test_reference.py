@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamcheck import check_stream  # type: ignore[import-not-found]
 
+from tests.strategies import json_trees
 from toolrelay import parse_tool_calls
 from toolrelay.formats import FORMATS
 from toolrelay.repair import repair_json
@@ -153,12 +154,12 @@ _NUMBERS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
 )
 _SCALARS = st.one_of(st.none(), st.booleans(), _NUMBERS, _STRINGS)
-_VALUES = st.recursive(
+_VALUES = json_trees(
     _SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(_STRINGS, inner, max_size=4)
-    ),
-    max_leaves=12,
+    _STRINGS,
+    leaves=12,
+    width=4,
+    object_width=4,
 )
 ARGUMENTS = st.dictionaries(_STRINGS, _VALUES, max_size=5)
 
@@ -234,12 +235,12 @@ _PY_STRINGS = st.one_of(
         max_size=6,
     ).map("".join),
 )
-_PY_VALUES = st.recursive(
+_PY_VALUES = json_trees(
     st.one_of(st.none(), st.booleans(), _NUMBERS, _PY_STRINGS),
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(_PY_STRINGS, inner, max_size=4)
-    ),
-    max_leaves=12,
+    _PY_STRINGS,
+    leaves=12,
+    width=4,
+    object_width=4,
 )
 PY_ARGUMENTS = st.dictionaries(_PY_STRINGS, _PY_VALUES, max_size=5)
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from scaled import examples  # type: ignore[import-not-found]
 from streamcheck import check_stream  # type: ignore[import-not-found]
 
+from tests.strategies import json_trees
 from toolrelay import parse_tool_calls
 from toolrelay.repair import MAX_DEPTH, JsonLexer, JsonWriter, lex_value
 from toolrelay.strictjson import read_member, strict_json
@@ -181,14 +182,16 @@ def test_values_of_any_length_and_where_they_stop() -> None:
     assert strict_json(long_string + '"}', 0) is not None
 
 
-json_values = st.recursive(
+json_values = json_trees(
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
-    max_leaves=20,
+    st.text(max_size=6),
+    leaves=20,
+    width=4,
+    object_width=None,
 )
 
 

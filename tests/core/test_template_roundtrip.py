@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from streamcheck import check_stream  # type: ignore[import-not-found]
 from templates import SPECS, Spec, render_turn, tools_for  # type: ignore[import-not-found]
 
+from tests.strategies import json_trees
 from toolrelay import ContentDelta, ReasoningDelta, StreamParser, ToolCallEnd, parse_tool_calls
 
 # Text other formats (and this one) give meaning to, to be found inside values.
@@ -67,10 +68,10 @@ _SCALAR = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=32).filter(lambda f: f != int(f)),
     st.booleans(),
 )
-_VALUE = st.recursive(
+_VALUE = json_trees(
     _SCALAR,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_NAME, inner, max_size=3)),
-    max_leaves=6,
+    _NAME,
+    leaves=6,
 )
 _ARGUMENTS = st.dictionaries(_NAME, _VALUE, max_size=4)
 _PROSE = st.text("abcdefghij XYZ.,!?'\"é日", max_size=20)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import json_trees
 from toolrelay.events import ToolCall
 from toolrelay.validate import parameters_schema, validate_arguments, validate_call
 
@@ -212,12 +213,12 @@ def test_validate_call_rewrites_arguments_json_only_when_coerced() -> None:
     assert validate_call(plain, WEATHER)[0] is plain
 
 
-JSON = st.recursive(
+JSON = json_trees(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
-    ),
-    max_leaves=12,
+    st.text(max_size=5),
+    leaves=12,
+    width=4,
+    object_width=4,
 )
 
 

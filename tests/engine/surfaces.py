@@ -19,6 +19,7 @@ import orjson
 import websockets
 from hypothesis import strategies as st
 
+from tests.strategies import json_trees
 from toolrelay.events import ToolCall
 from toolrelay.io.tools import HttpTool, HttpToolClient, Toolbox, parse_definitions
 from toolrelay.io.tools.results import TRUNCATION_MARK
@@ -37,10 +38,10 @@ _HUGE_LITERAL = (
     b'"maximum": ' + b"9" * 5000 + b"}}]"
 )
 _SCALARS = st.one_of(st.none(), st.booleans(), _INTEGERS, st.floats(allow_nan=False), _HOSTILE_TEXT)
-_JSON = st.recursive(
+_JSON = json_trees(
     _SCALARS,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_HOSTILE_TEXT, inner, max_size=3),
-    max_leaves=12,
+    _HOSTILE_TEXT,
+    leaves=12,
 )
 
 

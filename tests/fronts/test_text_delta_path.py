@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.fronts.segments import events_of
+from tests.strategies import json_trees
 from toolrelay.events import ContentDelta, Event
 from toolrelay.server.anthropic.wire import MessageEncoder
 from toolrelay.server.blocks import Blocks, sse
@@ -89,12 +90,10 @@ def _responses_stream(
         return [*written, b"".join(map(sse, builder.end_block()))]
 
 
-JSON = st.recursive(
+JSON = json_trees(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=8,
+    st.text(max_size=4),
+    leaves=8,
 )
 
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.gateway.support import TIME_TOOL, GatewayServer, stack
+from tests.strategies import json_trees
 from tests.weather import WEATHER_TOOL
 
 scalars = st.one_of(
@@ -21,12 +22,12 @@ scalars = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=20),
 )
-json_values = st.recursive(
+json_values = json_trees(
     scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=12,
+    st.text(max_size=8),
+    leaves=12,
+    width=4,
+    object_width=4,
 )
 roles = st.sampled_from(["system", "user", "assistant", "tool", "developer", "robot", None])
 messages = st.lists(

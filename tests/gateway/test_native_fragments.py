@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import json_trees
 from toolrelay.events import Event, ToolCallEnd, ToolCallStart
 from toolrelay.flatjson import FlatObject
 from toolrelay.io.backends.native import NativeStream
@@ -56,10 +57,10 @@ _SCALARS = st.one_of(
     st.booleans(),
     st.none(),
 )
-_VALUES = st.recursive(
+_VALUES = json_trees(
     _SCALARS,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_STRINGS, inner, max_size=3),
-    max_leaves=6,
+    _STRINGS,
+    leaves=6,
 )
 
 

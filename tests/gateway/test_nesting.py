@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.gateway.support import stack
+from tests.strategies import json_trees
 from toolrelay.repair import MAX_DEPTH
 from toolrelay.server.asgi import _WRAP, _may_nest_too_deep, _too_deep, decode
 from toolrelay.server.errors import APIError
@@ -84,10 +85,11 @@ def _nest(depth: int, kinds: list[bool], filler: list[Any]) -> Any:
     return value
 
 
-json_values = st.recursive(
+json_values = json_trees(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='{}[]"\\ab', max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
-    max_leaves=6,
+    st.text(max_size=3),
+    leaves=6,
+    object_width=None,
 )
 
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import json_trees
 from toolrelay.choice import resolve_tool_choice
 from toolrelay.conform import id_style
 from toolrelay.io.models import ModelNames
@@ -87,10 +88,11 @@ def test_sampling_fields_are_checked_as_before(
         assert _checked_in_full(body) is None
 
 
-_PADDED = st.recursive(
+_PADDED = json_trees(
     st.none() | st.integers(-(2**63), 2**63 - 1) | st.text(alphabet='{}[]"\\ab', max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
-    max_leaves=6,
+    st.text(max_size=3),
+    leaves=6,
+    object_width=None,
 )
 
 

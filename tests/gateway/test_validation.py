@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.gateway.support import GatewayServer, gateway
+from tests.strategies import json_trees
 from toolrelay.correction import CORRECTION_MARKER
 from toolrelay.simulator import Simulator, SimulatorConfig
 from toolrelay.validate import validate_arguments
@@ -343,12 +344,10 @@ def test_held_calls_go_out_in_as_many_deltas_as_they_came(sim: Simulator, questi
         assert "".join(counts["repair"]) == json.dumps(RIGHT, separators=(",", ":"))
 
 
-ARGUMENT_VALUES = st.recursive(
+ARGUMENT_VALUES = json_trees(
     st.none() | st.booleans() | st.integers(-5, 20) | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
+    st.text(max_size=6),
+    leaves=8,
 )
 ARGUMENT_OBJECTS = st.fixed_dictionaries(
     {},

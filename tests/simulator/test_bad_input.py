@@ -8,6 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import json_trees
+
 GOOD = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -73,12 +75,10 @@ def test_unknown_paths_and_methods(default_sim, wire):
     assert http.post("/api/show", content=b"{").json()["error"]
 
 
-json_values = st.recursive(
+json_values = json_trees(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
-    ),
-    max_leaves=8,
+    st.text(max_size=8),
+    leaves=8,
 )
 request_like = st.fixed_dictionaries(
     {},

@@ -7,6 +7,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import json_trees
 from toolrelay.stuck import (
     Mode,
     StuckConfig,
@@ -39,10 +40,11 @@ results = st.one_of(
     st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=10)})),
 )
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10))
-junk = st.recursive(
+junk = json_trees(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
-    max_leaves=8,
+    st.text(max_size=5),
+    leaves=8,
+    object_width=None,
 )
 
 
