@@ -49,32 +49,25 @@ async def _turn(client: _Client, work: float, listeners: _Listeners) -> _ClientW
     return watch
 
 
-def test_an_answer_sent_before_listen_after_never_listens() -> None:
-    async def main() -> tuple[_Client, _ClientWatch]:
-        client = _Client()
-        watch = await _turn(client, 0, _Listeners())
-        await asyncio.sleep(turn.LISTEN_AFTER * 3)  # the ticks that would have listened
-        return client, watch
-
-    client, watch = asyncio.run(main())
-    assert client.receives == 0
-    assert client.sent == [ANSWER]
-    assert not watch.gone
-
-
-def test_a_longer_turn_listens_and_its_answer_ends_the_listening(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("work", "receives"),
+    [(0, 0), (5, 1)],
+    ids=["answered-before-listening-never-listens", "a-longer-turn-listens-until-its-answer"],
+)
+def test_a_turn_listens_only_once_it_has_run_listen_after(
+    monkeypatch: pytest.MonkeyPatch, work: float, receives: int
 ) -> None:
     monkeypatch.setattr(turn, "LISTEN_AFTER", 0.01)
 
     async def main() -> tuple[_Client, _ClientWatch]:
         client = _Client()
-        watch = await _turn(client, 0.05, _Listeners())
-        await asyncio.sleep(0.02)  # the pending receive returns, its callback runs
+        watch = await _turn(client, work * turn.LISTEN_AFTER, _Listeners())
+        # The ticks that would have listened; a pending receive returns, its callback runs.
+        await asyncio.sleep(turn.LISTEN_AFTER * 3)
         return client, watch
 
     client, watch = asyncio.run(main())
-    assert client.receives == 1
+    assert client.receives == receives
     assert client.sent == [ANSWER]
     assert not watch.gone
 
