@@ -104,7 +104,8 @@ class ArgumentChunks:
         if it may carry one argument fragment alone: whether it does is checked
         when a later line comes in its frame, with the probe, not here (most
         decoded chunks are not such a chunk, and tell it by their bytes)."""
-        if self._learnings == 0 or b'"arguments"' not in payload:
+        # (``find``, not ``in``: see PlainChunks.learn.)
+        if self._learnings == 0 or payload.find(b'"arguments"') < 0:
             return
         text = _arguments(chunk)
         if type(text) is not str or not text:

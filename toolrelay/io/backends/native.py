@@ -130,6 +130,9 @@ class NativeStream:
 
     # Fragments of a flat object are read by FlatObject (the tests compare with False).
     flat_fragments = True
+    # A named call's first fragment opens it in :meth:`fragment`, without the general
+    # reading of an entry and the queue's advance (the tests compare with False).
+    open_in_one_step = True
 
     def __init__(self, tools: ToolSet) -> None:
         self._ctx = Context(tools)
@@ -159,8 +162,9 @@ class NativeStream:
     def fragment(self, index: int, text: str) -> list[Event] | None:
         """What :meth:`feed` gives for ``[{"index": index, "function": {"arguments":
         text}}]`` (``text`` not empty) when that is the next argument fragment of the
-        call streaming now and its ``FlatObject`` reads it as it comes; None when it
-        is not (feed the entry whole). What :meth:`_feed_one` and :meth:`_advance`
+        call streaming now, or the first one that opens its object once its name has
+        come, read by its ``FlatObject``; None when it is not (feed the entry
+        whole). What :meth:`_feed_one` and :meth:`_advance`
         would find, without their checks (the tests compare with the lenient
         reader, which never comes here)."""
         if self._by_index.get(index) != self._active:
@@ -168,8 +172,20 @@ class NativeStream:
         slot = self._slots[self._active]
         # (The active call never ended (each feed moves on past one that did), and
         # once it started it has no queue: its fragments go straight to its reader.)
-        if type(slot.reader) is not FlatObject or not slot.call.started:
+        if type(slot.reader) is not FlatObject:
             return None
+        call = slot.call
+        if not call.started:
+            # Its first fragment: the call opens in one step when its name came
+            # (resolved as it came) and nothing of it waits, as _advance opens it.
+            if (
+                not self.open_in_one_step
+                or slot.queued
+                or call.name is None  # (also when the name is not declared: dropped)
+                or not text.lstrip().startswith("{")
+            ):
+                return None
+            call.start()
         slot.received = True
         self._take(slot, text)
         if slot.ended or slot.call.dropped:  # else there is nothing to move on to
