@@ -95,7 +95,8 @@ class Blocks:
         """The SSE bytes saying ``event`` (None: nothing to say), as :meth:`event`'s
         events through :func:`sse`. More text in the open text block, most of a
         stream's events, skips the general dispatch and the events' dicts: one
-        call of the front's :meth:`text_delta_bytes`."""
+        call of the front's :meth:`text_delta_bytes`; so does more of a call's
+        arguments, most of a call's events."""
         if type(event) is ContentDelta and self._kind == "text":
             text = event.text
             # The usual text holds no blank at its end and follows none held:
@@ -107,6 +108,8 @@ class Blocks:
                 if not text:
                     return None
             return self.text_delta_bytes(text)
+        if type(event) is ToolCallArgumentsDelta:
+            return self._call_arguments_bytes(event)
         return self.event_bytes(event)
 
     def event_bytes(self, event: Event) -> bytes | None:

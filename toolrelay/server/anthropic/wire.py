@@ -65,6 +65,11 @@ _TEXT_DELTA_TAIL = b"}}\n\n"
 # After the last text of a run, its closing quote.
 _RUN_TAIL = b'"' + _TEXT_DELTA_TAIL
 _STOP_REASONS = {"length": "max_tokens", "content_filter": "refusal"}
+# Every stop reason :func:`_stop` gives, as JSON: encoded once, not at every stream's end.
+_STOP_REASONS_JSON = {
+    reason: orjson.dumps(reason)
+    for reason in ("tool_use", "stop_sequence", "end_turn", *_STOP_REASONS.values())
+}
 _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -207,8 +212,8 @@ class MessageBuilder(Blocks):
             out = _BLOCK_STOP % (len(self._content) - 1)
         reason, stop_sequence, counts = self._finished(finish, extra)
         return out + _END % (
-            orjson.dumps(reason),
-            orjson.dumps(stop_sequence),
+            _STOP_REASONS_JSON[reason],
+            b"null" if stop_sequence is None else orjson.dumps(stop_sequence),
             orjson.dumps(counts),
         )
 
