@@ -101,18 +101,24 @@ def output_messages(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
     the reader."""
     if len(output) == 1 and output[0]["type"] == "message":
         return [{"role": "assistant", "content": output[0]["content"][0]["text"]}]
-    if output and all(
-        item["type"] == "function_call" and "namespace" not in item for item in output
-    ):
-        return [{"role": "assistant", "content": None, "tool_calls": _tool_calls(output)}]
+    calls = _tool_calls(output) if output else None
+    if calls is not None:
+        return [{"role": "assistant", "content": None, "tool_calls": calls}]
     return input_messages(output, "output")
 
 
-def _tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _tool_calls(output: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """The assistant message's ``tool_calls`` for a streamed response's output
     of function_call items alone, no namespace among them (an answer that is
-    calls, the usual one with tools): what ``input_messages`` reads of them."""
-    return [chat_call(item["call_id"], item["name"], item["arguments"] or "{}") for item in calls]
+    calls, the usual one with tools): what ``input_messages`` reads of them;
+    None for any other output. One loop, no generator: it runs for every
+    stored stream of calls."""
+    calls = []
+    for item in output:
+        if item["type"] != "function_call" or "namespace" in item:
+            return None
+        calls.append(chat_call(item["call_id"], item["name"], item["arguments"] or "{}"))
+    return calls
 
 
 def _builder(turn: ResponsesTurn) -> ResponseBuilder:

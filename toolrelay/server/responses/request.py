@@ -63,8 +63,8 @@ _HOSTED_ITEMS = (
     "compaction_summary",
     "additional_tools",  # read as tools by read_responses
 )
-# The optional fields of a type checked here: the usual request sends none of them,
-# and then each reads as absent without being looked at.
+# The optional fields of a type checked here: each is looked at only when sent (the
+# usual request sends none of them, a stream ``stream`` alone).
 _TYPED = frozenset(
     (
         "max_output_tokens",
@@ -121,8 +121,12 @@ def read_responses(
     # from the response's defaults (``wire._SKELETON``'s): a usual request's is
     # empty, and merging it into the response costs nothing.
     echo: dict[str, Any] = {}
+    # Each typed field read through ``optional`` costs some 850 instructions: when
+    # some are sent (a stream sends ``stream`` alone), only those sent are read.
     typed = not _TYPED.isdisjoint(body)
-    maximum = optional(body, "max_output_tokens", int) if typed else None
+    maximum = (
+        optional(body, "max_output_tokens", int) if typed and "max_output_tokens" in body else None
+    )
     if maximum is not None:
         chat["max_tokens"] = echo["max_output_tokens"] = maximum
     for key in ("temperature", "top_p") if typed else ():
@@ -131,16 +135,20 @@ def read_responses(
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 wrong(key, "a number")
             chat[key] = echo[key] = value
-    stream = (optional(body, "stream", bool) or False) if typed else False
+    stream = (optional(body, "stream", bool) or False) if typed and "stream" in body else False
     if stream:
         # Usage comes with the stream's end only when asked for.
         chat["stream_options"] = {"include_usage": True}
-    keep = optional(body, "store", bool) if typed else None
+    keep = optional(body, "store", bool) if typed and "store" in body else None
     if keep and store.capacity == 0:
         raise invalid("'store': this gateway keeps no responses (responses_store is 0).", "store")
-    instructions = optional(body, "instructions", str) if typed else None
+    instructions = optional(body, "instructions", str) if typed and "instructions" in body else None
     history: list[dict[str, Any]] = []
-    previous = optional(body, "previous_response_id", str) if typed else None
+    previous = (
+        optional(body, "previous_response_id", str)
+        if typed and "previous_response_id" in body
+        else None
+    )
     if previous is not None:
         found = store.get(previous)
         if found is None:
@@ -157,8 +165,10 @@ def read_responses(
         history.append({"role": "user", "content": items})
     else:
         history += input_messages(items, "input")
-    chat["messages"] = ([{"role": "system", "content": instructions}] if instructions else []) + (
-        history
+    # The history itself, not a copy, when nothing stands before it: no layer of the
+    # round changes its request's messages in place (each makes its own list).
+    chat["messages"] = (
+        [{"role": "system", "content": instructions}, *history] if instructions else history
     )
     tools = body.get("tools")
     # Tools come from the top-level list and from additional_tools input items.
@@ -170,15 +180,19 @@ def read_responses(
     asked_choice = body.get("tool_choice")
     if asked_choice is not None:
         chat["tool_choice"] = _tool_choice(asked_choice)
-    parallel = optional(body, "parallel_tool_calls", bool) if typed else None
+    parallel = (
+        optional(body, "parallel_tool_calls", bool)
+        if typed and "parallel_tool_calls" in body
+        else None
+    )
     if parallel is not None:
         chat["parallel_tool_calls"] = parallel
     text = body.get("text")
     response_format = _text_format(text) if text is not None else None
     if response_format is not None:
         chat["response_format"] = response_format
-    metadata = optional(body, "metadata", dict) if typed else None
-    reasoning = optional(body, "reasoning", dict) if typed else None
+    metadata = optional(body, "metadata", dict) if typed and "metadata" in body else None
+    reasoning = optional(body, "reasoning", dict) if typed and "reasoning" in body else None
     options = own_options(body, settings, model, stuck_header)
     kept = keep is not False and store.capacity > 0
     if instructions is not None:
@@ -237,28 +251,57 @@ def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
         wrong(where, "a string or an array of items")
     out: list[dict[str, Any]] = []
     for i, item in enumerate(value):
-        at = f"{where}[{i}]"
-        if not isinstance(item, dict):
-            wrong(at, "an object")
-        kind = item.get("type", "message")
+        # The usual items, read in this loop: a message of text, a plain call of
+        # string fields, its output as text. Any other, and any of these with a
+        # field to refuse, through _item, which names where it stands.
+        kind = item.get("type", "message") if type(item) is dict else None
         if kind == "message":
-            out.append(_message(item, at))
+            role, content = item.get("role"), item.get("content")
+            if type(content) is str and role in _ROLES:
+                out.append({"role": role, "content": content})
+                continue
         elif kind == "function_call":
-            _call(item, at, out, _string(item.get("arguments") or "{}", at + ".arguments"))
-        elif kind == "custom_tool_call":
-            text = _string(item.get("input"), at + ".input")
-            _call(item, at, out, orjson.dumps({"input": text}).decode())
-        elif kind in ("function_call_output", "custom_tool_call_output"):
-            call_id = _string(item.get("call_id"), at + ".call_id")
-            output = _text(item.get("output"), at + ".output")
-            out.append({"role": "tool", "tool_call_id": call_id, "content": output})
-        elif kind != "reasoning" and kind not in _HOSTED_ITEMS:
-            raise invalid(
-                f"'{at}.type': toolrelay takes message, function_call, custom_tool_call, their "
-                f"outputs, reasoning and additional_tools items, not {kind!r}.",
-                at + ".type",
-            )
+            name, call_id = item.get("name"), item.get("call_id")
+            arguments = item.get("arguments") or "{}"
+            if (
+                type(name) is str
+                and type(call_id) is str
+                and type(arguments) is str
+                and not item.get("namespace")
+            ):
+                _join_call(out, chat_call(call_id, name, arguments))
+                continue
+        elif kind == "function_call_output":
+            call_id, output = item.get("call_id"), item.get("output")
+            if type(call_id) is str and type(output) is str:
+                out.append({"role": "tool", "tool_call_id": call_id, "content": output})
+                continue
+        _item(item, f"{where}[{i}]", out)
     return out
+
+
+def _item(item: Any, at: str, out: list[dict[str, Any]]) -> None:
+    """Input item ``item`` (at ``at``) read into ``out``, the messages so far."""
+    if not isinstance(item, dict):
+        wrong(at, "an object")
+    kind = item.get("type", "message")
+    if kind == "message":
+        out.append(_message(item, at))
+    elif kind == "function_call":
+        _call(item, at, out, _string(item.get("arguments") or "{}", at + ".arguments"))
+    elif kind == "custom_tool_call":
+        text = _string(item.get("input"), at + ".input")
+        _call(item, at, out, orjson.dumps({"input": text}).decode())
+    elif kind in ("function_call_output", "custom_tool_call_output"):
+        call_id = _string(item.get("call_id"), at + ".call_id")
+        output = _text(item.get("output"), at + ".output")
+        out.append({"role": "tool", "tool_call_id": call_id, "content": output})
+    elif kind != "reasoning" and kind not in _HOSTED_ITEMS:
+        raise invalid(
+            f"'{at}.type': toolrelay takes message, function_call, custom_tool_call, their "
+            f"outputs, reasoning and additional_tools items, not {kind!r}.",
+            at + ".type",
+        )
 
 
 def reply_messages(
@@ -334,7 +377,12 @@ def _call(item: dict[str, Any], where: str, out: list[dict[str, Any]], arguments
     """A call item joins the assistant message before it, if that one is the
     model's last turn."""
     name = _called(_string(item.get("name"), where + ".name"), item.get("namespace"))
-    call = chat_call(_string(item.get("call_id"), where + ".call_id"), name, arguments)
+    _join_call(out, chat_call(_string(item.get("call_id"), where + ".call_id"), name, arguments))
+
+
+def _join_call(out: list[dict[str, Any]], call: dict[str, Any]) -> None:
+    """``call`` added to ``out``'s last message if that is the model's turn, else
+    in an assistant message of its own."""
     last = out[-1] if out else None
     if last is not None and last["role"] == "assistant":
         last.setdefault("tool_calls", []).append(call)

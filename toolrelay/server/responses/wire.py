@@ -52,6 +52,8 @@ _ECHOED = {
 _INPUT_DETAILS = orjson.Fragment(b'{"cached_tokens":0,"cache_write_tokens":0}')
 _OUTPUT_DETAILS = orjson.Fragment(b'{"reasoning_tokens":0}')
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+# A streamed response's outcome until it finishes (status, details, usage).
+_IN_PROGRESS = ("in_progress", None, None)
 _PREFIXES = {"text": "msg_", "call": "fc_", "reasoning": "rs_"}
 _DELTAS = {"text": "response.output_text.delta", "reasoning": "response.reasoning_text.delta"}
 # A text delta's SSE bytes before its sequence number, and after its text.
@@ -159,7 +161,7 @@ class ResponseBuilder(Blocks):
         self._namespaced = namespaced or {}
         # Reasoning as summary parts (reasoning.summary was asked for), not content.
         self._summary = summary
-        self.response = _response(_new_id("resp_"), model, echo, [], ("in_progress", None, None))
+        self.response = _response("resp_" + unique_hex(), model, echo, [], _IN_PROGRESS)
         self._output: list[dict[str, Any]] = self.response["output"]
         self._sequence = 0
         # The open item's id and index, which every one of its events names.
@@ -237,18 +239,32 @@ class ResponseBuilder(Blocks):
         if name in self._custom or name in self._namespaced:
             self._call_where = b""  # its events through the general path
             return None
-        item = self._new_item("call", start)
-        index = self._index
+        # The item as _other_item makes a plain call's, as a literal.
+        item_id = _PREFIXES["call"] + unique_hex()
+        output = self._output
+        output.append(
+            {
+                "id": item_id,
+                "type": "function_call",
+                "call_id": start.id,
+                "name": name,
+                "arguments": "",
+                "status": "in_progress",
+            }
+        )
+        self._item_id = item_id
+        index = self._index = len(output) - 1
         sequence = self._sequence
         self._sequence += 1
-        item_json = orjson.dumps(item["id"])
+        item_json = orjson.dumps(item_id)
         call_id, name_json = orjson.dumps(start.id), orjson.dumps(name)
         where = b'"item_id":%b,"output_index":%d' % (item_json, index)
         # What the open call's events repeat: its id and index as they name them,
         # its delta (its sequence number and fragment left out: one formatting
-        # per delta), its name, and the item as it stands before its arguments.
+        # per delta; the id is hex, the index digits: no ``%`` to escape), its
+        # name, and the item as it stands before its arguments.
         self._call_where = where
-        delta_where = b"," + where.replace(b"%", b"%%") + b',"delta":'
+        delta_where = b"," + where + b',"delta":'
         self._call_delta = _CALL_DELTA_HEAD + b"%d" + delta_where + b"%b" + _CALL_DELTA_TAIL
         self._call_name = name_json
         self._call_item_head = b'{"id":%b,"type":"function_call","call_id":%b,"name":%b' % (
@@ -497,8 +513,14 @@ class ResponseBuilder(Blocks):
     def _finished(self, finish: Finish, extra: dict[str, Any]) -> str:
         """The response's status, why it is incomplete and its usage set, with
         ``extra``; the name of the last event."""
+        response = self.response
+        # Set one by one, not by keywords: a dict of them made and merged costs more.
         status, details, usage = _outcome(finish.reason, finish.usage)
-        self.response.update(status=status, incomplete_details=details, usage=usage, **extra)
+        response["status"] = status
+        response["incomplete_details"] = details
+        response["usage"] = usage
+        if extra:
+            response.update(extra)
         return "response.incomplete" if details else "response.completed"
 
     def failed(self, error: APIError) -> WireEvent:
