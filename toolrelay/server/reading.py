@@ -6,8 +6,7 @@ checks of one field, whose errors name it as the OpenAI API does
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, NoReturn, get_args
+from typing import Any, NamedTuple, NoReturn, get_args
 
 from toolrelay.errors import RequestError
 from toolrelay.io.round import RoundRequest, build_round
@@ -21,14 +20,18 @@ _VALIDATE_MODES = get_args(ValidateMode)
 _CONSTRAIN_MODES = get_args(ConstrainMode)
 
 
-@dataclass(frozen=True)
-class OwnOptions:
-    """toolrelay's own request options, read the same way by every front."""
+class OwnOptions(NamedTuple):
+    """toolrelay's own request options, read the same way by every front (a
+    named tuple: made in one step, where a frozen dataclass sets each field
+    through ``object.__setattr__``)."""
 
     profile: str | None
     stuck_mode: Mode | None
     validate: str
     constrain: str
+    # The round's options: the model's configured ones with the request's own
+    # choices above in them, looked up once for the reading and the round.
+    round_options: dict[str, Any]
 
 
 def model_name(body: dict[str, Any], settings: Settings) -> str:
@@ -48,7 +51,7 @@ def own_options(
     """The sampling profile, the stuck detector's mode (the body field, else the
     header), the validation mode and constrained decoding, from any front's body,
     else the settings."""
-    configured = settings.round_options(model)
+    configured = settings.round_options(model)  # a copy of its own: completed below
     profile = optional(body, "toolrelay_profile", str) or configured["profile"]
     if profile is not None:
         try:
@@ -74,7 +77,8 @@ def own_options(
             f"'toolrelay_constrain' must be one of {', '.join(_CONSTRAIN_MODES)}.",
             "toolrelay_constrain",
         )
-    return OwnOptions(profile, stuck_mode, validate, constrain)
+    configured.update(profile=profile, validate=validate, constrain=constrain)
+    return OwnOptions(profile, stuck_mode, validate, constrain, configured)
 
 
 def make_round(
@@ -89,13 +93,7 @@ def make_round(
     ``tools`` as the front already read them."""
     try:
         return build_round(
-            settings,
-            backend_body,
-            auth=auth,
-            declared=declared,
-            profile=options.profile,
-            validate=options.validate,
-            constrain=options.constrain,
+            settings, backend_body, auth=auth, declared=declared, configured=options.round_options
         )
     except RequestError as exc:
         raise invalid(str(exc), exc.param) from None

@@ -102,15 +102,7 @@ class RoundRequest:
     def from_body(cls, body: dict[str, Any], **options: Any) -> RoundRequest:
         """The round for an OpenAI request body (already checked); ``options``
         are the remaining fields (``format``, ``tool_mode``, ``profile``, ...)."""
-        return cls(
-            body=body,
-            model=body["model"],
-            messages=body["messages"],
-            tools=body.get("tools") or None,
-            tool_choice=body.get("tool_choice"),
-            parallel_tool_calls=body.get("parallel_tool_calls") is not False,
-            **options,
-        )
+        return cls(*_read_from(body), **options)
 
     @property
     def has_tools(self) -> bool:
@@ -178,19 +170,39 @@ def build_round(
     *,
     auth: str | None = None,
     declared: DeclaredTools | None = None,
+    configured: dict[str, Any] | None = None,
     **chosen: Any,
 ) -> RoundRequest:
     """The round for an OpenAI Chat Completions ``body`` (checked, ``model`` set,
     toolrelay's own fields removed) with ``model``'s configured options
     (``settings.round_options``); ``chosen`` are the request's own choices
     (``profile``, ``validate``), which win where they are not None. ``declared``:
-    the body's ``tools`` as the caller already read them.
+    the body's ``tools`` as the caller already read them; ``configured``: the
+    model's options as the caller already looked them up (a dict of its own,
+    which the choices go into), so that they are not looked up again.
 
     Raises ToolChoiceError (a ValueError with ``.param``) for an invalid ``tool_choice``.
     """
-    options = settings.round_options(body["model"])
-    options.update((key, value) for key, value in chosen.items() if value is not None)
-    return RoundRequest.from_body(body, auth=auth, declared=declared, **options)
+    options = settings.round_options(body["model"]) if configured is None else configured
+    if chosen:
+        options.update((key, value) for key, value in chosen.items() if value is not None)
+    # Not through from_body: its options would be gathered and spread once more.
+    return RoundRequest(*_read_from(body), auth=auth, declared=declared, **options)
+
+
+def _read_from(
+    body: dict[str, Any],
+) -> tuple[dict[str, Any], str, list[dict[str, Any]], Sequence[Tool] | None, Any, bool]:
+    """A round's first fields (``body`` to ``parallel_tool_calls``), in their
+    order, as read from its body."""
+    return (
+        body,
+        body["model"],
+        body["messages"],
+        body.get("tools") or None,
+        body.get("tool_choice"),
+        body.get("parallel_tool_calls") is not False,
+    )
 
 
 def has_tool_history(messages: list[dict[str, Any]]) -> bool:

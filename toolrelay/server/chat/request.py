@@ -27,11 +27,8 @@ _SAMPLING = frozenset(_NUMBERS + _INTEGERS)
 # What an entry without parameters is checked as (never changed): no dict made per entry.
 _NO_PARAMETERS: dict[str, Any] = {}
 # toolrelay's own request fields: read here, never sent to a backend.
-_OWN_FIELDS = (
-    "toolrelay_profile",
-    "toolrelay_stuck_mode",
-    "toolrelay_validate",
-    "toolrelay_constrain",
+_OWN_FIELDS = frozenset(
+    {"toolrelay_profile", "toolrelay_stuck_mode", "toolrelay_validate", "toolrelay_constrain"}
 )
 
 
@@ -71,7 +68,12 @@ def read_request(
     if stop is not None and not isinstance(stop, str) and not _all_strings(stop):
         raise invalid("'stop' must be a string or an array of strings.", "stop")
     options = own_options(body, settings, model, stuck_header)
-    backend_body = {k: v for k, v in body.items() if k not in _OWN_FIELDS}
+    # Most bodies hold none of them: copied whole, not key by key.
+    backend_body = (
+        dict(body)
+        if _OWN_FIELDS.isdisjoint(body)
+        else {k: v for k, v in body.items() if k not in _OWN_FIELDS}
+    )
     backend_body["model"] = model
     round_request = make_round(backend_body, settings, options, auth, declared)
     return ChatRequest(round_request, stream, options.stuck_mode, include_usage=include_usage)
