@@ -65,15 +65,15 @@ def _general_round(body: dict[str, Any], gateway_settings: Settings) -> RoundReq
     the request's own options and again for the round, the fields filtered key by
     key, ``from_body`` given the options."""
     model = chat_request.model_name(body, gateway_settings)
-    options = own_options(body, gateway_settings, model, None)
+    own_options(body, gateway_settings, model, None)  # its errors; its choices read below
     backend_body = {k: v for k, v in body.items() if k not in _OWN}
     backend_body["model"] = model
-    chosen = {
-        "profile": options.profile,
-        "validate": options.validate,
-        "constrain": options.constrain,
-    }
     round_options = gateway_settings.round_options(model)
+    # The request's own choices, each its body field else the model's configured one.
+    chosen = {
+        key: body.get(f"toolrelay_{key}") or round_options[key]
+        for key in ("profile", "validate", "constrain")
+    }
     round_options.update((key, value) for key, value in chosen.items() if value is not None)
     declared = chat_request._checked_tools(body.get("tools"))
     try:

@@ -25,12 +25,10 @@ class OwnOptions(NamedTuple):
     named tuple: made in one step, where a frozen dataclass sets each field
     through ``object.__setattr__``)."""
 
-    profile: str | None
     stuck_mode: Mode | None
-    validate: str
-    constrain: str
     # The round's options: the model's configured ones with the request's own
-    # choices above in them, looked up once for the reading and the round.
+    # choices in them (``profile``, ``validate``, ``constrain``), looked up once
+    # for the reading and the round.
     round_options: dict[str, Any]
 
 
@@ -78,7 +76,7 @@ def own_options(
             "toolrelay_constrain",
         )
     configured.update(profile=profile, validate=validate, constrain=constrain)
-    return OwnOptions(profile, stuck_mode, validate, constrain, configured)
+    return OwnOptions(stuck_mode, configured)
 
 
 def make_round(
