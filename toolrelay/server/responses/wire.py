@@ -161,7 +161,7 @@ class ResponseBuilder(Blocks):
         self._namespaced = namespaced or {}
         # Reasoning as summary parts (reasoning.summary was asked for), not content.
         self._summary = summary
-        self.response = _response("resp_" + unique_hex(), model, echo, [], _IN_PROGRESS)
+        self.response = _response(_new_id("resp_"), model, echo, [], _IN_PROGRESS)
         self._output: list[dict[str, Any]] = self.response["output"]
         self._sequence = 0
         # The open item's id and index, which every one of its events names.
@@ -239,21 +239,8 @@ class ResponseBuilder(Blocks):
         if name in self._custom or name in self._namespaced:
             self._call_where = b""  # its events through the general path
             return None
-        # The item as _other_item makes a plain call's, as a literal.
-        item_id = _PREFIXES["call"] + unique_hex()
-        output = self._output
-        output.append(
-            {
-                "id": item_id,
-                "type": "function_call",
-                "call_id": start.id,
-                "name": name,
-                "arguments": "",
-                "status": "in_progress",
-            }
-        )
-        self._item_id = item_id
-        index = self._index = len(output) - 1
+        self._new_item("call", start)
+        item_id, index = self._item_id, self._index
         sequence = self._sequence
         self._sequence += 1
         item_json = orjson.dumps(item_id)
@@ -331,19 +318,35 @@ class ResponseBuilder(Blocks):
 
     def _other_item(self, kind: Kind, start: ToolCallStart | None) -> dict[str, Any]:
         """A new call or reasoning item."""
-        item: dict[str, Any] = {"id": _new_id(_PREFIXES[kind])}
-        if start is not None and start.name in self._custom:
-            # The API gives custom tool calls no status.
-            item.update(id=_new_id("ctc_"), type="custom_tool_call", call_id=start.id)
-            item.update(name=start.name, input="")
-        elif start is not None:
-            item.update(type="function_call", call_id=start.id, name=start.name, arguments="")
-            item["status"] = "in_progress"
-        if start is not None and start.name in self._namespaced:
-            item["namespace"], item["name"] = self._namespaced[start.name]
         if start is None:
-            item.update(type="reasoning", summary=[], content=[])
-            item["status"] = "in_progress"
+            return {
+                "id": _new_id(_PREFIXES[kind]),
+                "type": "reasoning",
+                "summary": [],
+                "content": [],
+                "status": "in_progress",
+            }
+        item: dict[str, Any]
+        if start.name in self._custom:
+            # The API gives custom tool calls no status.
+            item = {
+                "id": _new_id("ctc_"),
+                "type": "custom_tool_call",
+                "call_id": start.id,
+                "name": start.name,
+                "input": "",
+            }
+        else:
+            item = {
+                "id": _new_id(_PREFIXES[kind]),
+                "type": "function_call",
+                "call_id": start.id,
+                "name": start.name,
+                "arguments": "",
+                "status": "in_progress",
+            }
+        if start.name in self._namespaced:
+            item["namespace"], item["name"] = self._namespaced[start.name]
         return item
 
     def delta(self, kind: Kind, text: str) -> WireEvent | None:
