@@ -82,3 +82,13 @@ def test_a_tool_nobody_else_wants_keeps_its_own_name(servers: dict[str, list[str
 
 def _own(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:MAX_NAME]
+
+
+def test_a_name_another_tool_is_given_with_its_server_is_not_kept() -> None:
+    # "1" has two tools named ":" once cleaned ("_"); one becomes "1___", and
+    # "__"'s ":" becomes "_____": the own name of "1"'s ":::::" as well.
+    tools, _ = build_tools(listed({"1": [":", ":::::"], "__": [":"]}), frozenset(), "auto", 1.0)
+    names = {(tool.server, tool.tool.name): tool.name for tool in tools}
+    assert names[("1", ":")] == "1___"
+    assert names[("1", ":::::")] == "1_______"
+    assert names[("__", ":")] == "_____"

@@ -3,8 +3,9 @@
 Names: an MCP tool keeps its own name, its characters outside ``A-Z a-z 0-9
 _ -`` replaced by ``_`` (what OpenAI-compatible servers accept). When that
 name is taken (by an HTTP tool, the chat agent's own, or a tool of another
-MCP server) every MCP tool that wants it is called ``SERVER__name`` instead;
-with ``mcp_tool_names: prefixed`` every MCP tool is. Names are cut to 64
+MCP server, as its own name or as the ``SERVER__name`` it is given) every MCP
+tool that wants it is called ``SERVER__name`` instead; with
+``mcp_tool_names: prefixed`` every MCP tool is. Names are cut to 64
 characters; a name still used after that gets ``_2``, ``_3`` … at its end.
 
 Descriptions and input schemas are passed on as the server wrote them. A
@@ -108,15 +109,27 @@ def build_tools(
                 skipped.append(Skipped(connection.name, tool.name, f"inputSchema: {exc}"))
                 continue
             wanted.append((connection, tool, parameters))
-    plain = Counter(_clean(tool.name) for _, tool, _ in wanted)
-    used = set(taken)
+    own = [_clean(tool.name) for _, tool, _ in wanted]
+    with_server = [
+        _clean(connection.name + SEPARATOR + tool.name) for connection, tool, _ in wanted
+    ]
+    plain = Counter(own)
+    clash = {
+        index
+        for index, name in enumerate(own)
+        if naming == "prefixed" or plain[name] > 1 or name in taken
+    }
+    # A tool's own name is also wanted when a prefixed tool is given it.
+    given = {with_server[index] for index in clash}
+    prefixed = clash | {index for index, name in enumerate(own) if name in given}
+    # The own names are kept first, so a prefixed name numbered apart never takes one.
+    used = set(taken) | {name for index, name in enumerate(own) if index not in prefixed}
     tools = []
-    for connection, tool, parameters in wanted:
-        name = _clean(tool.name)
-        if naming == "prefixed" or plain[name] > 1 or name in taken:
-            name = _clean(connection.name + SEPARATOR + tool.name)
-        name = _numbered(name, used)
-        used.add(name)
+    for index, (connection, tool, parameters) in enumerate(wanted):
+        name = own[index]
+        if index in prefixed:
+            name = _numbered(with_server[index], used)
+            used.add(name)
         tools.append(McpTool(name, tool, parameters, connection, timeout))
     for skip in skipped:
         log.warning("MCP server %s: tool %r left out: %s", skip.server, skip.tool, skip.reason)
