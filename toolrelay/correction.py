@@ -15,7 +15,6 @@ Pure: the gateway's round code does the asking (toolrelay.io.backends).
 
 from __future__ import annotations
 
-import itertools
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -204,12 +203,15 @@ def settle(first: CheckedCalls, again: CheckedCalls) -> Settled:
 class CallHold:
     """Holds each streamed call until it is complete and valid, then releases it whole.
 
-    Content and reasoning pass at once. A valid call goes out as the same
-    number of argument deltas it came in (with its coercions applied, cut at
-    the same relative places), renumbered so that the calls that go out are
-    numbered 0, 1, ... in the order they are released. An invalid or rejected
-    call becomes a problem and does not go out (with ``pass_invalid``, the
-    ``warn`` setting, an invalid call goes out as it came).
+    Content and reasoning pass at once. A call goes out as its start, one argument
+    delta holding its whole arguments (with its coercions applied) and its end,
+    renumbered so that the calls that go out are numbered 0, 1, ... in the order
+    they are released: held to the end, its fragments would reach the client in
+    the same write anyway, and one delta is one event, one stage pass and one
+    encoding where each fragment was one (the contract holds: the concatenated
+    deltas are the call's ``arguments_json``). An invalid or rejected call becomes
+    a problem and does not go out (with ``pass_invalid``, the ``warn`` setting, an
+    invalid call goes out as it came, in one delta).
     """
 
     __slots__ = (
@@ -223,9 +225,9 @@ class CallHold:
         "tools",
     )
 
-    # A call valid as it came goes out as the events it came in, when they are the
-    # ones a release would make (the tests compare with False: every call checked
-    # and its events made anew).
+    # A call valid as it came goes out with the start it came with (and its one
+    # delta, when it came in one), when those are the events a release would make
+    # (the tests compare with False: every call checked and its events made anew).
     as_sent = True
 
     def __init__(self, tools: ToolSet, *, pass_invalid: bool = False) -> None:
@@ -259,11 +261,11 @@ class CallHold:
         return []
 
     def release(self, calls: Iterable[ToolCall]) -> list[Event]:
-        """Events for valid calls checked elsewhere (a re-ask's), one delta each."""
+        """Events for valid calls checked elsewhere (a re-ask's)."""
         out: list[Event] = []
         for call in calls:
             self.accepted.append(call)
-            out.extend(self._release(call, [call.arguments_json]))
+            out.extend(self._release(call))
         return out
 
     def _end(
@@ -273,23 +275,21 @@ class CallHold:
         if self.as_sent and self.tools.valid_as_sent(call.name, call.arguments):
             self.accepted.append(call)  # as check_calls would accept it: nothing coerced
             return self._release_as_held(end, held)
-        texts = _texts(call, held)
         checked = check_calls([call], (), self.tools)
         if checked.problems:
             self.problems.extend(checked.problems)
-            return self._release(call, texts) if self.pass_invalid else []
+            return self._release(call) if self.pass_invalid else []
         final = checked.accepted[0]
         self.accepted.append(final)
         self.coerced += checked.coerced
-        if final is not call:
-            texts = _cut_like(final.arguments_json, [len(text) for text in texts])
-        return self._release(final, texts)
+        return self._release(final)
 
     def _release_as_held(
         self, end: ToolCallEnd, held: list[ToolCallStart | ToolCallArgumentsDelta]
     ) -> list[Event]:
-        """A call that stands as it came: its own events when they are already
-        numbered as it goes out (the usual case: calls come and go out 0, 1, ...)."""
+        """A call that stands as it came: its own start and end when they are already
+        numbered as it goes out (the usual case: calls come and go out 0, 1, ...),
+        its own delta too when it came in one."""
         call = end.call
         start = held[0] if held else None
         if (
@@ -300,32 +300,21 @@ class CallHold:
             and start.name == call.name
         ):
             self.released += 1
-            return [*held, end]
-        return self._release(call, _texts(call, held))
+            delta = held[1]
+            if (
+                len(held) == 2
+                and isinstance(delta, ToolCallArgumentsDelta)
+                and delta.text == call.arguments_json
+            ):
+                return [start, delta, end]
+            return [start, ToolCallArgumentsDelta(end.index, call.arguments_json), end]
+        return self._release(call)
 
-    def _release(self, call: ToolCall, texts: list[str]) -> list[Event]:
+    def _release(self, call: ToolCall) -> list[Event]:
         index = self.released
         self.released += 1
         return [
             ToolCallStart(index, call.id, call.name),
-            *(ToolCallArgumentsDelta(index, text) for text in texts),
+            ToolCallArgumentsDelta(index, call.arguments_json),
             ToolCallEnd(index, call),
         ]
-
-
-def _texts(call: ToolCall, held: list[ToolCallStart | ToolCallArgumentsDelta]) -> list[str]:
-    """The argument texts a held call came in (its whole JSON when it came in none)."""
-    texts = [delta.text for delta in held if isinstance(delta, ToolCallArgumentsDelta)]
-    return texts or [call.arguments_json]
-
-
-def _cut_like(text: str, sizes: list[int]) -> list[str]:
-    """``text`` in ``len(sizes)`` pieces, cut where ``sizes`` cut the original."""
-    total = sum(sizes) or 1
-    cuts = [0]
-    running = 0
-    for size in sizes[:-1]:
-        running += size
-        cuts.append(max(cuts[-1], min(len(text), round(running * len(text) / total))))
-    cuts.append(len(text))
-    return [text[start:end] for start, end in itertools.pairwise(cuts)]

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from streamcheck import pieces  # type: ignore[import-not-found]
 
+from tests.strategies import json_trees
 from toolrelay.correction import (
     CORRECTION_MARKER,
     CallHold,
@@ -148,7 +149,7 @@ def test_a_held_call_goes_out_whole_renumbered_and_content_passes_at_once() -> N
             CallRejected(RejectedCall(None, "?", "no name")),
         ],
     )
-    assert out == _streamed(0, good, ['{"city":', '"Oslo"}'])
+    assert out == _streamed(0, good, ['{"city":"Oslo"}'])
     assert [str(p) for p in hold.problems] == [
         "get_weather: 'city' is required",
         "a call without a tool name: no name",
@@ -159,7 +160,7 @@ def test_a_held_call_goes_out_whole_renumbered_and_content_passes_at_once() -> N
 def test_warn_releases_an_invalid_call_as_it_came() -> None:
     hold = CallHold(TOOLS, pass_invalid=True)
     bad = call({}, call_id="bad")
-    assert _feed(hold, _streamed(3, bad, ["{", "}"])) == _streamed(0, bad, ["{", "}"])
+    assert _feed(hold, _streamed(3, bad, ["{", "}"])) == _streamed(0, bad, ["{}"])
     assert len(hold.problems) == 1 and hold.accepted == []
 
 
@@ -169,9 +170,7 @@ def test_warn_releases_an_invalid_call_as_it_came() -> None:
     city=st.text(max_size=12),
     cuts=st.lists(st.integers(min_value=1, max_value=40), max_size=6),
 )
-def test_a_coerced_call_goes_out_in_as_many_deltas_as_it_came(
-    days: int, city: str, cuts: list[int]
-) -> None:
+def test_a_coerced_call_goes_out_in_one_delta(days: int, city: str, cuts: list[int]) -> None:
     sent = {"city": city, "days": str(days)}
     text = orjson.dumps(sent).decode()
     came = pieces(text, cuts)
@@ -180,8 +179,7 @@ def test_a_coerced_call_goes_out_in_as_many_deltas_as_it_came(
     end = out[-1]
     assert isinstance(end, ToolCallEnd)
     assert end.call.arguments == {"city": city, "days": days}
-    assert len(deltas) == len(came)
-    assert "".join(deltas) == end.call.arguments_json
+    assert deltas == [end.call.arguments_json]
     assert orjson.loads(end.call.arguments_json) == {"city": city, "days": days}
 
 
@@ -234,3 +232,81 @@ def test_a_call_valid_as_sent_goes_out_as_the_general_path_releases_it(
     assert [fast.feed(event) for event in events] == [general.feed(event) for event in events]
     for part in ("accepted", "coerced", "problems", "released", "content"):
         assert getattr(fast, part) == getattr(general, part)
+
+
+# Text heavy in what JSON escapes, for keys and values.
+_TEXT = st.text(alphabet=st.sampled_from(list('ab é"\\\u2028{}:,')), max_size=8)
+# get_time's arguments (it declares no parameters: any object stands) ...
+_ANY_OBJECT = json_trees(
+    st.one_of(_TEXT, st.integers(-(2**63), 2**63 - 1), st.booleans(), st.none()), _TEXT, leaves=6
+).map(lambda tree: tree if isinstance(tree, dict) else {"value": tree})
+# ... and get_weather's: valid, coercible ("days" a numeral) or invalid.
+_WEATHER = st.one_of(
+    st.builds(lambda city: {"city": city}, _TEXT),
+    st.builds(lambda city, days: {"city": city, "days": str(days)}, _TEXT, st.integers(-99, 99)),
+    st.sampled_from([{}, {"days": 2}, {"city": 3}]),
+)
+
+
+@st.composite
+def _calls_as_they_came(draw: st.DrawFn) -> tuple[list[Event], list[ToolCall]]:
+    """Calls as a stream's layers hand them on (numbered as they came, each its start,
+    its fragments cut anywhere and its end, or cut short), content between; and the
+    calls that ended, in order."""
+    events: list[Event] = []
+    ended: list[ToolCall] = []
+    for index in range(draw(st.integers(0, 3))):
+        if draw(st.booleans()):
+            events.append(ContentDelta(draw(_TEXT)))
+        name = draw(st.sampled_from(["get_time", "get_weather"]))
+        arguments = draw(_ANY_OBJECT if name == "get_time" else _WEATHER)
+        the_call = call(arguments, name, f"call_{index}")
+        text = the_call.arguments_json
+        events.append(ToolCallStart(index, the_call.id, name))
+        events += [ToolCallArgumentsDelta(index, p) for p in pieces(text, draw(_CUTS))]
+        if draw(st.integers(0, 5)):
+            events.append(ToolCallEnd(index, the_call))
+            ended.append(the_call)
+        else:
+            events.append(CallRejected(RejectedCall(name, text, "cut short"), index))
+    return events, ended
+
+
+@settings(max_examples=400, deadline=None)
+@given(came=_calls_as_they_came(), pass_invalid=st.booleans())
+def test_each_call_goes_out_checked_in_one_delta_of_its_whole_arguments(
+    came: tuple[list[Event], list[ToolCall]], pass_invalid: bool
+) -> None:
+    """Call for call, what the checks make of the calls that came, numbered 0, 1, ...
+    as they go out, each in one delta: its ``arguments_json``, which for a call that
+    stands as it came is the concatenation of its fragments."""
+    events, ended = came
+    out = _feed(CallHold(TOOLS, pass_invalid=pass_invalid), events)
+    expected: list[ToolCall] = []
+    for the_call in ended:
+        checked = check_calls([the_call], (), TOOLS)
+        if checked.accepted:
+            expected.append(checked.accepted[0])
+        elif pass_invalid:
+            expected.append(the_call)
+    went: list[ToolCall] = []
+    for position, event in enumerate(out):
+        if isinstance(event, ToolCallStart):
+            number = len(went)
+            end = out[position + 2]
+            assert isinstance(end, ToolCallEnd)
+            assert out[position : position + 3] == _streamed(
+                number, end.call, [end.call.arguments_json]
+            )
+            went.append(end.call)
+    assert went == expected
+    # Content passes as it came; nothing else goes out.
+    assert len(out) == 3 * len(went) + sum(isinstance(e, ContentDelta) for e in events)
+    for the_call in went:
+        if the_call in ended:  # as it came: its one delta is its fragments' concatenation
+            fragments = [
+                e.text
+                for e in events
+                if isinstance(e, ToolCallArgumentsDelta) and f"call_{e.index}" == the_call.id
+            ]
+            assert "".join(fragments) == the_call.arguments_json
