@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 
 from tests.gateway.support import gateway, stack
 from toolrelay.server.background import BackgroundServer
@@ -41,7 +42,10 @@ def _argument_chunks(payloads: list[Any]) -> list[str]:
     ]
 
 
-def test_a_long_native_call_arrives_in_as_many_chunks_as_the_backend_sent() -> None:
+@pytest.mark.parametrize("validate", ["off", "repair"])
+def test_a_long_native_call_arrives_in_as_many_chunks_as_the_backend_sent(validate: str) -> None:
+    """Relayed as it comes (validation off), each fragment is a chunk; held until
+    checked (validation on), the call comes whole in one."""
     code = SNIPPET * 200  # 14 kB of code: quotes, braces and escapes
     arguments = {"code": code}
     scenario = {
@@ -53,16 +57,20 @@ def test_a_long_native_call_arrives_in_as_many_chunks_as_the_backend_sent() -> N
             "messages": [{"role": "user", "content": "write it"}],
             "tools": [CODE_TOOL],
             "stream": True,
+            "toolrelay_validate": validate,
         }
         with httpx.stream("POST", gw.url + "/v1/chat/completions", json=body, timeout=30) as reply:
             payloads = _sse([line.encode() for line in reply.iter_lines()])
     chunks = _argument_chunks(payloads)
     sent = orjson.dumps(arguments).decode()
     backend_fragments = [sent[i : i + 4] for i in range(0, len(sent), 4)]
-    # The second fragment, 'de":', is nothing but the key: it rides with the
-    # value's first fragment. Every other fragment is one chunk to the client.
-    assert backend_fragments[1] == 'de":'
-    assert len(chunks) == len(backend_fragments) - 1
+    if validate == "off":
+        # The second fragment, 'de":', is nothing but the key: it rides with the
+        # value's first fragment. Every other fragment is one chunk to the client.
+        assert backend_fragments[1] == 'de":'
+        assert len(chunks) == len(backend_fragments) - 1
+    else:
+        assert chunks == [sent]
     assert json.loads("".join(chunks)) == arguments
     assert payloads[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
