@@ -308,7 +308,7 @@ def test_a_full_pool_queues_then_answers_503_with_retry_after() -> None:
         # Wait until it waits for a slot (a fixed pause loses the race on a loaded machine).
         slots = gw.gateway_app.state.gateway.backends.default.client._slots
         deadline = time.monotonic() + 30
-        while slots._waiting < 1 and time.monotonic() < deadline:
+        while slots.waiting < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         refused = httpx.post(url, json=STREAM, timeout=20)
         assert refused.status_code == 503

@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections import deque
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from toolrelay.io.backends.errors import BackendError, BackendTimeout, BackendUnreachable
 from toolrelay.io.backends.fragments import ArgumentChunks, ArgumentFragment
@@ -57,31 +59,82 @@ class Limits:
 
 
 class _Slots:
-    """``size`` requests at once; at most ``queue`` more wait, each ``timeout`` s at most."""
+    """``size`` requests at once; at most ``queue`` more wait, each ``timeout`` s at most.
+
+    A count and a queue of our own, not an ``asyncio.Semaphore``: a free slot is
+    taken without a coroutine (:meth:`take`), where the semaphore's ``acquire``
+    is one and its ``locked()`` makes a generator, asked twice an acquire. The
+    waiting is the semaphore's (``tests/gateway/test_slots.py``): a freed slot
+    is handed to the first waiter still waiting; none is free to take while a
+    waiter stands that was not cancelled, even one handed a slot that has not
+    run yet. Only sooner by a loop turn: a waiter handed a slot runs one turn
+    sooner (the semaphore's ran inside ``wait_for``'s task), and a wait of no
+    time is refused at once.
+    """
 
     def __init__(self, size: int, queue: int, timeout: float) -> None:
-        self._free = asyncio.Semaphore(size)
+        self._free = size
         self._size = size
         self._queue = queue
         self._timeout = timeout
-        self._waiting = 0
+        # Each waiter's future: its result is a slot handed to it.
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
-    async def acquire(self, shown: str) -> None:
-        if not self._free.locked():
-            await self._free.acquire()  # a free slot: no suspension
-            return
-        if self._waiting >= self._queue:
-            raise _busy(f"{self._size} requests are running and {self._waiting} waiting", shown)
-        self._waiting += 1
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def take(self) -> bool:
+        """Take a free slot at once; False when there is none to take (then :meth:`wait`)."""
+        if self._free and (not self._waiters or all(w.cancelled() for w in self._waiters)):
+            self._free -= 1
+            return True
+        return False
+
+    async def wait(self, shown: str) -> None:
+        """Wait in the queue for a slot: a 503 when the queue is full, or when
+        none came within the timeout."""
+        if len(self._waiters) >= self._queue:
+            raise _busy(f"{self._size} requests are running and {self.waiting} waiting", shown)
+        if self._timeout <= 0:
+            raise _busy(f"no slot freed up within {self._timeout:g} s", shown)
+        loop = asyncio.get_running_loop()
+        handed = loop.create_future()
+        # Not wait_for: it returns a slot handed at the moment the waiter is
+        # cancelled, where the semaphore's waiter passed it on and was cancelled.
+        expiry = loop.call_later(self._timeout, _expire, handed)
+        self._waiters.append(handed)
         try:
-            await asyncio.wait_for(self._free.acquire(), self._timeout)
+            try:
+                await handed
+            finally:
+                expiry.cancel()
+                self._waiters.remove(handed)
         except asyncio.TimeoutError:
             raise _busy(f"no slot freed up within {self._timeout:g} s", shown) from None
-        finally:
-            self._waiting -= 1
+        except BaseException:
+            if handed.done() and not handed.cancelled() and handed.exception() is None:
+                self.release()  # handed a slot as the wait was cancelled: pass it on
+            raise
+        if self._free:  # freed while this waiter stood before the others
+            self._hand_on()
 
     def release(self) -> None:
-        self._free.release()
+        self._free += 1
+        self._hand_on()
+
+    def _hand_on(self) -> None:
+        """A free slot to the first waiter not timed out, cancelled or handed one."""
+        for waiter in self._waiters:
+            if not waiter.done():
+                self._free -= 1
+                waiter.set_result(None)
+                return
+
+
+def _expire(handed: asyncio.Future[None]) -> None:
+    if not handed.done():
+        handed.set_exception(asyncio.TimeoutError())
 
 
 def _busy(why: str, shown: str) -> BackendError:
@@ -474,7 +527,8 @@ class HttpClient:
         data = None if body is None else orjson.dumps(body)
         shown = redact_url(url)
         session, slots = self._connection()
-        await slots.acquire(shown)
+        if not slots.take():
+            await slots.wait(shown)
         started = time.monotonic()
         try:
             async with await self._send(session, method, url, data, auth) as response:
@@ -503,7 +557,8 @@ class HttpClient:
         :class:`ChunkStream`."""
         shown = redact_url(url)
         session, slots = self._connection()
-        await slots.acquire(shown)
+        if not slots.take():
+            await slots.wait(shown)
         started = time.monotonic()
         try:
             response = await self._send(session, "POST", url, orjson.dumps(body), auth)
@@ -651,10 +706,12 @@ class HttpClient:
 
 # Answers to a streamed request that are not a stream, whatever their status.
 _NOT_STREAMS = frozenset({"application/json", "text/html"})
-_JSON_HEADERS = {"Content-Type": "application/json"}
+# A multidict already, and read-only: aiohttp copies a plain dict into one on
+# every request before it merges it with the session's headers.
+_JSON_HEADERS = CIMultiDictProxy(CIMultiDict({"Content-Type": "application/json"}))
 
 
-def _headers(json_body: bool, auth: str | None) -> dict[str, str] | None:
+def _headers(json_body: bool, auth: str | None) -> CIMultiDictProxy[str] | dict[str, str] | None:
     if auth is None:
         return _JSON_HEADERS if json_body else None
     headers = {"Authorization": auth}
