@@ -150,12 +150,11 @@ def _busy(why: str, shown: str) -> BackendError:
 _TEACHING_EVENTS = 3
 
 
-def _after_events(data: bytes, count: int) -> int:
-    """Where the first ``count`` events of ``data`` end (all of it, when fewer).
-    Found with ``find``: a split would make a bytes object of every event, and a
-    list of them, on every read until the frame is learned (a stream of calls,
-    which never learns one, on every read)."""
-    at = 0
+def _after_events(data: bytes, count: int, at: int = 0) -> int:
+    """Where the first ``count`` events of ``data`` from ``at`` end (all of it,
+    when fewer). Found with ``find``: a split would make a bytes object of every
+    event, and a list of them, on every read until the frame is learned (a
+    stream of calls, which never learns one, on every read)."""
     for _ in range(count):
         end = data.find(b"\n\n", at)
         if end < 0:
@@ -309,7 +308,13 @@ class ChunkStream:
             return self._decode(self._lines(data))
         batch: list[Chunk] = []
         if not plain.framed:
-            at = _after_events(data, _TEACHING_EVENTS)
+            # A read of one event (a paced backend's usual read) is read line by
+            # line, nothing after it to read at once: told by the first event's
+            # end, from which the cut after the teaching events goes on.
+            end = data.find(b"\n\n")
+            if end < 0 or end + 2 == len(data):
+                return self._decode(self._lines(data))
+            at = _after_events(data, _TEACHING_EVENTS - 1, end + 2)
             batch = self._decode(self._lines(data[:at]))
             data = data[at:]
             if self._done or not data:  # nothing after [DONE] is read

@@ -1,0 +1,91 @@
+"""A read of one event, before a stream's frame is learned, is read line by line
+at once (``ChunkStream._chunks``), without the cut after a read's first events
+that a read of many events gets: the same items, read for read, as with the cut
+made on every read (the path before it, kept here as the reference). Runs are
+compared as runs, not as their texts: where the cut falls decides which texts
+come as one ``ContentRun``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.gateway.test_argument_chunks import reads as call_reads
+from tests.gateway.test_plain_chunks import _Body, reads
+from toolrelay.io.backends import http
+from toolrelay.io.backends.errors import BackendError
+from toolrelay.io.backends.fragments import ArgumentFrame
+from toolrelay.io.backends.http import Chunk, ChunkStream, Limits
+
+_read_on = ChunkStream._chunks
+
+
+def _cut_on_every_read(stream: ChunkStream, data: bytes) -> list[Chunk]:
+    """``_chunks`` as it was: the first events of every read not in a frame cut
+    off and read line by line, the rest read on as ``_chunks`` reads a read
+    (line by line again, no frame learned: as it was; else by the frame)."""
+    plain = stream._plain
+    if plain is None or stream._line or len(data) > stream._limits.max_line_bytes:
+        return stream._decode(stream._lines(data))
+    if plain.framed:
+        return _read_on(stream, data)
+    at = http._after_events(data, http._TEACHING_EVENTS)
+    batch = stream._decode(stream._lines(data[:at]))
+    if stream._done or at == len(data):
+        return batch
+    return batch + _read_on(stream, data[at:])
+
+
+def _shown(chunk: Any) -> Any:
+    """A chunk as compared: a fragment by its call's index and text (each stream
+    has its own frame objects), anything else as it is."""
+    if isinstance(chunk, tuple) and isinstance(chunk[0], ArgumentFrame):
+        return ("fragment", chunk[0].index, chunk[1])
+    return chunk
+
+
+async def _batches(body: list[bytes], line_limit: int) -> list[Any]:
+    stream = ChunkStream(
+        _Body(list(body)),
+        "test",
+        Limits(max_line_bytes=line_limit),
+        None,
+        time.monotonic(),
+        True,  # type: ignore[arg-type]
+    )
+    out: list[Any] = []
+    try:
+        async for batch in stream:
+            out.append(([_shown(chunk) for chunk in batch], stream.ended))
+    except BackendError as exc:
+        out.append(("error", exc.reason))
+    return out
+
+
+def _both(body: list[bytes], line_limit: int) -> tuple[list[Any], list[Any]]:
+    fast = asyncio.run(_batches(body, line_limit))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(ChunkStream, "_chunks", _cut_on_every_read)
+        slow = asyncio.run(_batches(body, line_limit))
+    return fast, slow
+
+
+@settings(max_examples=600, deadline=None)
+@given(reads(), st.sampled_from([8 * 1024 * 1024, 400, 150]))
+def test_a_stream_of_content_reads_as_with_the_cut_on_every_read(
+    body: list[bytes], line_limit: int
+) -> None:
+    fast, slow = _both(body, line_limit)
+    assert fast == slow
+
+
+@settings(max_examples=300, deadline=None)
+@given(call_reads())
+def test_a_stream_of_calls_reads_as_with_the_cut_on_every_read(body: list[bytes]) -> None:
+    fast, slow = _both(body, 8 * 1024 * 1024)
+    assert fast == slow
