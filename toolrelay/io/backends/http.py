@@ -430,12 +430,26 @@ class ChunkStream:
             self._silence.cancel()
             self._silence = None
         if self._done:
-            self._response.release()
+            self._release_when_whole()
         else:
             # Stopped early (the client left, or an error): closing the
             # connection tells the server to stop generating.
             self._response.close()
         self._release()
+
+    def _release_when_whole(self) -> None:
+        """Give the connection back to the pool once the body has ended.
+
+        The ``[DONE]`` often comes a read before the body's last (empty) chunk:
+        released then, aiohttp would close a connection the pool could keep, and
+        the next request would open a new one. aiohttp gives it back itself when
+        the body ends; a backend that never ends it is cut after a grace."""
+        content = self._response.content
+        if content.is_eof():
+            self._response.release()
+            return
+        cut = asyncio.get_running_loop().call_later(_BODY_END_GRACE, self._response.close)
+        content.on_eof(cut.cancel)
 
     async def __aenter__(self) -> ChunkStream:
         return self
@@ -709,6 +723,8 @@ class HttpClient:
         return redact_text(redact_text(text, url), "?" + self._query)
 
 
+# How long a stream's body may go on after its [DONE] before its connection is cut.
+_BODY_END_GRACE = 1.0
 # Answers to a streamed request that are not a stream, whatever their status.
 _NOT_STREAMS = frozenset({"application/json", "text/html"})
 # A multidict already, and read-only: aiohttp copies a plain dict into one on
