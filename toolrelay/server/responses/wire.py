@@ -120,12 +120,6 @@ _CALL_DONE = (
     b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
     b'"sequence_number":%d,"output_index":%d,"item":%b,"arguments":%b,"status":"completed"}}\n\n'
 )
-# A streamed response's snapshot at its start: its status and details (right
-# after its creation time), and what follows its model, which the finish writes anew.
-_SNAPSHOT_STATUS = (
-    b',"status":"in_progress","background":false,"error":null,"incomplete_details":null,'
-)
-_SNAPSHOT_TAIL = b',"output":[],"truncation":"disabled","usage":null,"user":null}'
 # The last event, its name, sequence number and the whole response left out.
 _ENDED = b'event: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}\n\n'
 
@@ -187,8 +181,6 @@ class ResponseBuilder(Blocks):
         self._call_delta = b""
         self._call_name = b""
         self._call_item_head = b""
-        # The start's snapshot up to its model (set by :meth:`start`).
-        self._snapshot_head = b""
 
     def _emit(self, kind: str, **fields: Any) -> WireEvent:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -204,10 +196,6 @@ class ResponseBuilder(Blocks):
         request's tools and instructions echoed in it, no output yet), encoded once."""
         snapshot = orjson.dumps(self.response)
         self._sequence = 2
-        # The snapshot up to its model (its fixed tail, no output and no usage
-        # yet, cut): the finish writes the response from it (:meth:`_final`).
-        if snapshot.endswith(_SNAPSHOT_TAIL):
-            self._snapshot_head = snapshot[: -len(_SNAPSHOT_TAIL)]
         return _STARTED % (snapshot, snapshot)
 
     def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
@@ -498,33 +486,7 @@ class ResponseBuilder(Blocks):
         kind = self._finished(finish, extra).encode()
         sequence = self._sequence
         self._sequence += 1
-        return out + _ENDED % (kind, kind, sequence, self._final())
-
-    def _final(self) -> bytes:
-        """``orjson.dumps(self.response)`` once finished without ``extra``: the
-        start's snapshot with its status, details, output and usage written in,
-        the rest (the echoed tools and instructions) not encoded again. Only
-        those four change between the start and such a finish; without a
-        snapshot of an empty output, the response encoded whole."""
-        response = self.response
-        if not self._snapshot_head:
-            return orjson.dumps(response)
-        # The first match is the response's own: only its id (hex) and its
-        # creation time (digits) stand before it.
-        status = b',"status":%b,"background":false,"error":null,"incomplete_details":%b,' % (
-            orjson.dumps(response["status"]),
-            orjson.dumps(response["incomplete_details"]),
-        )
-        return b"".join(
-            (
-                self._snapshot_head.replace(_SNAPSHOT_STATUS, status, 1),
-                b',"output":',
-                orjson.dumps(self._output),
-                b',"truncation":"disabled","usage":',
-                orjson.dumps(response["usage"]),
-                b',"user":null}',
-            )
-        )
+        return out + _ENDED % (kind, kind, sequence, orjson.dumps(self.response))
 
     def _text_done(self, text: str) -> bytes:
         """The open message item closed with ``text``: :meth:`close`'s events for
