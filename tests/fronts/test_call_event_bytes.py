@@ -1,5 +1,5 @@
 """A call's events on the Messages and Responses fronts written from byte
-templates (``Blocks.event_bytes`` for a call's start, its argument fragments
+templates (``Blocks.stream_event`` for a call's start, its argument fragments
 and its end: ``call_open_bytes``, ``call_delta_bytes``, ``call_close_bytes``)
 are the general path's, the builder's events each through ``sse``, byte for
 byte and event for event, for generated streams heavy in calls: several calls,

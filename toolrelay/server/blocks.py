@@ -96,7 +96,9 @@ class Blocks:
         events through :func:`sse`. More text in the open text block, most of a
         stream's events, skips the general dispatch and the events' dicts: one
         call of the front's :meth:`text_delta_bytes`; so does more of a call's
-        arguments, most of a call's events."""
+        arguments, most of a call's events (:meth:`event`'s steps for it here,
+        one call of the front's :meth:`call_delta_bytes`); a call's start and end
+        go straight to their byte writers."""
         if type(event) is ContentDelta and self._kind == "text":
             text = event.text
             # The usual text holds no blank at its end and follows none held:
@@ -109,14 +111,23 @@ class Blocks:
                     return None
             return self.text_delta_bytes(text)
         if type(event) is ToolCallArgumentsDelta:
-            return self._call_arguments_bytes(event)
+            text = event.text
+            if self._kind != "call" or not text:
+                return None
+            self._pieces.append(text)
+            return self.call_delta_bytes(text)
+        call_bytes = _CALL_EVENT_BYTES.get(type(event))
+        if call_bytes is not None:
+            return call_bytes(self, event)
         return self.event_bytes(event)
 
     def event_bytes(self, event: Event) -> bytes | None:
-        """:meth:`event`'s events through :func:`sse` (None: nothing to say). Text
-        that opens a text block where none is open (a stream's first, most
-        often) is said by the front's :meth:`text_open_bytes` and
-        :meth:`text_delta_bytes`, without the events' dicts."""
+        """:meth:`event`'s events through :func:`sse` (None: nothing to say) for an
+        event other than more text in the open text block and a call's events
+        (:meth:`stream_event` says those). Text that opens a text block where
+        none is open (a stream's first, most often) is said by the front's
+        :meth:`text_open_bytes` and :meth:`text_delta_bytes`, without the events'
+        dicts."""
         if type(event) is ContentDelta and self._kind is None:
             text = self._hold_blanks(event.text).lstrip()
             if not text:
@@ -124,9 +135,6 @@ class Blocks:
             self._kind = "text"
             self._pieces.append(text)
             return self.text_open_bytes() + self.text_delta_bytes(text)
-        call_bytes = _CALL_EVENT_BYTES.get(type(event))
-        if call_bytes is not None:
-            return call_bytes(self, event)
         events = self.event(event)
         return b"".join(map(sse, events)) if events else None
 
@@ -159,14 +167,6 @@ class Blocks:
             closed += self.open("call", start)
             said = b""
         return b"".join(map(sse, closed)) + said if closed else said
-
-    def _call_arguments_bytes(self, delta: ToolCallArgumentsDelta) -> bytes | None:
-        """:meth:`event`'s steps for more of the open call's arguments, in bytes."""
-        text = delta.text
-        if self._kind != "call" or not text:
-            return None
-        self._pieces.append(text)
-        return self.call_delta_bytes(text)
 
     def _call_end_bytes(self, end: ToolCallEnd) -> bytes | None:
         """:meth:`event`'s steps for a call's end, in bytes: its block closed."""
@@ -251,10 +251,10 @@ class Blocks:
         return out
 
 
-# The call events :meth:`Blocks.event_bytes` writes in bytes, by their type.
+# A call's start and end, which :meth:`Blocks.stream_event` writes in bytes, by
+# their type (its arguments' fragments it writes itself).
 _CALL_EVENT_BYTES: dict[type[Event], Callable[[Blocks, Any], bytes | None]] = {
     ToolCallStart: Blocks._call_start_bytes,
-    ToolCallArgumentsDelta: Blocks._call_arguments_bytes,
     ToolCallEnd: Blocks._call_end_bytes,
 }
 

@@ -122,13 +122,14 @@ def _tool_calls(output: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
 
 
 def _builder(turn: ResponsesTurn) -> ResponseBuilder:
+    # Positional: a keyword argument is matched by its name, on every stream.
     return ResponseBuilder(
         turn.round.model,
         turn.echo,
         turn.reasoning,
         turn.custom,
-        namespaced=turn.namespaced,
-        summary=turn.summary,
+        turn.namespaced,
+        turn.summary,
     )
 
 

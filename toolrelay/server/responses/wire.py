@@ -150,7 +150,6 @@ class ResponseBuilder(Blocks):
         echo: dict[str, Any],
         reasoning: bool,
         custom: frozenset[str] = frozenset(),
-        *,
         namespaced: dict[str, tuple[str, str]] | None = None,
         summary: bool = False,
     ) -> None:
@@ -239,8 +238,14 @@ class ResponseBuilder(Blocks):
         if name in self._custom or name in self._namespaced:
             self._call_where = b""  # its events through the general path
             return None
-        self._new_item("call", start)
-        item_id, index = self._item_id, self._index
+        # The item made here, not through _new_item and _other_item (two calls
+        # less a call; the text block's templates not looked at).
+        item = _open_call_item(start)
+        item_id = item["id"]
+        output = self._output
+        output.append(item)
+        self._item_id = item_id
+        self._index = index = len(output) - 1
         sequence = self._sequence
         self._sequence += 1
         item_json = orjson.dumps(item_id)
@@ -337,14 +342,7 @@ class ResponseBuilder(Blocks):
                 "input": "",
             }
         else:
-            item = {
-                "id": _new_id(_PREFIXES[kind]),
-                "type": "function_call",
-                "call_id": start.id,
-                "name": start.name,
-                "arguments": "",
-                "status": "in_progress",
-            }
+            item = _open_call_item(start)
         if start.name in self._namespaced:
             item["namespace"], item["name"] = self._namespaced[start.name]
         return item
@@ -625,6 +623,18 @@ def _reasoning_item(text: str, summary: bool) -> dict[str, Any]:
         "summary": summarised,
         "content": [] if summary else [_part("reasoning", text)],
         "status": "completed",
+    }
+
+
+def _open_call_item(start: ToolCallStart) -> dict[str, Any]:
+    """A streamed function_call item as it opens: no arguments yet."""
+    return {
+        "id": _PREFIXES["call"] + unique_hex(),
+        "type": "function_call",
+        "call_id": start.id,
+        "name": start.name,
+        "arguments": "",
+        "status": "in_progress",
     }
 
 
