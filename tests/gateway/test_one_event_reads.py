@@ -21,24 +21,31 @@ from toolrelay.io.backends import http
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.fragments import ArgumentFrame
 from toolrelay.io.backends.http import Chunk, ChunkStream, Limits
-
-_read_on = ChunkStream._chunks
+from toolrelay.io.backends.plain import ContentRun
 
 
 def _cut_on_every_read(stream: ChunkStream, data: bytes) -> list[Chunk]:
     """``_chunks`` as it was: the first events of every read not in a frame cut
-    off and read line by line, the rest read on as ``_chunks`` reads a read
-    (line by line again, no frame learned: as it was; else by the frame)."""
+    off and read line by line, the rest of the read as one run where it is in the
+    frame (learned from them, or before), line by line where it is not."""
     plain = stream._plain
     if plain is None or stream._line or len(data) > stream._limits.max_line_bytes:
         return stream._decode(stream._lines(data))
-    if plain.framed:
-        return _read_on(stream, data)
-    at = http._after_events(data, http._TEACHING_EVENTS)
-    batch = stream._decode(stream._lines(data[:at]))
-    if stream._done or at == len(data):
-        return batch
-    return batch + _read_on(stream, data[at:])
+    batch: list[Chunk] = []
+    if not plain.framed:
+        at = http._after_events(data, http._TEACHING_EVENTS)
+        batch = stream._decode(stream._lines(data[:at]))
+        data = data[at:]
+        if stream._done or not data:
+            return batch
+    run = plain.read_all(data)
+    if run is None:
+        return batch + stream._decode(stream._lines(data))
+    texts, at = run
+    batch.append(ContentRun(texts))
+    if at < len(data):
+        batch += stream._decode(stream._lines(data[at:]))
+    return batch
 
 
 def _shown(chunk: Any) -> Any:

@@ -19,6 +19,7 @@ import itertools
 import json
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -370,6 +371,12 @@ class _Body:
 
     async def readany(self) -> bytes:
         return self._reads.pop(0) if self._reads else b""
+
+    def is_eof(self) -> bool:
+        return not self._reads
+
+    def on_eof(self, callback: Callable[[], None]) -> None:
+        pass  # a body with reads left after its [DONE] never ends here: the grace cuts it
 
     def release(self) -> None:
         pass
