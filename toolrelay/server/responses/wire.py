@@ -110,17 +110,15 @@ _CALL_DELTA_HEAD = (
     b'data: {"type":"response.function_call_arguments.delta","sequence_number":'
 )
 _CALL_DELTA_TAIL = b"}\n\n"
-# A function_call item's close: the arguments' event and the item's. What the
-# open call knows is written into it when the call opens (``_CALL_CLOSING``, its
-# ``%`` doubled where it stands in a value: the item's id and index as its events
-# name them, its name, the item's index and the item up to its arguments), which
-# leaves the two sequence numbers and the arguments (JSON, twice) to the close.
-_CALL_CLOSING = (
+# A function_call item's close: the arguments' event and the item's, the sequence
+# numbers, the item's id and index as its events name them, its name, the
+# arguments (JSON), the item's index, and the item up to its arguments left out.
+_CALL_DONE = (
     b"event: response.function_call_arguments.done\n"
-    b'data: {"type":"response.function_call_arguments.done","sequence_number":%%d,%b,'
-    b'"name":%b,"arguments":%%b}\n\n'
+    b'data: {"type":"response.function_call_arguments.done","sequence_number":%d,%b,'
+    b'"name":%b,"arguments":%b}\n\n'
     b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
-    b'"sequence_number":%%d,"output_index":%d,"item":%b,"arguments":%%b,"status":"completed"}}\n\n'
+    b'"sequence_number":%d,"output_index":%d,"item":%b,"arguments":%b,"status":"completed"}}\n\n'
 )
 # The last event, its name, sequence number and the whole response left out.
 _ENDED = b'event: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}\n\n'
@@ -165,24 +163,24 @@ class ResponseBuilder(Blocks):
         self.response = _response(_new_id("resp_"), model, echo, [], _IN_PROGRESS)
         self._output: list[dict[str, Any]] = self.response["output"]
         self._sequence = 0
-
-    # What an open item's events repeat, set when the item opens: class-level
-    # defaults until then, not ten attributes set on every builder made.
-    # The open item's id and index, which every one of its events names.
-    _item_id = ""
-    _index = -1
-    # The open message item's text delta, its sequence number and text left
-    # out (``%d``, ``%b``): one formatting per delta; what stands between a
-    # run's number and its text, the opening quote included; and the item's id
-    # as JSON and its id and index as its events name them.
-    _text_template = b""
-    _run_where = ""
-    _item_json = b""
-    _text_where = b""
-    # The open function_call item's delta and close templates (b"" for a call
-    # said through the general path).
-    _call_delta = b""
-    _call_done = b""
+        # The open item's id and index, which every one of its events names.
+        self._item_id = ""
+        self._index = -1
+        # The open message item's text delta, its sequence number and text left
+        # out (``%d``, ``%b``): one formatting per delta; what stands between a
+        # run's number and its text, the opening quote included; and the item's id
+        # as JSON and its id and index as its events name them (set when the item opens).
+        self._text_template = b""
+        self._run_where = ""
+        self._item_json = b""
+        self._text_where = b""
+        # The open function_call item's id and index as its events name them (b""
+        # for a call said through the general path), its delta's template, its
+        # name (JSON) and the item up to its arguments (set when the call opens).
+        self._call_where = b""
+        self._call_delta = b""
+        self._call_name = b""
+        self._call_item_head = b""
 
     def _emit(self, kind: str, **fields: Any) -> WireEvent:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -238,7 +236,7 @@ class ResponseBuilder(Blocks):
     def call_open_bytes(self, start: ToolCallStart) -> bytes | None:
         name = start.name
         if name in self._custom or name in self._namespaced:
-            self._call_done = b""  # its events through the general path
+            self._call_where = b""  # its events through the general path
             return None
         # The item made here, not through _new_item and _other_item (two calls
         # less a call; the text block's templates not looked at).
@@ -252,28 +250,24 @@ class ResponseBuilder(Blocks):
         self._sequence += 1
         item_json = orjson.dumps(item_id)
         call_id, name_json = orjson.dumps(start.id), orjson.dumps(name)
-        # The id is hex and the index digits: no ``%`` in ``where`` to escape.
         where = b'"item_id":%b,"output_index":%d' % (item_json, index)
-        # What the open call's events repeat, written into their templates now:
+        # What the open call's events repeat: its id and index as they name them,
         # its delta (its sequence number and fragment left out: one formatting
-        # per delta) and its close (the sequence numbers and the arguments left
-        # out; the call id and the name may hold a ``%``, doubled).
-        self._call_delta = _CALL_DELTA_HEAD + b"%d," + where + b',"delta":%b' + _CALL_DELTA_TAIL
-        head = b'{"id":%b,"type":"function_call","call_id":%b,"name":%b' % (
+        # per delta; the id is hex, the index digits: no ``%`` to escape), its
+        # name, and the item as it stands before its arguments.
+        self._call_where = where
+        delta_where = b"," + where + b',"delta":'
+        self._call_delta = _CALL_DELTA_HEAD + b"%d" + delta_where + b"%b" + _CALL_DELTA_TAIL
+        self._call_name = name_json
+        self._call_item_head = b'{"id":%b,"type":"function_call","call_id":%b,"name":%b' % (
             item_json,
             call_id,
             name_json,
         )
-        self._call_done = _CALL_CLOSING % (
-            where,
-            name_json.replace(b"%", b"%%"),
-            index,
-            head.replace(b"%", b"%%"),
-        )
         return _CALL_ADDED % (sequence, index, item_json, call_id, name_json)
 
     def call_delta_bytes(self, text: str) -> bytes | None:
-        if not self._call_done:
+        if not self._call_where:
             said = self.delta("call", text)
             return sse(said) if said is not None else None
         sequence = self._sequence
@@ -281,7 +275,7 @@ class ResponseBuilder(Blocks):
         return self._call_delta % (sequence, orjson.dumps(text))
 
     def call_close_bytes(self, text: str, call: ToolCall | None) -> bytes:
-        if not self._call_done:
+        if not self._call_where:
             return b"".join(map(sse, self.close("call", text, call)))
         item = self._output[-1]
         item["status"] = "completed"
@@ -289,7 +283,16 @@ class ResponseBuilder(Blocks):
         said = orjson.dumps(arguments)
         sequence = self._sequence
         self._sequence += 2
-        return self._call_done % (sequence, said, sequence + 1, said)
+        return _CALL_DONE % (
+            sequence,
+            self._call_where,
+            self._call_name,
+            said,
+            sequence + 1,
+            self._index,
+            self._call_item_head,
+            said,
+        )
 
     def _new_item(self, kind: Kind, start: ToolCallStart | None) -> dict[str, Any]:
         """The response's new last output item, open (its events said by the caller)."""
