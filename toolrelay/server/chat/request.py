@@ -16,7 +16,14 @@ from toolrelay.choice import declared_tools
 from toolrelay.errors import RequestError
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
-from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
+from toolrelay.server.reading import (
+    OWN_FIELDS,
+    make_round,
+    model_name,
+    optional,
+    own_options,
+    wrong,
+)
 from toolrelay.server.turn import Turn
 from toolrelay.types import DeclaredTools
 
@@ -26,10 +33,6 @@ _INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logpro
 _SAMPLING = frozenset(_NUMBERS + _INTEGERS)
 # What an entry without parameters is checked as (never changed): no dict made per entry.
 _NO_PARAMETERS: dict[str, Any] = {}
-# toolrelay's own request fields: read here, never sent to a backend.
-_OWN_FIELDS = frozenset(
-    {"toolrelay_profile", "toolrelay_stuck_mode", "toolrelay_validate", "toolrelay_constrain"}
-)
 
 
 @dataclass
@@ -71,8 +74,8 @@ def read_request(
     # Most bodies hold none of them: copied whole, not key by key.
     backend_body = (
         dict(body)
-        if _OWN_FIELDS.isdisjoint(body)
-        else {k: v for k, v in body.items() if k not in _OWN_FIELDS}
+        if OWN_FIELDS.isdisjoint(body)
+        else {k: v for k, v in body.items() if k not in OWN_FIELDS}
     )
     backend_body["model"] = model
     round_request = make_round(backend_body, settings, options, auth, declared)
