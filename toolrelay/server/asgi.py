@@ -135,9 +135,9 @@ def turn_headers(headers: Headers) -> tuple[str | None, str | None]:
     stuck = found.get(_STUCK_MODE)
     auth = found.get(_AUTHORIZATION)
     if auth is None:
-        key = found.get(_API_KEY)
-        if key:
-            auth = b"Bearer " + key
+        api_key = found.get(_API_KEY)
+        if api_key:
+            auth = b"Bearer " + api_key
     return (
         None if stuck is None else stuck.decode("latin-1"),
         None if auth is None else auth.decode("latin-1"),
