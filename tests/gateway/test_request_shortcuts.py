@@ -25,6 +25,7 @@ from toolrelay.io.round.request import Finish, RoundRequest, StreamItem
 from toolrelay.io.settings import Settings
 from toolrelay.profiles import get_profile
 from toolrelay.server.asgi import client_auth, header, turn_headers
+from toolrelay.server.chat import request as chat_request
 from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.reading import (
     _CONSTRAIN_MODES,
@@ -222,3 +223,81 @@ def test_a_batch_is_the_general_paths(
         assert (fast.spoke, fast.calls) == (general.spoke, general.calls)
         if recorded:
             assert fast.record.notes == general.record.notes  # type: ignore[union-attr]
+
+
+# --- a Chat Completions body's messages ----------------------------------------
+
+
+def _check_messages_with_paths(value: Any) -> None:
+    """``_check_messages`` as it was: each message's path written before its checks
+    (and a role that is no string answered, where a list or an object crashed it)."""
+    if not isinstance(value, list) or not value:
+        raise invalid("'messages' is required and must be a non-empty array.", "messages")
+    for i, message in enumerate(value):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise invalid(f"'{where}' must be an object.", where)
+        role = message.get("role")
+        if not isinstance(role, str) or role not in chat_request._ROLES:
+            raise invalid(
+                f"'{where}.role' must be one of {', '.join(sorted(chat_request._ROLES))}.",
+                where + ".role",
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            chat_request._content_parts(content, where + ".content")
+        if "tool_calls" in message and message["tool_calls"] is not None:
+            chat_request._tool_calls(message["tool_calls"], where + ".tool_calls")
+        for key in ("name", "tool_call_id"):
+            if message.get(key) is not None and not isinstance(message[key], str):
+                raise invalid(f"'{where}.{key}' must be a string.", f"{where}.{key}")
+
+
+_ODD = st.sampled_from([None, 1, True, [], {}, "x"])
+_PARTS = st.lists(
+    st.fixed_dictionaries(
+        {}, optional={"type": st.sampled_from(["text", "image_url", 3]), "text": _ODD}
+    ),
+    max_size=2,
+)
+_CALLS = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "id": _ODD,
+            "function": st.fixed_dictionaries(
+                {}, optional={"name": _ODD | st.just(""), "arguments": _ODD}
+            )
+            | _ODD,
+        },
+    )
+    | _ODD,
+    max_size=2,
+)
+_MESSAGE = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.sampled_from(["user", "assistant", "tool", "system", "robot"]) | _ODD,
+        "content": _ODD | _PARTS,
+        "tool_calls": _ODD | _CALLS,
+        "name": _ODD,
+        "tool_call_id": _ODD,
+    },
+)
+_MESSAGES = st.lists(_MESSAGE | _ODD, max_size=4) | _ODD
+
+
+def _error_of(check: Any, value: Any) -> Any:
+    try:
+        check(value)
+    except APIError as exc:
+        return (exc.status, str(exc), exc.to_dict())
+    return None
+
+
+@settings(max_examples=600, deadline=None)
+@given(messages=_MESSAGES)
+def test_messages_are_checked_as_with_their_paths(messages: Any) -> None:
+    assert _error_of(chat_request._check_messages, messages) == _error_of(
+        _check_messages_with_paths, messages
+    )
