@@ -114,15 +114,40 @@ def header(headers: Headers, name: bytes) -> str | None:
     return None
 
 
+# The headers a turn reads (:func:`turn_headers`).
+_STUCK_MODE = b"x-toolrelay-stuck-mode"
+_AUTHORIZATION = b"authorization"
+_API_KEY = b"x-api-key"
+_TURN_HEADERS = frozenset({_STUCK_MODE, _AUTHORIZATION, _API_KEY})
+
+
+def turn_headers(headers: Headers) -> tuple[str | None, str | None]:
+    """The stuck detector's mode (``x-toolrelay-stuck-mode``) and the client's
+    credentials (:func:`client_auth`), each the first of its name as
+    :func:`header` reads it, in one pass over the headers: read one by one they
+    took three, each a loop of Python steps over every header."""
+    found: dict[bytes, bytes] = {}
+    for key, value in headers:
+        if key in _TURN_HEADERS and key not in found:
+            found[key] = value
+    if not found:  # most requests: none of them
+        return None, None
+    stuck = found.get(_STUCK_MODE)
+    auth = found.get(_AUTHORIZATION)
+    if auth is None:
+        api_key = found.get(_API_KEY)
+        if api_key:
+            auth = b"Bearer " + api_key
+    return (
+        None if stuck is None else stuck.decode("latin-1"),
+        None if auth is None else auth.decode("latin-1"),
+    )
+
+
 def client_auth(headers: Headers) -> str | None:
     """The client's credentials as an Authorization value: its own
     ``Authorization`` header, else its ``x-api-key`` (Anthropic's) as a bearer token."""
-    auth = header(headers, b"authorization")
-    if auth is None:
-        key = header(headers, b"x-api-key")
-        if key:
-            auth = "Bearer " + key
-    return auth
+    return turn_headers(headers)[1]
 
 
 async def send_json(

@@ -18,6 +18,10 @@ from toolrelay.types import DeclaredTools
 
 _VALIDATE_MODES = get_args(ValidateMode)
 _CONSTRAIN_MODES = get_args(ConstrainMode)
+# toolrelay's own request fields: read here, never sent to a backend.
+OWN_FIELDS = frozenset(
+    {"toolrelay_profile", "toolrelay_stuck_mode", "toolrelay_validate", "toolrelay_constrain"}
+)
 
 
 class OwnOptions(NamedTuple):
@@ -50,32 +54,36 @@ def own_options(
     header), the validation mode and constrained decoding, from any front's body,
     else the settings."""
     configured = settings.round_options(model)  # a copy of its own: completed below
-    profile = optional(body, "toolrelay_profile", str) or configured["profile"]
+    # Most bodies choose none of the fields: each is then the model's own, not
+    # looked up in the body (checked as a choice is all the same).
+    chosen = not OWN_FIELDS.isdisjoint(body)
+    profile = (chosen and optional(body, "toolrelay_profile", str)) or configured["profile"]
     if profile is not None:
         try:
             get_profile(profile)
         except ValueError as exc:
             raise invalid(str(exc), "toolrelay_profile") from None
     stuck_mode: Mode | None = None
-    requested_mode = optional(body, "toolrelay_stuck_mode", str) or stuck_header
+    requested_mode = (chosen and optional(body, "toolrelay_stuck_mode", str)) or stuck_header
     if requested_mode is not None:
         try:
             stuck_mode = parse_mode(requested_mode)
         except ValueError as exc:
             raise invalid(str(exc), "toolrelay_stuck_mode") from None
-    validate = optional(body, "toolrelay_validate", str) or configured["validate"]
+    validate = (chosen and optional(body, "toolrelay_validate", str)) or configured["validate"]
     if validate not in _VALIDATE_MODES:
         raise invalid(
             f"'toolrelay_validate' must be one of {', '.join(_VALIDATE_MODES)}.",
             "toolrelay_validate",
         )
-    constrain = optional(body, "toolrelay_constrain", str) or configured["constrain"]
+    constrain = (chosen and optional(body, "toolrelay_constrain", str)) or configured["constrain"]
     if constrain not in _CONSTRAIN_MODES:
         raise invalid(
             f"'toolrelay_constrain' must be one of {', '.join(_CONSTRAIN_MODES)}.",
             "toolrelay_constrain",
         )
-    configured.update(profile=profile, validate=validate, constrain=constrain)
+    if chosen:  # else they are the configured ones already
+        configured.update(profile=profile, validate=validate, constrain=constrain)
     return OwnOptions(stuck_mode, configured)
 
 

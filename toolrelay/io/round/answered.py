@@ -205,7 +205,10 @@ class _Answered:
 
     def batch(self, batch: list[StreamItem]) -> list[StreamItem]:
         out, held = self._watched(batch)
-        return self._recorded(out + held)
+        if held:  # rare: the notes go last
+            out += held
+        # Only a recorded round has anything to note: no call for the others.
+        return out if self.record is None else self._recorded(out)
 
     async def last(self, batch: list[StreamItem]) -> list[StreamItem]:
         finish = batch[-1]

@@ -337,7 +337,7 @@ async def _relay_single_stream(
     stopped = None if called else said
     reason = finish_reason(req, called, state.finish)
     notes = (over_limit_warning(state.dropped), cut_warning(req) if cut else None)
-    warning = "; ".join(part for part in notes if part) or None
+    warning = "; ".join(filter(None, notes)) or None  # no generator's frame
     last[:0] = last_read
     last.append(Finish(reason, state.usage, warning, stopped, raw, mode))
     yield last

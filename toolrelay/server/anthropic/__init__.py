@@ -16,7 +16,7 @@ from toolrelay.io.round import Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.anthropic.request import MessagesTurn, read_messages
 from toolrelay.server.anthropic.wire import MessageEncoder, error_body, whole_message
-from toolrelay.server.asgi import Headers, client_auth, decode, header, read_body, send_json
+from toolrelay.server.asgi import Headers, decode, read_body, send_json, turn_headers
 from toolrelay.server.errors import APIError
 
 # A rough rule for English text and JSON: about four characters a token.
@@ -28,9 +28,7 @@ class MessagesFront:
         self.settings = settings
 
     def read(self, body: dict[str, Any], headers: Headers) -> MessagesTurn:
-        return read_messages(
-            body, self.settings, header(headers, b"x-toolrelay-stuck-mode"), client_auth(headers)
-        )
+        return read_messages(body, self.settings, *turn_headers(headers))
 
     def answer(self, turn: MessagesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
         return whole_message(turn.round.model, turn.thinking, reply, extra)

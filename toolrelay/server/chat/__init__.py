@@ -11,7 +11,7 @@ from typing import Any
 
 from toolrelay.io.round import Reply
 from toolrelay.io.settings import Settings
-from toolrelay.server.asgi import Headers, client_auth, header
+from toolrelay.server.asgi import Headers, turn_headers
 from toolrelay.server.chat.request import ChatRequest, read_request
 from toolrelay.server.chat.wire import ChunkEncoder, completion
 from toolrelay.server.errors import APIError
@@ -22,9 +22,7 @@ class ChatFront:
         self.settings = settings
 
     def read(self, body: dict[str, Any], headers: Headers) -> ChatRequest:
-        return read_request(
-            body, self.settings, header(headers, b"x-toolrelay-stuck-mode"), client_auth(headers)
-        )
+        return read_request(body, self.settings, *turn_headers(headers))
 
     def answer(self, turn: ChatRequest, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
         return completion(reply, turn.round.model, extra)

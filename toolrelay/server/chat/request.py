@@ -10,13 +10,20 @@ answers for itself, and its 4xx reaches the client as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from toolrelay.choice import declared_tools
 from toolrelay.errors import RequestError
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
-from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
+from toolrelay.server.reading import (
+    OWN_FIELDS,
+    make_round,
+    model_name,
+    optional,
+    own_options,
+    wrong,
+)
 from toolrelay.server.turn import Turn
 from toolrelay.types import DeclaredTools
 
@@ -26,10 +33,6 @@ _INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logpro
 _SAMPLING = frozenset(_NUMBERS + _INTEGERS)
 # What an entry without parameters is checked as (never changed): no dict made per entry.
 _NO_PARAMETERS: dict[str, Any] = {}
-# toolrelay's own request fields: read here, never sent to a backend.
-_OWN_FIELDS = frozenset(
-    {"toolrelay_profile", "toolrelay_stuck_mode", "toolrelay_validate", "toolrelay_constrain"}
-)
 
 
 @dataclass
@@ -71,8 +74,8 @@ def read_request(
     # Most bodies hold none of them: copied whole, not key by key.
     backend_body = (
         dict(body)
-        if _OWN_FIELDS.isdisjoint(body)
-        else {k: v for k, v in body.items() if k not in _OWN_FIELDS}
+        if OWN_FIELDS.isdisjoint(body)
+        else {k: v for k, v in body.items() if k not in OWN_FIELDS}
     )
     backend_body["model"] = model
     round_request = make_round(backend_body, settings, options, auth, declared)
@@ -87,22 +90,46 @@ def _check_messages(value: Any) -> None:
     if not isinstance(value, list) or not value:
         raise invalid("'messages' is required and must be a non-empty array.", "messages")
     for i, message in enumerate(value):
-        where = f"messages[{i}]"
-        if not isinstance(message, dict):
-            raise invalid(f"'{where}' must be an object.", where)
-        role = message.get("role")
-        if role not in _ROLES:
-            raise invalid(
-                f"'{where}.role' must be one of {', '.join(sorted(_ROLES))}.", where + ".role"
-            )
+        # Each check tells a valid message by its values alone: the message's path
+        # is written only for an error (a long history paid one per message).
+        if not isinstance(message, dict) or not _known_role(message.get("role")):
+            _message_error(message, f"messages[{i}]")
+        name, call_id = message.get("name"), message.get("tool_call_id")
+        if (name is not None and not isinstance(name, str)) or (
+            call_id is not None and not isinstance(call_id, str)
+        ):
+            _message_error(message, f"messages[{i}]")
         content = message.get("content")
         if content is not None and not isinstance(content, str):
-            _content_parts(content, where + ".content")
+            _content_parts(content, f"messages[{i}].content")
         if "tool_calls" in message and message["tool_calls"] is not None:
-            _tool_calls(message["tool_calls"], where + ".tool_calls")
-        for key in ("name", "tool_call_id"):
-            if message.get(key) is not None and not isinstance(message[key], str):
-                raise invalid(f"'{where}.{key}' must be a string.", f"{where}.{key}")
+            _tool_calls(message["tool_calls"], f"messages[{i}].tool_calls")
+
+
+def _known_role(role: Any) -> bool:
+    # A role that is no string is wrong, not a crash (a list cannot be looked up in a set).
+    return isinstance(role, str) and role in _ROLES
+
+
+def _message_error(message: Any, where: str) -> NoReturn:
+    """The error of a message that fails a check of :func:`_check_messages`, the
+    first in the order the checks were always made: its shape, its role, its
+    content, its calls, its names."""
+    if not isinstance(message, dict):
+        raise invalid(f"'{where}' must be an object.", where)
+    if not _known_role(message.get("role")):
+        raise invalid(
+            f"'{where}.role' must be one of {', '.join(sorted(_ROLES))}.", where + ".role"
+        )
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        _content_parts(content, where + ".content")
+    if "tool_calls" in message and message["tool_calls"] is not None:
+        _tool_calls(message["tool_calls"], where + ".tool_calls")
+    for key in ("name", "tool_call_id"):
+        if message.get(key) is not None and not isinstance(message[key], str):
+            raise invalid(f"'{where}.{key}' must be a string.", f"{where}.{key}")
+    raise AssertionError(f"{where} was taken for invalid and is not")
 
 
 def _content_parts(content: Any, where: str) -> None:
