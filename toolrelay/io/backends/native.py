@@ -85,6 +85,7 @@ class _Slot:
         "call",
         "ended",
         "fed",
+        "gathered",
         "id",
         "name",
         "pending",
@@ -114,6 +115,9 @@ class _Slot:
             FlatObject() if flat else ArgumentStream(self.call)
         )
         self.fed: list[str] = []
+        # The FlatObject's output for the fragments of a held call, handed to the call
+        # as one piece when it ends or the lenient reader takes over (``_flush``).
+        self.gathered: list[str] = []
 
 
 class NativeStream:
@@ -126,6 +130,15 @@ class NativeStream:
     JSON on the way (a fragment holding only an object key goes out with its
     value's first fragment); arguments that are not an object at all are read
     whole when the stream ends.
+
+    ``held``: the calls are held until they are whole (the checked stage's
+    ``CallHold``, validation on), which releases each as its start, one delta of
+    its ``arguments_json`` and its end. A fragment read by the ``FlatObject`` then
+    makes no event: what it reads is gathered and goes out as one argument delta
+    just before the call's end (or before the lenient reader's first output, when
+    the arguments turn out not to be a flat object), so the concatenated deltas
+    are the same text, in fewer pieces, and a read of the call's middle fragments
+    gives nothing to pass on.
     """
 
     # Fragments of a flat object are read by FlatObject (the tests compare with False).
@@ -134,8 +147,9 @@ class NativeStream:
     # reading of an entry and the queue's advance (the tests compare with False).
     open_in_one_step = True
 
-    def __init__(self, tools: ToolSet) -> None:
+    def __init__(self, tools: ToolSet, *, held: bool = False) -> None:
         self._ctx = Context(tools)
+        self._held = held
         self._slots: list[_Slot] = []
         self._active = 0  # the first slot not yet ended
         # Upstream index -> our slot: a new id under a used index gets a new slot.
@@ -317,7 +331,10 @@ class NativeStream:
             text = flat.feed(fragment)
             if text is not None:
                 slot.fed.append(fragment)
-                slot.call.arguments(text)
+                if self._held:
+                    slot.gathered.append(text)
+                else:
+                    slot.call.arguments(text)
                 if flat.done:
                     self._end(slot)
                 return
@@ -350,6 +367,7 @@ class NativeStream:
         reader = slot.reader
         if isinstance(reader, ArgumentStream):
             return reader
+        NativeStream._flush(slot)  # what the FlatObject read goes out first, as it would have
         stream = slot.reader = ArgumentStream(slot.call)
         stream.muted = True
         for fragment in slot.fed:
@@ -388,8 +406,16 @@ class NativeStream:
         self._end(slot)
 
     def _end(self, slot: _Slot) -> None:
+        self._flush(slot)
         slot.call.end()
         slot.ended = True
+
+    @staticmethod
+    def _flush(slot: _Slot) -> None:
+        """A held call's gathered arguments handed to the call, as one delta."""
+        if slot.gathered:
+            slot.call.arguments("".join(slot.gathered))
+            slot.gathered = []
 
 
 def message_calls(
