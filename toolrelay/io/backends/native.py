@@ -166,6 +166,8 @@ class NativeStream:
                 events = self.fragment(*bare)
                 if events is not None:
                     return events
+            elif self.open_in_one_step and self._opened(entries[0]):
+                return []  # a call's first delta: its id and name, nothing to say yet
         if isinstance(entries, list):
             for entry in entries:
                 if isinstance(entry, dict):
@@ -205,6 +207,37 @@ class NativeStream:
         if slot.ended or slot.call.dropped:  # else there is nothing to move on to
             self._move_on()
         return self._drain()
+
+    def _opened(self, entry: Any) -> bool:
+        """Whether ``entry`` opened a call in one step: an entry that names a call under
+        an index not seen before (its id too, or none; no arguments yet) when every
+        call before it has ended, so that it is the call streaming now. Its slot is
+        opened and its name resolved (a name not declared ends it at once), as
+        :meth:`_feed_one` and :meth:`_advance` would do it; False (nothing done) for
+        any other entry (feed it whole)."""
+        if type(entry) is not dict:
+            return False
+        function = entry.get("function")
+        if type(function) is not dict:
+            return False
+        index = entry.get("index")
+        name = function.get("name")
+        call_id = entry.get("id")
+        if (
+            type(index) is not int
+            or type(name) is not str
+            or not name
+            or function.get("arguments") not in (None, "")
+            or (call_id is not None and type(call_id) is not str)
+            or index in self._by_index
+            or self._active != len(self._slots)
+        ):
+            return False
+        slot = self._open(index, call_id or None, name)
+        if not slot.call.set_name(name):
+            slot.ended = True  # not a declared tool: no call (rejected at the close)
+            self._active += 1
+        return True
 
     def _move_on(self) -> None:
         """Past the active call once it ended; then stream what waits."""
