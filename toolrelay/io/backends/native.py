@@ -143,8 +143,9 @@ class NativeStream:
 
     # Fragments of a flat object are read by FlatObject (the tests compare with False).
     flat_fragments = True
-    # A named call's first fragment opens it in :meth:`fragment`, without the general
-    # reading of an entry and the queue's advance (the tests compare with False).
+    # A call's first delta (its id and name) opens its slot in :meth:`_opened`, and its
+    # first fragment opens the call in :meth:`fragment`, without the general reading of
+    # an entry and the queue's advance (the tests compare with False).
     open_in_one_step = True
 
     def __init__(self, tools: ToolSet, *, held: bool = False) -> None:
