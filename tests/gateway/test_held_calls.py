@@ -14,7 +14,6 @@ the same. Validation off keeps the fragments going out as they come."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from typing import Any
 from unittest.mock import patch
@@ -22,7 +21,10 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.core.test_correction import TOOLS
 from tests.fronts.test_stream_ends import _numbered_ids
+from tests.gateway.test_native_fragments import _SCALARS, _STRINGS
+from tests.gateway.test_native_opening import _pieces
 from tests.strategies import json_trees
 from toolrelay import StreamParser
 from toolrelay.correction import CallHold
@@ -30,36 +32,11 @@ from toolrelay.events import Event, ToolCallArgumentsDelta, ToolCallEnd, ToolCal
 from toolrelay.io.backends.fragments import ArgumentFrame
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.io.round.body import ChunkReader
-from toolrelay.names import ToolSet
 from toolrelay.server.anthropic.wire import MessageEncoder
 from toolrelay.server.chat.wire import ChunkEncoder
 from toolrelay.server.responses.wire import ResponseBuilder
 
-_DEFINITIONS = [
-    {"type": "function", "function": {"name": "any"}},  # any arguments object stands
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-                "required": ["city"],
-            },
-        },
-    },
-]
-TOOLS = ToolSet(_DEFINITIONS)
-
-_KEYS = st.text(st.sampled_from([*'ab é"\\/\n\x01:,{}', "😀"]), max_size=5)
-_SCALARS = st.one_of(
-    _KEYS,
-    st.integers(-(10**20), 10**20),
-    st.floats(allow_nan=False, allow_infinity=False),
-    st.booleans(),
-    st.none(),
-)
-_OBJECTS = st.dictionaries(_KEYS, json_trees(_SCALARS, _KEYS, leaves=6), max_size=3)
+_OBJECTS = st.dictionaries(_STRINGS, json_trees(_SCALARS, _STRINGS, leaves=6), max_size=3)
 _WEATHER = st.sampled_from(
     [
         {"city": "Paris"},  # valid
@@ -86,17 +63,13 @@ def _arguments(draw: st.DrawFn, name: str) -> str:
             ]
         )
     )
+    if "\ud800" in text:  # never sent raw (not UTF-8): written as an escape
+        text = json.dumps(value)
     return draw(
         st.sampled_from(
             [text, text, text, text[: max(1, len(text) // 2)], text + "}", "{'a': 1,}", "[1]", ""]
         )
     )
-
-
-def _pieces(text: str, cuts: list[int]) -> list[str]:
-    points = sorted({cut % (len(text) + 1) for cut in cuts} - {0, len(text)})
-    bounds = [0, *points, len(text)]
-    return [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def _chunk(entry: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +87,7 @@ def _framed(index: int, text: str) -> tuple[ArgumentFrame, str]:
 def _call(draw: st.DrawFn, index: int) -> list[Any]:
     """One call's chunks: its id and name (with an empty fragment or not), then its
     argument fragments, each as a decoded chunk or through its byte frame."""
-    name = draw(st.sampled_from(["any", "any", "get_weather", "unknown"]))
+    name = draw(st.sampled_from(["get_time", "get_time", "get_weather", "unknown"]))
     entry: dict[str, Any] = {"index": index, "type": "function", "function": {"name": name}}
     call_id = draw(st.sampled_from([f"call_{index}", None]))
     if call_id is not None:
@@ -136,7 +109,7 @@ _TEXTS = st.sampled_from(
     [
         "Let me look.",
         " ",
-        'Here: <tool_call>{"name": "any", "arguments": {"a": 1}}</tool_call>',
+        'Here: <tool_call>{"name": "get_time", "arguments": {"a": 1}}</tool_call>',
         "<tool_call>",
         '{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call> done',
     ]
@@ -174,7 +147,7 @@ def _run(
     fixed, so that two runs name and date alike)."""
     with patch("toolrelay.formats.base.secrets.token_hex", lambda n: "0" * (2 * n)):
         reader = ChunkReader(
-            (lambda: StreamParser(_DEFINITIONS)) if parses else None,
+            (lambda: StreamParser()) if parses else None,
             lambda: NativeStream(TOOLS, held=held),
             limit,
         )
@@ -250,7 +223,7 @@ def _fed(native: NativeStream, chunks: list[Any]) -> list[list[Event]]:
 
 
 _CALL = [
-    _chunk({"index": 0, "id": "call_1", "function": {"name": "any", "arguments": ""}}),
+    _chunk({"index": 0, "id": "call_1", "function": {"name": "get_time", "arguments": ""}}),
     *(
         _chunk({"index": 0, "function": {"arguments": piece}})
         for piece in ('{"ci', 'ty":', '"Par', 'is"}')
