@@ -1,4 +1,5 @@
-"""A native call opened in one step (``NativeStream.fragment``: its first argument
+"""A native call opened in one step (``NativeStream._opened``: its first delta, the id
+and name under a new index; ``NativeStream.fragment``: its first argument
 fragment, once its name has come) against the general reading of an entry and
 the queue's advance (``open_in_one_step`` off), event for event and feed for
 feed: calls whose id and name come in one entry or over several, fragments cut

@@ -85,6 +85,7 @@ class _Slot:
         "call",
         "ended",
         "fed",
+        "gathered",
         "id",
         "name",
         "pending",
@@ -114,6 +115,9 @@ class _Slot:
             FlatObject() if flat else ArgumentStream(self.call)
         )
         self.fed: list[str] = []
+        # The FlatObject's output for the fragments of a held call, handed to the call
+        # as one piece when it ends or the lenient reader takes over (``_flush``).
+        self.gathered: list[str] = []
 
 
 class NativeStream:
@@ -126,16 +130,27 @@ class NativeStream:
     JSON on the way (a fragment holding only an object key goes out with its
     value's first fragment); arguments that are not an object at all are read
     whole when the stream ends.
+
+    ``held``: the calls are held until they are whole (the checked stage's
+    ``CallHold``, validation on), which releases each as its start, one delta of
+    its ``arguments_json`` and its end. A fragment read by the ``FlatObject`` then
+    makes no event: what it reads is gathered and goes out as one argument delta
+    just before the call's end (or before the lenient reader's first output, when
+    the arguments turn out not to be a flat object), so the concatenated deltas
+    are the same text, in fewer pieces, and a read of the call's middle fragments
+    gives nothing to pass on.
     """
 
     # Fragments of a flat object are read by FlatObject (the tests compare with False).
     flat_fragments = True
-    # A named call's first fragment opens it in :meth:`fragment`, without the general
-    # reading of an entry and the queue's advance (the tests compare with False).
+    # A call's first delta (its id and name) opens its slot in :meth:`_opened`, and its
+    # first fragment opens the call in :meth:`fragment`, without the general reading of
+    # an entry and the queue's advance (the tests compare with False).
     open_in_one_step = True
 
-    def __init__(self, tools: ToolSet) -> None:
+    def __init__(self, tools: ToolSet, *, held: bool = False) -> None:
         self._ctx = Context(tools)
+        self._held = held
         self._slots: list[_Slot] = []
         self._active = 0  # the first slot not yet ended
         # Upstream index -> our slot: a new id under a used index gets a new slot.
@@ -152,6 +167,8 @@ class NativeStream:
                 events = self.fragment(*bare)
                 if events is not None:
                     return events
+            elif self.open_in_one_step and self._opened(entries[0]):
+                return []  # a call's first delta: its id and name, nothing to say yet
         if isinstance(entries, list):
             for entry in entries:
                 if isinstance(entry, dict):
@@ -191,6 +208,37 @@ class NativeStream:
         if slot.ended or slot.call.dropped:  # else there is nothing to move on to
             self._move_on()
         return self._drain()
+
+    def _opened(self, entry: Any) -> bool:
+        """Whether ``entry`` opened a call in one step: an entry that names a call under
+        an index not seen before (its id too, or none; no arguments yet) when every
+        call before it has ended, so that it is the call streaming now. Its slot is
+        opened and its name resolved (a name not declared ends it at once), as
+        :meth:`_feed_one` and :meth:`_advance` would do it; False (nothing done) for
+        any other entry (feed it whole)."""
+        if type(entry) is not dict:
+            return False
+        function = entry.get("function")
+        if type(function) is not dict:
+            return False
+        index = entry.get("index")
+        name = function.get("name")
+        call_id = entry.get("id")
+        if (
+            type(index) is not int
+            or type(name) is not str
+            or not name
+            or function.get("arguments") not in (None, "")
+            or (call_id is not None and type(call_id) is not str)
+            or index in self._by_index
+            or self._active != len(self._slots)
+        ):
+            return False
+        slot = self._open(index, call_id or None, name)
+        if not slot.call.set_name(name):
+            slot.ended = True  # not a declared tool: no call (rejected at the close)
+            self._active += 1
+        return True
 
     def _move_on(self) -> None:
         """Past the active call once it ended; then stream what waits."""
@@ -317,7 +365,10 @@ class NativeStream:
             text = flat.feed(fragment)
             if text is not None:
                 slot.fed.append(fragment)
-                slot.call.arguments(text)
+                if self._held:
+                    slot.gathered.append(text)
+                else:
+                    slot.call.arguments(text)
                 if flat.done:
                     self._end(slot)
                 return
@@ -350,6 +401,7 @@ class NativeStream:
         reader = slot.reader
         if isinstance(reader, ArgumentStream):
             return reader
+        NativeStream._flush(slot)  # what the FlatObject read goes out first, as it would have
         stream = slot.reader = ArgumentStream(slot.call)
         stream.muted = True
         for fragment in slot.fed:
@@ -388,8 +440,16 @@ class NativeStream:
         self._end(slot)
 
     def _end(self, slot: _Slot) -> None:
+        self._flush(slot)
         slot.call.end()
         slot.ended = True
+
+    @staticmethod
+    def _flush(slot: _Slot) -> None:
+        """A held call's gathered arguments handed to the call, as one delta."""
+        if slot.gathered:
+            slot.call.arguments("".join(slot.gathered))
+            slot.gathered = []
 
 
 def message_calls(

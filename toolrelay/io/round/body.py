@@ -154,6 +154,13 @@ def parse_tools(req: RoundRequest) -> tuple[ToolSpec, ...]:
     return req.plan.tools
 
 
+def checks_calls(req: RoundRequest) -> bool:
+    """Whether the round's calls are checked (the ``validate`` setting): each held
+    until it is whole and valid (``CallHold``). Under tool_choice "none" calls are
+    not answers: their markup is only removed."""
+    return req.validate != "off" and req.has_tools and req.plan.mode != "none"
+
+
 def calls_toolset(req: RoundRequest, tools: tuple[ToolSpec, ...]) -> ToolSet:
     """The names a round's native calls resolve to, finished or streamed (``tools``, from
     :func:`parse_tools`): the round's own set, made once, when the choice allows
@@ -456,7 +463,8 @@ class ChunkReader:
             native = self.native
             events = None if native is None else native.fragment(frame.index, text)
             if events is not None:  # the next fragment of the call streaming now
-                self._admit(events, True, out)
+                if events:  # (none for a held call's fragment that does not end it)
+                    self._admit(events, True, out)
                 return
             chunk = frame.chunk(text)  # anything else: read as the chunk it came in
         if chunk.get("usage"):

@@ -33,7 +33,7 @@ from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
 from toolrelay.io.quality import rejection_kind
 from toolrelay.io.recording import CORRECTION, next_attempt_because
-from toolrelay.io.round.body import call_limit, finish_reason
+from toolrelay.io.round.body import call_limit, checks_calls, finish_reason
 from toolrelay.io.round.complete import complete_handling_required
 from toolrelay.io.round.request import Finish, Opened, Reply, RoundRequest, StreamItem
 from toolrelay.io.round.staged import Stage
@@ -46,7 +46,7 @@ async def complete_checked(backend: Backend, req: RoundRequest, counters: Counte
     """One non-streamed round, with every fallback, ``tool_choice`` enforced and
     the calls checked (``req.validate``)."""
     reply = await complete_handling_required(backend, req, counters)
-    if not _checks_calls(req):
+    if not checks_calls(req):
         return _noted(req, reply)
     return await _checked_reply(backend, req, counters, reply)
 
@@ -57,7 +57,7 @@ def checked_stages(backend: Backend, req: RoundRequest, counters: Counters) -> l
     the one that notes the rejected calls; none without tools."""
     if not req.has_tools:
         return []  # no parser, no native calls: nothing to note
-    if not _checks_calls(req):
+    if not checks_calls(req):
         return [_Noted(req)]
     return [_Checked(backend, req, counters)]
 
@@ -112,11 +112,6 @@ class _Noted:
 
 
 # --- checking calls (the validate setting) ---------------------------------------
-
-
-def _checks_calls(req: RoundRequest) -> bool:
-    # Under tool_choice "none" calls are not answers: their markup is only removed.
-    return req.validate != "off" and req.has_tools and req.plan.mode != "none"
 
 
 async def _checked_reply(

@@ -38,6 +38,7 @@ from toolrelay.io.round.body import (
     backend_body,
     call_limit,
     calls_toolset,
+    checks_calls,
     count_formats,
     finish_reason,
     injected_texts,
@@ -243,7 +244,10 @@ async def _relay_single_stream(
             partial(stream_parser, tools, parse_format(req, mode), reasoning_open=opened)
             if has_tools
             else None,
-            partial(_native_stream, req, tools) if has_tools and mode == "native" else None,
+            # A recorded or traced attempt keeps each fragment's event as it was read.
+            partial(_native_stream, req, tools, observed is None)
+            if has_tools and mode == "native"
+            else None,
             call_limit(req),
             runs=runs and cleaner is None,
         )
@@ -343,8 +347,11 @@ async def _relay_single_stream(
     yield last
 
 
-def _native_stream(req: RoundRequest, tools: tuple[ToolSpec, ...]) -> NativeStream:
-    return NativeStream(calls_toolset(req, tools))
+def _native_stream(
+    req: RoundRequest, tools: tuple[ToolSpec, ...], unobserved: bool
+) -> NativeStream:
+    # The checked stage holds each call until it is whole: no event per fragment.
+    return NativeStream(calls_toolset(req, tools), held=unobserved and checks_calls(req))
 
 
 _CALL_EVENTS = (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd, CallRejected)
