@@ -150,6 +150,12 @@ def _busy(why: str, shown: str) -> BackendError:
 _TEACHING_EVENTS = 3
 
 
+# What a chunk that carries calls holds: its key. (In a JSON string a quote is
+# escaped, so content that names it does not hold it; bytes that hold it
+# otherwise only drop the content frame, which is never wrong.)
+_CALLS = b'"tool_calls"'
+
+
 def _after_events(data: bytes, count: int, at: int = 0) -> int:
     """Where the first ``count`` events of ``data`` from ``at`` end (all of it,
     when fewer). Found with ``find``: a split would make a bytes object of every
@@ -315,6 +321,10 @@ class ChunkStream:
             if end < 0 or end + 2 == len(data):
                 return self._decode(self._lines(data))
             at = _after_events(data, _TEACHING_EVENTS - 1, end + 2)
+            if data.find(_CALLS, 0, at) >= 0:
+                # A stream of calls: no content frame to learn from its first
+                # events (decoding them drops it), nothing to read at once.
+                return self._decode(self._lines(data))
             batch = self._decode(self._lines(data[:at]))
             data = data[at:]
             if self._done or not data:  # nothing after [DONE] is read
@@ -392,7 +402,13 @@ class ChunkStream:
                     502, error_message(chunk, ""), upstream_status=200, reason="error_event"
                 )
             if plain is not None:
-                plain.learn(payload, chunk, line)
+                if payload.find(_CALLS) < 0:
+                    plain.learn(payload, chunk, line)
+                else:
+                    # A stream of calls: its content frame would not pay (a call's
+                    # lines are never content-only, and content after calls is
+                    # rare), so it is tried no more, on any line: decoded as usual.
+                    self._plain = plain = None
             if fragments is not None:
                 fragments.learn(payload, chunk, line)
             batch.append(chunk)
