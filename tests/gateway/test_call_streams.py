@@ -12,7 +12,6 @@ three line limits, with the same errors."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from typing import Any
 
@@ -20,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.gateway.test_argument_chunks import payloads as call_payloads
-from tests.gateway.test_plain_chunks import LINE_FORMS, _Body
+from tests.gateway.test_plain_chunks import LINE_FORMS, _Body, cut_into_reads
 from tests.gateway.test_plain_chunks import payloads as content_payloads
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.fragments import ArgumentFrame, argument_fragment
@@ -38,13 +37,7 @@ def reads(draw: st.DrawFn) -> list[bytes]:
         stream += draw(content_payloads(most=8) if kind == "content" else call_payloads())
     events = [before + payload + after + b"\n\n" for payload in stream]
     events.append(b"data: [DONE]\n\n")
-    body = b"".join(events)
-    ends = [len(b"".join(events[: at + 1])) for at in range(len(events))]
-    kept = draw(st.lists(st.booleans(), min_size=len(ends), max_size=len(ends)))
-    cuts = {end for end, keep in zip(ends, kept, strict=True) if keep}
-    cuts |= set(draw(st.lists(st.integers(1, len(body)), max_size=2)))
-    bounds = [0, *sorted(cuts - {len(body)}), len(body)]
-    return [body[start:end] for start, end in itertools.pairwise(bounds)]
+    return cut_into_reads(draw, events)
 
 
 def _read(item: Any) -> list[Any]:
@@ -104,7 +97,8 @@ _FRAGMENT = (
 
 def _items(body: list[bytes]) -> list[list[Any]]:
     async def read() -> list[list[Any]]:
-        stream = ChunkStream(_Body(list(body)), "test", Limits(), None, time.monotonic(), plain=True)  # type: ignore[arg-type]
+        response: Any = _Body(list(body))
+        stream = ChunkStream(response, "test", Limits(), None, time.monotonic(), plain=True)  # type: ignore[arg-type]
         return [batch async for batch in stream]
 
     return asyncio.run(read())

@@ -51,9 +51,7 @@ class ArgumentFrame:
         for the same text: the same chunk.) The line without its ``data:`` is the
         payload with the blanks around it, which JSON allows (a line whose blanks
         are not JSON's, a form feed, say, fails the probe: no frame)."""
-        chunk: dict[str, Any] = orjson.loads(
-            self.head[_FIELD:] + orjson.dumps(text) + self.tail
-        )
+        chunk: dict[str, Any] = orjson.loads(self.head[_FIELD:] + orjson.dumps(text) + self.tail)
         return chunk
 
 
