@@ -186,7 +186,9 @@ class ChunkStream:
     that carries nothing but content in the frame of an earlier one comes
     as its text (a ``str``), read without decoding (:mod:`.plain`), and one
     that carries nothing but a call's argument fragment in the frame of an
-    earlier one as an :data:`ArgumentFragment` (:mod:`.fragments`).
+    earlier one as an :data:`ArgumentFragment` (:mod:`.fragments`). A stream
+    of calls drops its content frame at its first chunk that carries calls:
+    a call's lines are never content-only, so trying it would not pay.
 
     A read may be cancelled and made again: its only wait is for the socket,
     before it takes any bytes from aiohttp's buffer. A batch read to look at
