@@ -22,7 +22,14 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.test_plain_chunks import LINE_FORMS, _Body, _normal, _payload, frames
+from tests.gateway.test_plain_chunks import (
+    LINE_FORMS,
+    _Body,
+    _normal,
+    _payload,
+    cut_into_reads,
+    frames,
+)
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.fragments import ArgumentChunks, argument_fragment
 from toolrelay.io.backends.http import ChunkStream, Limits
@@ -221,13 +228,7 @@ def reads(draw: st.DrawFn) -> list[bytes]:
     before, after = draw(LINE_FORMS)
     events = [before + payload + after + b"\n\n" for payload in draw(payloads())]
     events.append(b"data: [DONE]\n\n")
-    body = b"".join(events)
-    ends = [len(b"".join(events[: at + 1])) for at in range(len(events))]
-    kept = draw(st.lists(st.booleans(), min_size=len(ends), max_size=len(ends)))
-    cuts = {end for end, keep in zip(ends, kept, strict=True) if keep}
-    cuts |= set(draw(st.lists(st.integers(1, len(body)), max_size=2)))
-    bounds = [0, *sorted(cuts - {len(body)}), len(body)]
-    return [body[start:end] for start, end in itertools.pairwise(bounds)]
+    return cut_into_reads(draw, events)
 
 
 @settings(max_examples=500, deadline=None)

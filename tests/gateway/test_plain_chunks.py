@@ -395,6 +395,11 @@ def reads(draw: st.DrawFn) -> list[bytes]:
     events.append(b"data: [DONE]\n\n")
     # What a server might send after its [DONE], in the same read: never read.
     events.append(draw(st.sampled_from([b"", events[0], events[-2]])))
+    return cut_into_reads(draw, events)
+
+
+def cut_into_reads(draw: st.DrawFn, events: list[bytes]) -> list[bytes]:
+    """The events' bytes cut into reads: mostly at the events' ends, sometimes anywhere."""
     body = b"".join(events)
     ends = [len(b"".join(events[: at + 1])) for at in range(len(events))]
     kept = draw(st.lists(st.booleans(), min_size=len(ends), max_size=len(ends)))

@@ -29,28 +29,29 @@ import orjson
 
 from toolrelay.io.backends.plain import bare_delta
 
+# The length of ``data:``, which starts every line a frame is learned from.
+_FIELD = len(b"data:")
 # Frames learned per stream at most: one a call, usually; a server whose frame
 # changes on every chunk costs a probe per learning, never more than this.
 _LEARNINGS = 4
 
 
 class ArgumentFrame:
-    """The bytes around one call's argument fragments, in the line and in its payload."""
+    """The bytes around one call's argument fragments in an SSE line."""
 
-    __slots__ = ("head", "index", "payload_head", "payload_tail", "tail")
+    __slots__ = ("head", "index", "tail")
 
-    def __init__(self, index: int, payload: tuple[bytes, bytes], line: tuple[bytes, bytes]) -> None:
+    def __init__(self, index: int, head: bytes, tail: bytes) -> None:
         self.index = index  # the call's index, as upstream numbers it
-        self.payload_head, self.payload_tail = payload
-        self.head, self.tail = line
+        self.head, self.tail = head, tail
 
     def chunk(self, text: str) -> dict[str, Any]:
         """The chunk a fragment read through this frame came in, decoded: what the
         usual path reads where the fast one does not apply. (Another string token
-        for the same text: the same chunk.)"""
-        chunk: dict[str, Any] = orjson.loads(
-            self.payload_head + orjson.dumps(text) + self.payload_tail
-        )
+        for the same text: the same chunk.) The line without its ``data:`` is the
+        payload with the blanks around it, which JSON allows (a line whose blanks
+        are not JSON's, a form feed, say, fails the probe: no frame)."""
+        chunk: dict[str, Any] = orjson.loads(self.head[_FIELD:] + orjson.dumps(text) + self.tail)
         return chunk
 
 
@@ -61,13 +62,10 @@ ArgumentFragment = tuple[ArgumentFrame, str]
 class _Seen:
     """The frame around one decoded chunk's fragment, not probed yet."""
 
-    __slots__ = ("chunk", "head", "payload", "tail", "text")
+    __slots__ = ("chunk", "head", "tail", "text")
 
-    def __init__(
-        self, line: tuple[bytes, bytes], payload: tuple[bytes, bytes], text: str, chunk: Any
-    ) -> None:
-        self.head, self.tail = line
-        self.payload = payload
+    def __init__(self, head: bytes, tail: bytes, text: str, chunk: Any) -> None:
+        self.head, self.tail = head, tail
         self.text = text
         self.chunk = chunk
 
@@ -113,18 +111,17 @@ class ArgumentChunks:
         # The fragment's token as orjson writes it; a server that escapes otherwise
         # (``\u00e9``, ``\/``) teaches nothing, its lines are decoded the usual way.
         # The token is usually the last one to hold it (the arguments end the
-        # call's delta, and what follows are keys); the probe checks it.
+        # call's delta, and what follows are keys); the probe checks it. It is
+        # found in the line, not the payload: the blanks and ``data:`` around the
+        # payload hold no quote, so the last token in either is the same, and the
+        # frame is the line's own bytes with no cutting and joining (the bytes
+        # around the payload are the same on every line of the server's, else
+        # the line is decoded the usual way).
         token = orjson.dumps(text)
-        at = payload.rfind(token)
+        at = line.rfind(token)
         if at < 0:
             return
-        head, tail = payload[:at], payload[at + len(token) :]
-        # The payload is the line stripped: the bytes around it are the same on
-        # every line of the server's (else the line is decoded the usual way).
-        rest = line[5:]
-        start = 5 + len(rest) - len(rest.lstrip())
-        around = (line[:start] + head, tail + line[start + len(payload) :])
-        self._seen = _Seen(around, (head, tail), text, chunk)
+        self._seen = _Seen(line[:at], line[at + len(token) :], text, chunk)
 
     def _adopted(self, line: bytes) -> ArgumentFrame | None:
         """The frame last seen, when ``line`` comes in it, its chunk carries one
@@ -139,7 +136,7 @@ class ArgumentChunks:
         found = argument_fragment(seen.chunk)
         if found is None:
             return None
-        frame = ArgumentFrame(found[0], seen.payload, (seen.head, seen.tail))
+        frame = ArgumentFrame(found[0], seen.head, seen.tail)
         probe = "!" if seen.text == "?" else "?"
         try:
             probed = frame.chunk(probe)

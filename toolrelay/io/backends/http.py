@@ -150,6 +150,12 @@ def _busy(why: str, shown: str) -> BackendError:
 _TEACHING_EVENTS = 3
 
 
+# What a chunk that carries calls holds: its key. (In a JSON string a quote is
+# escaped, so content that names it does not hold it; bytes that hold it
+# otherwise only drop the content frame, which is never wrong.)
+_CALLS = b'"tool_calls"'
+
+
 def _after_events(data: bytes, count: int, at: int = 0) -> int:
     """Where the first ``count`` events of ``data`` from ``at`` end (all of it,
     when fewer). Found with ``find``: a split would make a bytes object of every
@@ -180,7 +186,9 @@ class ChunkStream:
     that carries nothing but content in the frame of an earlier one comes
     as its text (a ``str``), read without decoding (:mod:`.plain`), and one
     that carries nothing but a call's argument fragment in the frame of an
-    earlier one as an :data:`ArgumentFragment` (:mod:`.fragments`).
+    earlier one as an :data:`ArgumentFragment` (:mod:`.fragments`). A stream
+    of calls drops its content frame at its first chunk that carries calls:
+    a call's lines are never content-only, so trying it would not pay.
 
     A read may be cancelled and made again: its only wait is for the socket,
     before it takes any bytes from aiohttp's buffer. A batch read to look at
@@ -315,6 +323,10 @@ class ChunkStream:
             if end < 0 or end + 2 == len(data):
                 return self._decode(self._lines(data))
             at = _after_events(data, _TEACHING_EVENTS - 1, end + 2)
+            if data.find(_CALLS, 0, at) >= 0:
+                # A stream of calls: no content frame to learn from its first
+                # events (decoding them drops it), nothing to read at once.
+                return self._decode(self._lines(data))
             batch = self._decode(self._lines(data[:at]))
             data = data[at:]
             if self._done or not data:  # nothing after [DONE] is read
@@ -392,7 +404,13 @@ class ChunkStream:
                     502, error_message(chunk, ""), upstream_status=200, reason="error_event"
                 )
             if plain is not None:
-                plain.learn(payload, chunk, line)
+                if payload.find(_CALLS) < 0:
+                    plain.learn(payload, chunk, line)
+                else:
+                    # A stream of calls: its content frame would not pay (a call's
+                    # lines are never content-only, and content after calls is
+                    # rare), so it is tried no more, on any line: decoded as usual.
+                    self._plain = plain = None
             if fragments is not None:
                 fragments.learn(payload, chunk, line)
             batch.append(chunk)
