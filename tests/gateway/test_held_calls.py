@@ -78,9 +78,9 @@ def _chunk(entry: dict[str, Any]) -> dict[str, Any]:
 
 def _framed(index: int, text: str) -> tuple[ArgumentFrame, str]:
     """An argument-only chunk as ``ChunkStream`` hands it on when read through its frame."""
-    head = b'{"choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,' % index
-    payload = (head + b'"function":{"arguments":', b'}}]},"finish_reason":null}]}')
-    return ArgumentFrame(index, payload, (b"data: " + payload[0], payload[1] + b"\n\n"))
+    head = b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,' % index
+    tail = b'}}]},"finish_reason":null}]}\n\n'
+    return ArgumentFrame(index, head + b'"function":{"arguments":', tail)
 
 
 @st.composite
