@@ -36,8 +36,7 @@ from toolrelay.events import (
 )
 from toolrelay.io.round import Finish
 from toolrelay.server.errors import APIError
-from toolrelay.server.responses import output_messages
-from toolrelay.server.responses.request import input_messages
+from toolrelay.server.responses.request import input_messages, output_messages
 from toolrelay.server.responses.wire import ResponseBuilder
 
 # A plain tool, one whose name JSON escapes, a custom one and a namespaced one

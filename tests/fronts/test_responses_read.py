@@ -127,11 +127,17 @@ def chained_store() -> ResponseStore:
     """A store holding ``resp_a`` and ``resp_b``, the second continuing the first."""
     store = ResponseStore(8)
     first = read_responses({"model": "m", "input": "one"}, SETTINGS, store)
-    store.put({"id": "resp_a"}, [*first.history, {"role": "assistant", "content": "a"}])
+    store.put({"id": "resp_a", "output": [_said("a")]}, first.history)
     body = {"model": "m", "input": "two", "previous_response_id": "resp_a"}
     second = read_responses(body, SETTINGS, store)
-    store.put({"id": "resp_b"}, [*second.history, {"role": "assistant", "content": "b"}])
+    store.put({"id": "resp_b", "output": [_said("b")]}, second.history)
     return store
+
+
+def _said(text: str) -> dict[str, Any]:
+    """A response's message item of ``text``."""
+    part = {"type": "output_text", "text": text, "annotations": []}
+    return {"id": "msg_" + text, "type": "message", "role": "assistant", "content": [part]}
 
 
 class _AlwaysTyped:

@@ -27,11 +27,12 @@ def test_the_store_keeps_the_newest(capacity: int, operations: list[tuple[str, s
     model: OrderedDict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
     for operation, response_id, turn in operations:
         if operation == "put":
-            response = {"id": response_id, "turn": turn}
-            conversation = [{"role": "user", "content": str(turn)}]
-            store.put(response, conversation)
+            output = [{"type": "message", "turn": turn}]
+            response = {"id": response_id, "turn": turn, "output": output}
+            history = [{"role": "user", "content": str(turn)}]
+            store.put(response, history)
             if capacity > 0:
-                model[response_id] = (conversation, response)
+                model[response_id] = ((history, output), response)
                 model.move_to_end(response_id)
                 while len(model) > capacity:
                     model.popitem(last=False)

@@ -151,7 +151,7 @@ def test_custom_tools_are_functions_taking_text() -> None:
 def test_store_is_bounded_and_can_be_off() -> None:
     store = ResponseStore(2)
     for n in range(3):
-        store.put({"id": f"resp_{n}"}, [{"role": "user", "content": str(n)}])
+        store.put({"id": f"resp_{n}", "output": []}, [{"role": "user", "content": str(n)}])
     assert store.get("resp_0") is None and store.get("resp_2") is not None
     with pytest.raises(APIError) as error:
         _read(ResponseStore(0), input="x", store=True)

@@ -1,7 +1,7 @@
 """A non-streamed Responses answer is made whole at once (``whole_response``) and
-its conversation kept from the reply (``reply_messages``): both are held here to
-the general path they skip, the reply replayed as events through the stream's
-builder and the response's output read back as input items, for generated
+kept with the conversation before it: both are held here to the general path
+they skip, the reply replayed as events through the stream's builder and the
+response's output read back as input items by a follow-up, for generated
 replies and requests (every finish reason; text with blanks; reasoning as
 content or summary; function, custom and namespaced calls; rejected calls)."""
 
@@ -22,7 +22,7 @@ from tests.fronts.replies import EXTRA, TEXT, replies
 from toolrelay.io.round import Finish, Reply, reply_events
 from toolrelay.io.settings import Settings
 from toolrelay.server.responses import ResponsesFront
-from toolrelay.server.responses.request import ResponsesTurn, input_messages, read_responses
+from toolrelay.server.responses.request import ResponsesTurn, read_responses
 from toolrelay.server.responses.store import ResponseStore
 from toolrelay.server.responses.wire import ResponseBuilder
 
@@ -125,8 +125,9 @@ def test_the_whole_response_is_the_builders(
 def test_the_kept_conversation_is_the_outputs_read_back(
     body: dict[str, Any], reply: Reply, store: bool
 ) -> None:
-    """The front keeps what reading the response's output as input gave, and a
-    follow-up naming the response reads the same history as before."""
+    """The front keeps the conversation before the response and the response,
+    and a follow-up naming it reads the same history as one naming the
+    builder's response."""
     body = {**body, "store": store}
     kept, general = ResponseStore(4), ResponseStore(4)
     turn = read_responses(body, SETTINGS, kept)
@@ -137,8 +138,7 @@ def test_the_kept_conversation_is_the_outputs_read_back(
     if not store:
         assert kept.get(response["id"]) is None
         return
-    assert kept.get(response["id"]) == general.get(general_response["id"])
-    assert kept.get(response["id"]) == turn.history + input_messages(response["output"], "output")
+    assert kept.get(response["id"]) == (turn.history, response["output"])
     follow = {"model": "m", "input": "and then?", "store": False}
     after = read_responses({**follow, "previous_response_id": response["id"]}, SETTINGS, kept)
     before = read_responses(
@@ -195,7 +195,7 @@ def test_the_echo_repeats_the_request(fields: dict[str, Any]) -> None:
     response's defaults, which are kept as their JSON."""
     kept = ResponseStore(4)
     first = read_responses({"model": "m", "input": "x"}, SETTINGS, kept)
-    kept.put({"id": "resp_0"}, [])
+    kept.put({"id": "resp_0", "output": []}, [])
     body = {"model": "m", "input": "x", "previous_response_id": "resp_0", **fields}
     assert list(written_echo(read_responses(body, SETTINGS, kept)).items()) == list(
         echoed(body).items()

@@ -28,8 +28,7 @@ from toolrelay.io.round import Finish
 from toolrelay.server.anthropic.wire import PING, MessageEncoder
 from toolrelay.server.blocks import Blocks, sse
 from toolrelay.server.errors import APIError
-from toolrelay.server.responses import output_messages
-from toolrelay.server.responses.request import input_messages
+from toolrelay.server.responses.request import input_messages, output_messages
 from toolrelay.server.responses.wire import ResponseBuilder
 
 PLAN = st.lists(

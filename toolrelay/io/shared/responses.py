@@ -1,7 +1,7 @@
 """The Responses store in Redis: a conversation goes on on whichever replica.
 
-Each kept response is one key (``toolrelay:response:<id>``: its conversation
-and its body, JSON) that expires after ``ttl`` seconds; a sorted set of the
+Each kept response is one key (``toolrelay:response:<id>``: the conversation
+before it and its body, a JSON object) that expires after ``ttl`` seconds; a sorted set of the
 ids by time keeps the count at ``capacity``, the oldest deleted first. A
 request that continues a response fetches it first (:meth:`prefetch`), so the
 front's reading stays pure; a finished response is written in the background
@@ -28,7 +28,9 @@ INDEX = "toolrelay:responses"
 # failed before they read theirs, and the oldest are dropped.
 _FETCHED_MAX = 1000
 
-_Entry = tuple[list[dict[str, Any]], dict[str, Any]]
+# A kept response as read: the conversation before it, what of its output is not
+# in that conversation yet, and the response.
+_Entry = tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]
 
 
 class RedisResponseStore:
@@ -52,8 +54,14 @@ class RedisResponseStore:
             return None
         if raw is None:
             return None
-        conversation, response = orjson.loads(raw)
-        return conversation, response
+        kept = orjson.loads(raw)
+        if isinstance(kept, list):
+            # Written before the conversation was made when asked for: the
+            # response's output is in it already.
+            conversation, response = kept
+            return conversation, [], response
+        response = kept["response"]
+        return kept["history"], response["output"], response
 
     async def prefetch(self, response_id: str) -> None:
         entry = await self._load(response_id)
@@ -62,15 +70,16 @@ class RedisResponseStore:
                 self._fetched.pop(next(iter(self._fetched)))
             self._fetched[response_id] = entry
 
-    def get(self, response_id: str) -> list[dict[str, Any]] | None:
+    def get(self, response_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         entry = self._fetched.pop(response_id, None)
-        return None if entry is None else entry[0]
+        return None if entry is None else (entry[0], entry[1])
 
-    def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+    def put(self, response: dict[str, Any], history: list[dict[str, Any]]) -> None:
         if self.capacity <= 0 or self._client is None:
             return
+        data = orjson.dumps({"history": history, "response": response})
         task = asyncio.get_running_loop().create_task(
-            self._write(self._client, response["id"], orjson.dumps([conversation, response]))
+            self._write(self._client, response["id"], data)
         )
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
@@ -96,7 +105,7 @@ class RedisResponseStore:
 
     async def fetch_response(self, response_id: str) -> dict[str, Any] | None:
         entry = await self._load(response_id)
-        return None if entry is None else entry[1]
+        return None if entry is None else entry[2]
 
     async def remove(self, response_id: str) -> bool:
         if self._client is None:

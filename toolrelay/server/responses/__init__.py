@@ -25,10 +25,7 @@ from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import (
     ResponsesTurn,
-    chat_call,
-    input_messages,
     read_responses,
-    reply_messages,
 )
 from toolrelay.server.responses.store import Store
 from toolrelay.server.responses.wire import (
@@ -73,12 +70,7 @@ class ResponsesFront:
             turn.summary,
         )
         if turn.store:
-            # The output's messages made from the reply itself, not read back
-            # from its items: what input_messages would make of them.
-            self.store.put(
-                response,
-                turn.history + reply_messages(reply, text, turn.custom, turn.namespaced),
-            )
+            self.store.put(response, turn.history)
         return response
 
     def encoder(self, turn: ResponsesTurn) -> ResponseEncoder:
@@ -88,37 +80,11 @@ class ResponsesFront:
         return error.status, error.to_dict()
 
     def keep(self, turn: ResponsesTurn, response: dict[str, Any]) -> None:
-        """Store a finished stream's response with its conversation, when the
-        request lets us."""
+        """Store a finished stream's response with the conversation before it,
+        when the request lets us (the response's own messages are made when a
+        follow-up asks: most streams never get one)."""
         if turn.store:
-            self.store.put(response, turn.history + output_messages(response["output"]))
-
-
-def output_messages(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``input_messages(output, "output")`` for a streamed response's output: the
-    usual ones, a message item alone (its one part of text, as the builder
-    closes it) or function_call items alone, read at once; any other through
-    the reader."""
-    if len(output) == 1 and output[0]["type"] == "message":
-        return [{"role": "assistant", "content": output[0]["content"][0]["text"]}]
-    calls = _tool_calls(output) if output else None
-    if calls is not None:
-        return [{"role": "assistant", "content": None, "tool_calls": calls}]
-    return input_messages(output, "output")
-
-
-def _tool_calls(output: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """The assistant message's ``tool_calls`` for a streamed response's output
-    of function_call items alone, no namespace among them (an answer that is
-    calls, the usual one with tools): what ``input_messages`` reads of them;
-    None for any other output. One loop, no generator: it runs for every
-    stored stream of calls."""
-    calls = []
-    for item in output:
-        if item["type"] != "function_call" or "namespace" in item:
-            return None
-        calls.append(chat_call(item["call_id"], item["name"], item["arguments"] or "{}"))
-    return calls
+            self.store.put(response, turn.history)
 
 
 def _builder(turn: ResponsesTurn) -> ResponseBuilder:

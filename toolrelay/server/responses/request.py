@@ -26,14 +26,11 @@ from typing import Any
 
 import orjson
 
-from toolrelay.events import ToolCall
-from toolrelay.io.round import Reply
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import Store
-from toolrelay.server.responses.wire import custom_input
 from toolrelay.server.turn import Turn
 
 # Tuples, not sets: a client may send any JSON value here, a list or an object too.
@@ -158,7 +155,10 @@ def read_responses(
                 param="previous_response_id",
                 code="previous_response_not_found",
             )
-        history = list(found)
+        # The stored response's output read as the messages that follow the
+        # conversation before it: made here, when a follow-up asks, not when kept.
+        before, output = found
+        history = before + output_messages(output)
     items = body.get("input")
     # A string, the usual input, is one user message; items are read one by one.
     if isinstance(items, str):
@@ -280,6 +280,31 @@ def input_messages(value: Any, where: str) -> list[dict[str, Any]]:
     return out
 
 
+def output_messages(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``input_messages(output, "output")`` for a response's output: the usual
+    ones, a message item alone (its one part of text, as the builder closes it)
+    or function_call items alone, read at once; any other through the reader."""
+    if len(output) == 1 and output[0]["type"] == "message":
+        return [{"role": "assistant", "content": output[0]["content"][0]["text"]}]
+    calls = _tool_calls(output) if output else None
+    if calls is not None:
+        return [{"role": "assistant", "content": None, "tool_calls": calls}]
+    return input_messages(output, "output")
+
+
+def _tool_calls(output: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The assistant message's ``tool_calls`` for a response's output of
+    function_call items alone, no namespace among them (an answer that is
+    calls, the usual one with tools): what ``input_messages`` reads of them;
+    None for any other output. One loop, no generator."""
+    calls = []
+    for item in output:
+        if item["type"] != "function_call" or "namespace" in item:
+            return None
+        calls.append(chat_call(item["call_id"], item["name"], item["arguments"] or "{}"))
+    return calls
+
+
 def _item(item: Any, at: str, out: list[dict[str, Any]]) -> None:
     """Input item ``item`` (at ``at``) read into ``out``, the messages so far."""
     if not isinstance(item, dict):
@@ -302,36 +327,6 @@ def _item(item: Any, at: str, out: list[dict[str, Any]]) -> None:
             f"outputs, reasoning and additional_tools items, not {kind!r}.",
             at + ".type",
         )
-
-
-def reply_messages(
-    reply: Reply, text: str, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
-) -> list[dict[str, Any]]:
-    """The messages ``input_messages`` makes of the output items of a finished
-    reply's response (:func:`~toolrelay.server.responses.wire.whole_response`),
-    made from the reply (``text`` its ``answer_text``): one assistant message with
-    its text and its calls, none without either; reasoning is dropped, as from
-    any input."""
-    if not reply.calls:
-        return [{"role": "assistant", "content": text}] if text else []
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    message["tool_calls"] = [_reply_call(call, custom, namespaced) for call in reply.calls]
-    return [message]
-
-
-def _reply_call(
-    call: ToolCall, custom: frozenset[str], namespaced: dict[str, tuple[str, str]]
-) -> dict[str, Any]:
-    """A call as ``_call`` reads its output item back (named by its namespace)."""
-    if call.name in custom:
-        arguments = orjson.dumps({"input": custom_input(call.arguments)}).decode()
-    else:
-        arguments = call.arguments_json or "{}"
-    name = call.name
-    if name in namespaced:
-        namespace, own = namespaced[name]
-        name = _called(own, namespace)
-    return chat_call(call.id, name, arguments)
 
 
 def chat_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:

@@ -1,16 +1,22 @@
 """The responses ``previous_response_id`` can name: bounded, in this process's memory.
 
-Each stored response keeps its whole conversation as Chat Completions
-messages (what the client sent, earlier responses included, then the
-response's own output), so a follow-up needs nothing else. The oldest entry
-goes first once ``capacity`` are kept; nothing survives a restart, and with
-several workers each keeps its own.
+Each stored response keeps the conversation before it as Chat Completions
+messages (what the client sent, earlier responses included) beside the
+response itself; a follow-up reads the response's output items as the
+conversation's next messages (``request.output_messages``), so a stream that
+no follow-up names never makes them. The oldest entry goes first once
+``capacity`` are kept; nothing survives a restart, and with several workers
+each keeps its own.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from typing import Any, Protocol
+
+# What a follow-up reads of a stored response: the conversation before it (Chat
+# Completions messages) and the response's output items.
+Kept = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 
 class Store(Protocol):
@@ -23,9 +29,9 @@ class Store(Protocol):
 
     async def prefetch(self, response_id: str) -> None: ...
 
-    def get(self, response_id: str) -> list[dict[str, Any]] | None: ...
+    def get(self, response_id: str) -> Kept | None: ...
 
-    def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None: ...
+    def put(self, response: dict[str, Any], history: list[dict[str, Any]]) -> None: ...
 
     async def fetch_response(self, response_id: str) -> dict[str, Any] | None: ...
 
@@ -40,20 +46,22 @@ class ResponseStore:
         # left behind to find the next oldest (twice the cost of a put, callgrind).
         self._entries: OrderedDict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
 
-    def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+    def put(self, response: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        """Keep ``response`` with ``history``, the conversation before it (kept
+        as it is, not copied: no one changes a turn's history once read)."""
         if self.capacity <= 0:
             return
         entries = self._entries
         response_id = response["id"]
-        entries[response_id] = (conversation, response)
+        entries[response_id] = (history, response)
         entries.move_to_end(response_id)  # kept again: now the newest
         while len(entries) > self.capacity:
             entries.popitem(last=False)
 
-    def get(self, response_id: str) -> list[dict[str, Any]] | None:
-        """The conversation up to and including the response, if it is kept."""
+    def get(self, response_id: str) -> Kept | None:
+        """The conversation before the response and its output, if it is kept."""
         entry = self._entries.get(response_id)
-        return None if entry is None else entry[0]
+        return None if entry is None else (entry[0], entry[1]["output"])
 
     def response(self, response_id: str) -> dict[str, Any] | None:
         entry = self._entries.get(response_id)
