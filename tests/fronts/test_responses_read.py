@@ -91,6 +91,23 @@ TOOLS = st.lists(
     ),
     max_size=3,
 )
+# Tools this front refuses and tools the round refuses (a name twice) among the usual.
+ODD_TOOLS = st.lists(
+    st.sampled_from(
+        [
+            {"type": "function", "name": "f", "parameters": {"type": "object"}},
+            {"type": "function", "name": "f", "description": "again", "strict": True},
+            {"type": "function", "name": ""},
+            {"type": "function", "name": "g", "parameters": []},
+            {"type": "function", "name": "g", "description": 5},
+            {"type": "custom", "name": "h", "format": {"type": "text"}},
+            {"type": "namespace", "name": "", "tools": [{"type": "function", "name": "g"}]},
+            {"type": "web_search"},
+            "not a tool",
+        ]
+    ),
+    max_size=4,
+)
 # Every field the reader reads, each with what a request may send in it.
 FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "max_output_tokens": or_wrong(st.integers(1, 99)),
@@ -176,3 +193,40 @@ def test_a_request_reads_as_with_every_field_looked_at(body: dict[str, Any], cap
     read = outcome(body, store)
     with patch.object(request, "_TYPED", _AlwaysTyped()):
         assert read == outcome(body, store)
+
+
+def fresh_tools(tools: Any, items: Any) -> Any:
+    """The reference: the request's tools read afresh, no read kept."""
+    toolset = request._ToolSet()
+    toolset.read(tools, "tools")
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            toolset.read(item.get("tools"), f"input[{i}].tools")
+    return toolset
+
+
+def tools_outcome(body: dict[str, Any]) -> Any:
+    """``outcome`` and the round's reading of its tools (the declared specs, the plan)."""
+    try:
+        plan = read_responses(body, SETTINGS, ResponseStore(0), None, None).round.plan
+    except APIError:
+        plan = None
+    return outcome(body, ResponseStore(0)), plan
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    or_wrong(ODD_TOOLS | TOOLS),
+    or_wrong(TEXT | st.lists(MESSAGE | OTHER_ITEMS, max_size=3)),
+    st.sampled_from([None, "auto", "required", {"type": "function", "name": "f"}]),
+)
+def test_a_kept_tool_read_reads_as_a_fresh_one(tools: Any, items: Any, choice: Any) -> None:
+    """A top-level tool list's read is kept by its JSON: a request reads (twice:
+    the second from what the first kept) as with its tools read afresh, the
+    response's echo written the same."""
+    body: dict[str, Any] = {"model": "m", "input": items, "tools": tools}
+    if choice is not None:
+        body["tool_choice"] = choice
+    kept = [tools_outcome(body), tools_outcome(body)]
+    with patch.object(request, "_read_tools", fresh_tools):
+        assert kept == [tools_outcome(body)] * 2

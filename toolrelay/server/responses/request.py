@@ -21,17 +21,22 @@ are left out with a warning, or refused with ``builtin_tools: error``
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import orjson
 
+from toolrelay.choice import TOOL_LISTS_KEPT, declared_tools
+from toolrelay.errors import RequestError
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import Store
 from toolrelay.server.turn import Turn
+from toolrelay.types import DeclaredTools
 
 # Tuples, not sets: a client may send any JSON value here, a list or an object too.
 _ROLES = ("assistant", "developer", "system", "user")
@@ -210,7 +215,7 @@ def read_responses(
     if asked_choice:
         echo["tool_choice"] = asked_choice
     if tools:
-        echo["tools"] = tools
+        echo["tools"] = tools if toolset.echo is None else toolset.echo
     if not kept:
         echo["store"] = False
     hosted = toolset.hosted
@@ -221,7 +226,7 @@ def read_responses(
     # Positional, in the fields' order: a keyword argument is matched by its name,
     # eight of them some 3,800 instructions a request (callgrind).
     return ResponsesTurn(
-        make_round(chat, settings, options, auth),
+        make_round(chat, settings, options, auth, toolset.declared),
         stream,
         options.stuck_mode,
         warning,
@@ -417,6 +422,11 @@ class _ToolSet:
         self.custom: set[str] = set()
         self.namespaced: dict[str, tuple[str, str]] = {}
         self.hosted: list[HostedTool] = []
+        # A kept read's: the top-level list's JSON, which the response echoes as
+        # it is (not walked again by every response's encoding), and ``tools``
+        # read into specs (the round takes them, not keying the list again).
+        self.echo: orjson.Fragment | None = None
+        self.declared: DeclaredTools | None = None
 
     def read(self, value: Any, where: str, namespace: str | None = None) -> None:
         if value is None:
@@ -464,12 +474,35 @@ _NO_TOOLSET = _ToolSet()
 
 def _read_tools(tools: Any, items: Any) -> _ToolSet:
     """The request's tools: the top-level ``tools``, then those of its
-    ``additional_tools`` input items."""
+    ``additional_tools`` input items. A top-level list alone (the usual
+    request: an agent sends the same list every turn) is read once, kept."""
+    added = [
+        (i, item)
+        for i, item in enumerate(items if isinstance(items, list) else ())
+        if isinstance(item, dict) and item.get("type") == "additional_tools"
+    ]
+    if not added and type(tools) is list and tools:
+        return _kept_tools(orjson.dumps(tools))
     toolset = _ToolSet()
     toolset.read(tools, "tools")
-    for i, item in enumerate(items if isinstance(items, list) else ()):
-        if isinstance(item, dict) and item.get("type") == "additional_tools":
-            toolset.read(item.get("tools"), f"input[{i}].tools")
+    for i, item in added:
+        toolset.read(item.get("tools"), f"input[{i}].tools")
+    return toolset
+
+
+@lru_cache(maxsize=TOOL_LISTS_KEPT)
+def _kept_tools(key: bytes) -> _ToolSet:
+    """The read of the top-level tool list ``key`` encodes, from a copy of its
+    own (no request's values are kept, and no request changes what is: a
+    turn and its round only read their tools). A list this front refuses
+    raises, and is not kept; one the round refuses is kept without its specs,
+    so that the round reads it and says why (``make_round``)."""
+    toolset = _ToolSet()
+    toolset.read(orjson.loads(key), "tools")
+    toolset.echo = orjson.Fragment(key)
+    if toolset.tools:
+        with suppress(RequestError):
+            toolset.declared = declared_tools(toolset.tools)
     return toolset
 
 
