@@ -154,9 +154,15 @@ def test_reading_through_the_frame_equals_decoding(
     """Whatever the frame reads is the decoded chunk's one fragment, under the
     frame's index, and the frame gives back the decoded chunk."""
     before, after = form
+    _assert_read_as_decoded([before + payload + after for payload in stream])
+
+
+def _assert_read_as_decoded(lines: list[bytes]) -> None:
+    """Line by line, as a stream reads them: whatever the frame reads is the decoded
+    chunk's one fragment, under the frame's index, and the frame gives back the
+    decoded chunk; a line the frame does not read teaches it."""
     fragments = ArgumentChunks()
-    for payload in stream:
-        line = before + payload + after
+    for line in lines:
         read = fragments.read(line)
         try:
             decoded = orjson.loads(line[5:].strip())
@@ -237,20 +243,7 @@ def test_a_frame_around_a_decoy_reads_what_decoding_reads(lines: list[bytes]) ->
     somewhere else than in the arguments (a decoy: a key that shadows the call's
     function, say) is what decoding the line reads: the frame is adopted only
     where the probe proves it, the chunk around it included."""
-    fragments = ArgumentChunks()
-    for line in lines:
-        read = fragments.read(line)
-        try:
-            decoded = orjson.loads(line[5:].strip())
-        except orjson.JSONDecodeError:
-            assert read is None
-            continue
-        if read is None:
-            fragments.learn(line[5:].strip(), decoded, line)
-            continue
-        frame, text = read
-        assert argument_fragment(decoded) == (frame.index, text)
-        assert frame.chunk(text) == decoded
+    _assert_read_as_decoded(lines)
 
 
 def test_a_frame_whose_probe_lands_on_the_arguments_through_a_shadowing_key() -> None:
