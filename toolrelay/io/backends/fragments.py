@@ -163,10 +163,13 @@ def _written_alike(frame: ArgumentFrame, seen: _Seen, probe: str) -> bool:
     Why it is exact: orjson writes a value's token in place, so its encoding of
     the chunk with any arguments is the same bytes around the arguments' token,
     and it decodes what it writes to the same dict. Were the frame's token
-    anywhere else (a key, another value, bytes across two tokens), the payload
-    (the encoding with the probe put back there) would decode to another chunk
-    than the seen one: a key's name or a value that is not the arguments
-    would differ, as the line's own decode shows it is not."""
+    anywhere else (a key, another value, bytes across two tokens), the seen
+    line's payload (these bytes with the seen text's token in the probe's
+    place, the probe another text) would decode to a chunk that differs from
+    the seen one elsewhere than in its arguments, or to the same chunk, where
+    its decode shows the seen text as the arguments: neither can be."""
+    # (The seen chunk was handed on as its line's item: it is put back before
+    # anything else runs.)
     function = seen.chunk["choices"][0]["delta"]["tool_calls"][0]["function"]
     function["arguments"] = probe
     try:
