@@ -154,9 +154,15 @@ def test_reading_through_the_frame_equals_decoding(
     """Whatever the frame reads is the decoded chunk's one fragment, under the
     frame's index, and the frame gives back the decoded chunk."""
     before, after = form
+    _assert_read_as_decoded([before + payload + after for payload in stream])
+
+
+def _assert_read_as_decoded(lines: list[bytes]) -> None:
+    """Line by line, as a stream reads them: whatever the frame reads is the decoded
+    chunk's one fragment, under the frame's index, and the frame gives back the
+    decoded chunk; a line the frame does not read teaches it."""
     fragments = ArgumentChunks()
-    for payload in stream:
-        line = before + payload + after
+    for line in lines:
         read = fragments.read(line)
         try:
             decoded = orjson.loads(line[5:].strip())
@@ -169,6 +175,90 @@ def test_reading_through_the_frame_equals_decoding(
         frame, text = read
         assert argument_fragment(decoded) == (frame.index, text)
         assert frame.chunk(text) == decoded
+
+
+# The names on the fragment's path and the probe's own strings: what a decoy may be
+# (few, so that a decoy often meets the arguments' own text and shadows a key).
+DECOYS = ["function", "?", "arguments", "!"]
+
+
+def _token(text: str, escaped: bool) -> bytes:
+    """A JSON string token of ``text``: as orjson writes it, or its first character
+    escaped (the same string, other bytes: a search for the plain token misses it)."""
+    if escaped and text:
+        return b'"\\u%04x' % ord(text[0]) + orjson.dumps(text[1:])[1:]
+    return orjson.dumps(text)
+
+
+@st.composite
+def decoyed_lines(draw: st.DrawFn) -> list[bytes]:
+    """SSE lines of one call's argument fragments whose objects hold decoys: members
+    before and after the real ones, keyed and valued by the path's names and the
+    probe's strings, duplicate keys among them (the last one counts), tokens
+    written plain or escaped, so that the fragment's token as orjson writes it
+    may stand last somewhere else than where the arguments are (a key that
+    shadows, a value a shadowed member holds). The later lines are the first
+    with what stands at that last token replaced by another string."""
+
+    def member() -> bytes:
+        key = _token(draw(st.sampled_from(DECOYS)), draw(st.booleans()))
+        inner = draw(st.sampled_from(DECOYS))
+        value = draw(
+            st.sampled_from(
+                [
+                    _token(inner, draw(st.booleans())),
+                    b'{"arguments":' + _token(inner, draw(st.booleans())) + b"}",
+                ]
+            )
+        )
+        return key + b":" + value
+
+    def members(real: list[bytes]) -> bytes:
+        before = [member() for _ in range(draw(st.integers(0, 1)))]
+        after = [member() for _ in range(draw(st.integers(0, 2)))]
+        return b"{" + b",".join(before + real + after) + b"}"
+
+    arguments = b'"arguments":' + _token(draw(st.sampled_from(DECOYS)), draw(st.booleans()))
+    function = members([arguments])
+    entry = members([b'"index":0', b'"function":' + function])
+    first = b'data: {"id":"c","choices":[{"index":0,"delta":{"tool_calls":[%s]}}]}' % entry
+    # What the chunk's arguments are once the duplicate keys are settled: the text
+    # whose token the frame is learned around, wherever it stands last.
+    found = argument_fragment(orjson.loads(first[6:]))
+    at = -1 if found is None else first.rfind(orjson.dumps(found[1]))
+    if found is None or at < 0:
+        return [first]
+    token = orjson.dumps(found[1])
+    others = draw(st.lists(st.sampled_from(["zz", *DECOYS]), min_size=1, max_size=3))
+    return [first] + [
+        first[:at] + _token(other, draw(st.booleans())) + first[at + len(token) :]
+        for other in others
+    ]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(decoyed_lines())
+def test_a_frame_around_a_decoy_reads_what_decoding_reads(lines: list[bytes]) -> None:
+    """Whatever the frame reads of a line whose fragment's token stands last
+    somewhere else than in the arguments (a decoy: a key that shadows the call's
+    function, say) is what decoding the line reads: the frame is adopted only
+    where the probe proves it, the chunk around it included."""
+    _assert_read_as_decoded(lines)
+
+
+def test_a_frame_whose_probe_lands_on_the_arguments_through_a_shadowing_key() -> None:
+    """By hand: the fragment's token stands last as a key that shadows the call's
+    function (its arguments written escaped); the probe there unshadows an earlier
+    function whose arguments are the probe's string: it lands on the arguments,
+    yet the chunk around it is another. No frame: the later line is decoded."""
+    entry = b'{"index":0,"function":{"arguments":"?"},"function":{"arguments":"\\u0066unction"}}'
+    line = b'data: {"id":"c","choices":[{"index":0,"delta":{"tool_calls":[%s]}}]}'
+    first = line % entry
+    fragments = ArgumentChunks()
+    fragments.learn(first[6:], orjson.loads(first[6:]), first)
+    later = line % entry.replace(b',"function":{"arguments":"\\u', b',"zz":{"arguments":"\\u')
+    assert argument_fragment(orjson.loads(later[6:])) == (0, "?")
+    assert fragments.read(later) is None
 
 
 def test_a_learned_frame_reads_what_decoding_reads() -> None:

@@ -11,9 +11,10 @@ alone: no dict for the chunk, no walk of it.
 It is exact, not a guess, by the same kind of check as :mod:`.plain`'s content
 frame. A frame is learned only from a chunk that carries one argument fragment
 and nothing else the gateway reads (:func:`argument_fragment`), and only after
-a probe: the frame around another string decodes to the same chunk with that
-string as the fragment (so the slice is the arguments' own string token, not a
-look-alike inside the id, say). A later line is read through the frame only
+a probe: orjson writes that chunk, with another string as the fragment, as the
+frame around that string's token (so the slice is the arguments' own string
+token, not a look-alike inside the id, say, and the server writes as orjson
+does). A later line is read through the frame only
 when what stands between the frame's head and tail decodes, alone, to a
 non-empty string: then it is one string token in the place of the probed one,
 and decoding the line would give the learned chunk with that string as its
@@ -45,13 +46,16 @@ class ArgumentFrame:
         self.index = index  # the call's index, as upstream numbers it
         self.head, self.tail = head, tail
 
+    def payload(self, text: str) -> bytes:
+        """The payload of the line this frame makes around ``text``'s token, as the
+        usual path cuts it (the line without its ``data:``, stripped)."""
+        return (self.head[_FIELD:] + orjson.dumps(text) + self.tail).strip()
+
     def chunk(self, text: str) -> dict[str, Any]:
         """The chunk a fragment read through this frame came in, decoded: what the
         usual path reads where the fast one does not apply. (Another string token
-        for the same text: the same chunk.) The line without its ``data:`` is the
-        payload with the blanks around it, which JSON allows (a line whose blanks
-        are not JSON's, a form feed, say, fails the probe: no frame)."""
-        chunk: dict[str, Any] = orjson.loads(self.head[_FIELD:] + orjson.dumps(text) + self.tail)
+        for the same text: the same chunk.)"""
+        chunk: dict[str, Any] = orjson.loads(self.payload(text))
         return chunk
 
 
@@ -125,9 +129,9 @@ class ArgumentChunks:
 
     def _adopted(self, line: bytes) -> ArgumentFrame | None:
         """The frame last seen, when ``line`` comes in it, its chunk carries one
-        argument fragment alone and a probe confirms the frame (the frame around
-        another string decodes to the same chunk with that string as its
-        fragment): the frame from then on."""
+        argument fragment alone and a probe confirms the frame (orjson writes the
+        chunk with another string as its fragment as the frame around that
+        string's token): the frame from then on."""
         seen = self._seen
         if seen is None or not line.startswith(seen.head) or not line.endswith(seen.tail):
             return None
@@ -138,19 +142,43 @@ class ArgumentChunks:
             return None
         frame = ArgumentFrame(found[0], seen.head, seen.tail)
         probe = "!" if seen.text == "?" else "?"
-        try:
-            probed = frame.chunk(probe)
-        except orjson.JSONDecodeError:
-            return None
-        # (The probe must land on the arguments: a shadowed duplicate key's value
-        # would decode to the same chunk whatever it holds.)
-        if _arguments(probed) != probe:
-            return None
-        probed["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] = seen.text
-        if probed != seen.chunk:
+        if not _written_alike(frame, seen, probe):
             return None
         self._frame = frame
         return frame
+
+
+def _written_alike(frame: ArgumentFrame, seen: _Seen, probe: str) -> bool:
+    """Whether orjson writes the seen chunk, with ``probe`` as its arguments, as the
+    frame around the probe's token: then the frame's token is the arguments' own
+    and every string token in its place decodes to the seen chunk with that
+    string as its arguments, for one encode and no decode. Most servers write
+    their chunks as orjson does (compact, keys once, no escape it would not
+    make: vLLM's and SGLang's pydantic, llama.cpp); one that writes otherwise
+    (spaced, escaped, a key twice) has its argument chunks decoded the usual way.
+    (A decoding probe, the frame around the probe decoded and compared with the
+    seen chunk, is not exact: a key the probe's token lands on may be shadowed
+    by a later one of the probe's name, tests/gateway/test_argument_chunks.py.)
+
+    Why it is exact: orjson writes a value's token in place, so its encoding of
+    the chunk with any arguments is the same bytes around the arguments' token,
+    and it decodes what it writes to the same dict. Were the frame's token
+    anywhere else (a key, another value, bytes across two tokens), the seen
+    line's payload (these bytes with the seen text's token in the probe's
+    place, the probe another text) would decode to a chunk that differs from
+    the seen one elsewhere than in its arguments, or to the same chunk, where
+    its decode shows the seen text as the arguments: neither can be."""
+    # (The seen chunk was handed on as its line's item: it is put back before
+    # anything else runs.)
+    function = seen.chunk["choices"][0]["delta"]["tool_calls"][0]["function"]
+    function["arguments"] = probe
+    try:
+        written = orjson.dumps(seen.chunk)
+    except orjson.JSONEncodeError:
+        return False
+    finally:
+        function["arguments"] = seen.text
+    return written == frame.payload(probe)
 
 
 def _arguments(chunk: Any) -> Any:
