@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from toolrelay.correction import NOTHING_USABLE
 from toolrelay.events import ContentDelta, ToolCall, ToolCallEnd, ToolCallStart
-from toolrelay.io.counters import Counters
 from toolrelay.io.backends import BackendError
+from toolrelay.io.counters import Counters
 from toolrelay.io.round import answered
 from toolrelay.io.round.answered import _Answered
 from toolrelay.io.round.request import Finish, Reply, RoundRequest, StreamItem
