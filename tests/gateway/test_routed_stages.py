@@ -19,6 +19,7 @@ from unittest.mock import patch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.gateway.inspected import WEATHER
 from tests.gateway.rawbackend import Pieces, RawBackend, serving, sse_event
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.counters import Counters
@@ -27,17 +28,6 @@ from toolrelay.io.round.staged import staged
 from toolrelay.io.settings import Settings
 from toolrelay.server.gateway import Gateway
 
-_WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 _WORDS = st.sampled_from(["Paris is sunny.", "ok", " the", "   ", "\n", "<tool_call>"])
 
 
@@ -127,7 +117,7 @@ async def _routed(validate: str, general: bool) -> tuple[list[list[StreamItem]],
         "model": "m",
         "messages": [{"role": "user", "content": "weather?"}],
         "stream": True,
-        "tools": [_WEATHER],
+        "tools": [WEATHER],
     }
     gateway = Gateway(Settings(backend=_BACKEND.url + "/v1", backend_kind="openai"))
     pool = _Pool(gateway.backends.pool_for("m").backends[0])
