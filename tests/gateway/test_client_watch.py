@@ -14,7 +14,7 @@ import pytest
 from starlette.types import Message
 
 from toolrelay.server import turn
-from toolrelay.server.turn import _ClientWatch, _Listeners
+from toolrelay.server.turn import _Exchange, _Listeners
 
 ANSWER: Message = {"type": "http.response.body", "body": b"{}", "more_body": False}
 
@@ -39,8 +39,8 @@ class _Client:
             self.left.set()  # as uvicorn does once the response is complete
 
 
-async def _turn(client: _Client, work: float, listeners: _Listeners) -> _ClientWatch:
-    watch = _ClientWatch(client.receive, client.send, listeners)
+async def _turn(client: _Client, work: float, listeners: _Listeners) -> _Exchange:
+    watch = _Exchange(client.receive, client.send, listeners)
     try:
         await asyncio.sleep(work)
         await watch.send(ANSWER)
@@ -59,7 +59,7 @@ def test_a_turn_listens_only_once_it_has_run_listen_after(
 ) -> None:
     monkeypatch.setattr(turn, "LISTEN_AFTER", 0.01)
 
-    async def main() -> tuple[_Client, _ClientWatch]:
+    async def main() -> tuple[_Client, _Exchange]:
         client = _Client()
         watch = await _turn(client, work * turn.LISTEN_AFTER, _Listeners())
         # The ticks that would have listened; a pending receive returns, its callback runs.
@@ -83,13 +83,13 @@ def test_a_client_that_left_is_noticed_once_the_watch_listens(
 
 
 def _leaves_early(listeners: _Listeners) -> None:
-    async def main() -> tuple[_Client, bool, list[_ClientWatch]]:
+    async def main() -> tuple[_Client, bool, list[_Exchange]]:
         client = _Client()
         client.left.set()  # gone before the turn even started
-        watches: list[_ClientWatch] = []
+        watches: list[_Exchange] = []
 
         async def endless() -> None:
-            watch = _ClientWatch(client.receive, client.send, listeners)
+            watch = _Exchange(client.receive, client.send, listeners)
             watches.append(watch)
             try:
                 await asyncio.sleep(10)

@@ -7,7 +7,7 @@ the client gets the bytes of the general path, where each chunk's text is its ow
 ``ContentDelta`` through the front's event writer: Chat Completions, Anthropic
 Messages (with thinking and without) and OpenAI Responses. Real HTTP: a raw
 backend on 127.0.0.1 writing the generated stream in the generated pieces, the
-turn's own stream (``stream_turn``) and relay (``_relay``).
+turn's own stream (``stream_turn``) and relay (``_Exchange.relay``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.types import Message
 
 from tests.gateway.rawbackend import Pieces, RawBackend, serving, sse_event
 from toolrelay.io.round import ContentRun, Finish, RoundRequest, stream_routed
@@ -69,17 +70,18 @@ _BACKEND = RawBackend(_SERVED)
 _serving = serving(_BACKEND)
 
 
-class _Writer:
-    """What the relay sends the client, kept."""
+class _Client:
+    """What the relay sends the client, kept; a client that never leaves."""
 
     def __init__(self) -> None:
         self.sent: list[bytes] = []
 
-    async def write(self, data: bytes) -> None:
-        self.sent.append(data)
+    async def receive(self) -> Message:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
 
-    async def end(self, data: bytes) -> None:
-        self.sent.append(data)
+    async def send(self, message: Message) -> None:
+        self.sent.append(message["body"])
 
 
 class _ResponsesEncoder:
@@ -111,16 +113,16 @@ async def _client_bytes(front: str) -> bytes:
     stream and relay."""
     gateway = Gateway(Settings(backend=_BACKEND.url + "/v1", backend_kind="openai"))
     items = turn.stream_turn(gateway, RoundRequest.from_body(_BODY))
-    writer = _Writer()
+    client = _Client()
+    exchange = turn._Exchange(client.receive, client.send, turn._Listeners())
     try:
         await items.__anext__()  # Opened
-        encoder = _ENCODERS[front]()
-        writer.sent.append(encoder.start())
-        await turn._relay(items, encoder, writer, {})  # type: ignore[arg-type]
+        await exchange.relay(items, _ENCODERS[front](), {})
     finally:
+        exchange.stop()
         await items.aclose()
         await gateway.aclose()
-    return b"".join(writer.sent)
+    return b"".join(client.sent)
 
 
 def _stream(pieces: list[bytes], front: str, *, general: bool) -> bytes:

@@ -126,11 +126,11 @@ def test_a_bug_that_escapes_a_front_is_a_500_with_its_request_id(
 ) -> None:
     caplog.set_level(logging.INFO)
 
-    async def broken(receive: Any, limit: int) -> bytes:
+    def broken(message: Any, read: int, limit: int) -> bytes:
         raise RuntimeError("a bug")
 
     # The front's lane reaches the endpoint past Starlette's error middleware.
-    monkeypatch.setattr("toolrelay.server.turn.read_body", broken)
+    monkeypatch.setattr("toolrelay.server.turn.body_part", broken)
     with gateway("http://127.0.0.1:9/v1") as gw:
         response = httpx.post(gw.url + "/v1/chat/completions", json={}, timeout=10)
         _errors_and_log(gw, caplog, response)

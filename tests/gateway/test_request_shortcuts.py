@@ -8,11 +8,15 @@ they skip (issue 29, thirteenth round).
   for them, against its own general path, which asks for each.
 - ``_Answered.batch``: the notes appended only when there are some, and the
   record's call only for a recorded round, against ``_recorded(out + held)``.
+- ``_Answered.last``: the stream's end made without ``_stream_end``'s coroutine
+  when nothing is to be asked again, against that coroutine awaited every time.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 from hypothesis import given, settings
@@ -20,9 +24,11 @@ from hypothesis import strategies as st
 
 from toolrelay.correction import NOTHING_USABLE
 from toolrelay.events import ContentDelta, ToolCall, ToolCallEnd, ToolCallStart
+from toolrelay.io.backends import BackendError
 from toolrelay.io.counters import Counters
+from toolrelay.io.round import answered
 from toolrelay.io.round.answered import _Answered
-from toolrelay.io.round.request import Finish, RoundRequest, StreamItem
+from toolrelay.io.round.request import Finish, Reply, RoundRequest, StreamItem
 from toolrelay.io.settings import Settings
 from toolrelay.server.asgi import client_auth, header, turn_headers
 from toolrelay.server.chat import request as chat_request
@@ -160,15 +166,33 @@ class _Record:
         self.notes.append((calls, warning))
 
 
-def _stage(recorded: bool) -> _Answered:
-    req = RoundRequest(
-        {"model": "m", "messages": []}, "m", [{"role": "user", "content": "hi"}], tools=None
-    )
+_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
 
-    async def ask(again: RoundRequest) -> Any:
-        raise AssertionError("a batch never re-asks")
 
-    stage = _Answered("b", req, ask, Counters())
+class _Reasked(_Answered):
+    """The stage with its re-ask answered by ``again`` (None: the re-ask fails)."""
+
+    __slots__ = ("again", "asked")
+
+    def __init__(self, req: RoundRequest, again: Reply | None) -> None:
+        super().__init__(SimpleNamespace(name="b"), req, Counters())  # type: ignore[arg-type]
+        self.again = again
+        self.asked = 0
+
+    async def _ask(self, again: RoundRequest) -> Reply:
+        self.asked += 1
+        if self.again is None:
+            raise BackendError(502, "down", reason="down")
+        return self.again
+
+
+def _stage(
+    recorded: bool, tools: bool = False, choice: str = "auto", again: Reply | None = None
+) -> _Reasked:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    if tools:
+        body |= {"tools": [_TOOL], "tool_choice": choice}
+    stage = _Reasked(RoundRequest.from_body(body), again)
     stage.record = _Record() if recorded else None  # type: ignore[assignment]
     return stage
 
@@ -195,6 +219,64 @@ def test_a_batch_is_the_general_paths(
         assert (fast.spoke, fast.calls) == (general.spoke, general.calls)
         if recorded:
             assert fast.record.notes == general.record.notes  # type: ignore[union-attr]
+
+
+async def _last_as_it_was(stage: _Answered, batch: list[StreamItem]) -> list[StreamItem]:
+    """The stage's last batch as it was: ``_stream_end`` awaited for every stream,
+    its own first step the check that nothing is to be asked again."""
+    finish = batch[-1]
+    assert isinstance(finish, Finish)
+    out, held = stage._watched(batch[:-1])
+    if stage.spoke or not answered._empty_handed(stage.req, False, None):
+        end: list[StreamItem] = [*held, finish]
+    else:
+        end = await answered._stream_end("b", stage.req, finish, held, stage._ask, stage.counters)
+    return stage._recorded(out + end)
+
+
+_AGAIN = st.sampled_from(
+    [
+        None,
+        Reply("The weather is fine.", None, [], "stop", None, "native"),
+        Reply(None, None, [_CALL], "tool_calls", None, "native"),
+        Reply("", None, [], "stop", None, "native"),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batches=st.lists(st.lists(_ITEMS, max_size=6), max_size=3),
+    last=st.lists(_ITEMS, max_size=6),
+    finish=st.sampled_from(
+        [Finish("stop"), Finish("length", None, "cut", None, "<tool_call>", "rescue")]
+    ),
+    recorded=st.booleans(),
+    tools=st.booleans(),
+    choice=st.sampled_from(["auto", "none", "required"]),
+    again=_AGAIN,
+)
+def test_the_last_batch_is_the_general_paths(
+    batches: list[list[StreamItem]],
+    last: list[StreamItem],
+    finish: Finish,
+    recorded: bool,
+    tools: bool,
+    choice: str,
+    again: Reply | None,
+) -> None:
+    """The last batch's end made without ``_stream_end``'s coroutine when nothing is
+    to be asked again, against that coroutine awaited for every stream: the same
+    items, the same re-asks, the same record."""
+    fast = _stage(recorded, tools, choice, again)
+    general = _stage(recorded, tools, choice, again)
+    for batch in batches:
+        assert fast.batch(list(batch)) == general.batch(list(batch))
+    made = asyncio.run(fast.last([*last, finish]))
+    assert made == asyncio.run(_last_as_it_was(general, [*last, finish]))
+    assert (fast.spoke, fast.calls, fast.asked) == (general.spoke, general.calls, general.asked)
+    if recorded:
+        assert fast.record.notes == general.record.notes  # type: ignore[union-attr]
 
 
 # --- a Chat Completions body's messages ----------------------------------------

@@ -115,7 +115,7 @@ def test_a_stream_read_whole_ends_in_one_batch() -> None:
 
 
 def test_the_relay_tells_events_by_their_type() -> None:
-    """The relay (``server/turn.py``'s ``_relay``) tells an event from ``ContentRun``,
+    """The relay (``server/turn.py``'s ``_Exchange.relay``) tells an event from ``ContentRun``,
     ``Finish`` and ``Opened`` by its exact type: none may have a subclass, which it
     would take for an event (every module of the gateway imported)."""
     importlib.import_module("toolrelay.server.app")  # every stream layer and front

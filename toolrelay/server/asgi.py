@@ -90,20 +90,31 @@ def _too_deep(value: Any, wrap: int) -> bool:
     return False
 
 
-async def read_body(receive: Receive, limit: int) -> bytes:
+def body_part(message: Message, read: int, limit: int) -> bytes:
+    """One message's part of the request body, ``read`` bytes of it having come
+    before; a request whose first message holds its whole body (most do) is read
+    with this alone, no coroutine of :func:`read_body`'s."""
+    if message["type"] == "http.disconnect":
+        raise APIError(400, "The client went away before sending the body.")
+    chunk: bytes = message.get("body", b"")
+    if read + len(chunk) > limit:
+        raise APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
+    return chunk
+
+
+async def read_body(receive: Receive, limit: int, first: Message | None = None) -> bytes:
+    """The request body, its messages received until the last (``first``: the
+    first, already received)."""
     chunks = []
     size = 0
+    message = first if first is not None else await receive()
     while True:
-        message: Message = await receive()
-        if message["type"] == "http.disconnect":
-            raise APIError(400, "The client went away before sending the body.")
-        chunk = message.get("body", b"")
+        chunk = body_part(message, size, limit)
         size += len(chunk)
-        if size > limit:
-            raise APIError(413, f"The request body exceeds {limit} bytes.", code="body_too_large")
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+        message = await receive()
 
 
 def header(headers: Headers, name: bytes) -> str | None:

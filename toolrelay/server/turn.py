@@ -48,11 +48,11 @@ from toolrelay.server.agent import (
     server_tools,
     stream_agent_turn,
 )
-from toolrelay.server.asgi import Headers, decode, read_body, send_json
+from toolrelay.server.asgi import Headers, body_part, decode, read_body, send_json
 from toolrelay.server.errors import APIError, api_error
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import note
-from toolrelay.stuck import Mode, Verdict
+from toolrelay.stuck import Mode
 
 log = logging.getLogger("toolrelay.server")
 
@@ -158,28 +158,36 @@ class TurnRoute(Generic[TurnT]):
         self._listeners = _Listeners()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.gateway.settings.max_body_bytes
+        message = await receive()
         try:
-            raw = await read_body(receive, self.gateway.settings.max_body_bytes)
+            if message.get("more_body", False):
+                raw = await read_body(receive, limit, message)
+            else:  # the whole body in one message, as most come
+                raw = body_part(message, 0, limit)
         except APIError as exc:
             outcome = await self._refuse(exc, send)
         else:
             # The body is in: all the client can still send is its departure,
             # which cancels the turn, and with it the request to the backend,
             # wherever it stands (before the backend's headers included).
-            watch = _ClientWatch(receive, send, self._listeners)
+            exchange = _Exchange(receive, send, self._listeners)
             try:
-                outcome = await self._turn(raw, scope, watch.send)
+                outcome = await self._turn(raw, scope, exchange)
             except asyncio.CancelledError:
-                if not watch.gone:
+                if not exchange.gone:
                     raise
                 outcome = "client_gone"
             finally:
-                watch.stop()
+                exchange.stop()
         self.gateway.counters.inc("requests", outcome)
 
-    async def _turn(self, raw: bytes, scope: Scope, send: Send) -> str:
-        """Answer the request; the outcome for the request counter."""
+    async def _turn(self, raw: bytes, scope: Scope, exchange: _Exchange) -> str:
+        """Read the request and answer it; the outcome for the request counter.
+        Reading and answering are one coroutine: each coroutine on the path is
+        made per request and passed through at every wait of a stream."""
         gateway = self.gateway
+        send = exchange.send
         try:
             body = decode(raw)
             if self.prepare is not None:
@@ -195,21 +203,7 @@ class TurnRoute(Generic[TurnT]):
         except Exception as exc:
             return await self._refuse(exc, send)
         try:
-            return await self._answer(turn, found, extra, scope, send)
-        finally:
-            loop_guard.counted(gateway.counters, turn.round.model, found, served_by())
-
-    async def _answer(
-        self,
-        turn: TurnT,
-        found: Verdict | None,
-        extra: dict[str, Any],
-        scope: Scope,
-        send: Send,
-    ) -> str:
-        """Answer a read request (``found``: a loop in its history); the outcome."""
-        gateway = self.gateway
-        try:
+            # ``found``: a loop in the request's history.
             verdict = found if found is not None and found.enforced else None
             if verdict is not None:
                 turn.round = loop_guard.final_answer_request(turn.round, verdict)
@@ -218,7 +212,7 @@ class TurnRoute(Generic[TurnT]):
             if verdict is None:
                 tools = await server_tools(gateway, turn.round, turn.stuck_mode, extra)
             if turn.stream:
-                return await self._stream(turn, extra, scope, send, tools)
+                return await self._stream(turn, extra, scope, exchange, tools)
             reply = await complete_turn(gateway, turn.round, tools)
             note(scope, mode=reply.mode)
             warn(extra, reply.warning)
@@ -226,6 +220,8 @@ class TurnRoute(Generic[TurnT]):
             return "ok"
         except Exception as exc:
             return await self._refuse(exc, send)
+        finally:
+            loop_guard.counted(gateway.counters, turn.round.model, found, served_by())
 
     async def _refuse(self, exc: Exception, send: Send) -> str:
         """Answer ``exc`` before any stream started; the outcome for the counter."""
@@ -251,10 +247,11 @@ class TurnRoute(Generic[TurnT]):
         turn: TurnT,
         extra: dict[str, Any],
         scope: Scope,
-        send: Send,
+        exchange: _Exchange,
         tools: ServerTools | None,
     ) -> str:
-        """Stream the turn; the outcome for the request counter."""
+        """Stream the turn, errors after its start included; the outcome for the
+        request counter."""
         items = stream_turn(self.gateway, turn.round, tools)
         try:
             # Errors up to Opened are answered with a status; later ones in the stream.
@@ -262,39 +259,25 @@ class TurnRoute(Generic[TurnT]):
             if isinstance(opened, Opened) and opened.mode is not None:
                 note(scope, mode=opened.mode)
             encoder = self.front.encoder(turn)
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-            writer = _StreamWriter(
-                send, self.gateway.settings.keepalive_interval, encoder.keepalive
-            )
             try:
-                outcome = await self._relay_stream(items, encoder, writer, extra)
+                await exchange.open_stream(
+                    self.gateway.settings.keepalive_interval, encoder.keepalive
+                )
+                try:
+                    await exchange.relay(items, encoder, extra)
+                    outcome = "ok"
+                except Exception as exc:
+                    error, outcome = self._failure(exc, "toolrelay failed while streaming")
+                    if not exchange.ended:  # else the client has the whole answer
+                        await exchange.write(encoder.error(error))
             finally:
-                writer.stop()
-            if not writer.ended:
-                await writer.end(b"")  # with anything still held
+                exchange.stop_keepalive()
+            if not exchange.ended:
+                await exchange.end(b"")  # with anything still held
             return outcome
         finally:
             # Closing the round closes the backend's stream (the client left, say).
             await items.aclose()
-
-    async def _relay_stream(
-        self,
-        items: AsyncIterator[list[StreamItem]],
-        encoder: Encoder,
-        writer: _StreamWriter,
-        extra: dict[str, Any],
-    ) -> str:
-        """Relay the stream, errors included; the outcome for the request counter."""
-        try:
-            # Sent with the first event (or keep-alive): one write less per stream.
-            writer.hold(encoder.start())
-            await _relay(items, encoder, writer, extra)
-        except Exception as exc:
-            error, outcome = self._failure(exc, "toolrelay failed while streaming")
-            if not writer.ended:  # else the client has the whole answer
-                await writer.write(encoder.error(error))
-            return outcome
-        return "ok"
 
 
 def affinity(settings: Settings, req: RoundRequest, headers: Headers) -> str | None:
@@ -314,109 +297,6 @@ def warn(extra: dict[str, Any], warning: str | None) -> None:
         extra["toolrelay_warning"] = f"{before}; {warning}" if before else warning
 
 
-async def _relay(
-    batches: AsyncIterator[list[StreamItem]],
-    encoder: Encoder,
-    writer: _StreamWriter,
-    extra: dict[str, Any],
-) -> None:
-    """Each batch in one write; the one that finishes the stream goes out with the
-    end of the body, in one write too (each write is a system call: a short
-    stream's cost is mostly its writes)."""
-    last = b""  # the batch holding the Finish, once it came
-    event, run = encoder.event, encoder.run  # looked up once: they run for every item
-    try:
-        async for batch in batches:
-            if last:  # not the last after all
-                await writer.write(last)
-                last = b""
-            out = []
-            finished = False
-            for item in batch:
-                # The most frequent items, a read's run of text and an event, told by
-                # their type alone (ContentRun, Finish and Opened are final): an
-                # isinstance of a tuple costs more.
-                if type(item) is ContentRun:
-                    data = run(item)
-                    if data is not None:
-                        out.append(data)
-                elif type(item) is not Finish and type(item) is not Opened:
-                    data = event(item)
-                    if data is not None:
-                        out.append(data)
-                elif isinstance(item, Finish):
-                    warn(extra, item.warning)
-                    out.append(encoder.finish(item, extra))
-                    finished = True
-            if finished:
-                last = b"".join(out)
-            elif out:
-                await writer.write(b"".join(out))
-    except Exception:
-        if last:  # the answer was complete: it goes out before the error
-            await writer.write(last)
-        raise
-    if last:
-        await writer.end(last)
-
-
-class _StreamWriter:
-    """Sends SSE bytes, and ``keepalive`` whenever nothing was sent for a while.
-
-    The keep-alive is a timer, not a task: most streams end before their first
-    one is due, and a timer costs them less than a task started and cancelled."""
-
-    def __init__(self, send: Send, interval: float, keepalive: bytes) -> None:
-        self._send = send
-        self._last = time.monotonic()
-        self._held = b""
-        self.ended = False  # the body's end was sent (:meth:`end`)
-        self._interval = interval
-        self._keepalive = keepalive
-        self._loop = asyncio.get_running_loop()
-        self._timer = self._loop.call_later(interval, self._due) if interval > 0 else None
-        self._beat: asyncio.Task[None] | None = None
-
-    def hold(self, data: bytes) -> None:
-        """Send ``data`` with the next write, whatever it is."""
-        self._held += data
-
-    async def write(self, data: bytes) -> None:
-        # No lock against the keep-alive: each send is one whole SSE message,
-        # so a keep-alive can only ever land between two events.
-        self._last = time.monotonic()
-        if self._held:
-            data, self._held = self._held + data, b""
-        await self._send({"type": "http.response.body", "body": data, "more_body": True})
-
-    async def end(self, data: bytes) -> None:
-        """The last bytes of the body, and its end, in one send."""
-        self.ended = True
-        data, self._held = self._held + data, b""
-        await self._send({"type": "http.response.body", "body": data, "more_body": False})
-
-    def _due(self) -> None:
-        """The timer: a keep-alive when nothing was sent for ``interval``, else wait on."""
-        if self.ended:
-            return
-        wait = self._interval - (time.monotonic() - self._last)
-        if wait > 0:
-            self._timer = self._loop.call_later(wait, self._due)
-        else:
-            self._beat = self._loop.create_task(self._send_keepalive())
-
-    async def _send_keepalive(self) -> None:
-        await self.write(self._keepalive)
-        if not self.ended:
-            self._timer = self._loop.call_later(self._interval, self._due)
-
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._beat is not None:
-            self._beat.cancel()
-
-
 # How long a turn runs before it listens for the client's departure (once more at
 # most, below). Most answers are sent before then, and never pay for a task
 # waiting on ``receive()`` (its coroutine, its waits and wake-ups: about a tenth
@@ -433,12 +313,12 @@ class _Listeners:
     (its handle made and cancelled)."""
 
     def __init__(self) -> None:
-        self._young: dict[_ClientWatch, None] = {}  # began since the last tick
-        self._waiting: dict[_ClientWatch, None] = {}  # listen at the next tick
+        self._young: dict[_Exchange, None] = {}  # began since the last tick
+        self._waiting: dict[_Exchange, None] = {}  # listen at the next tick
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ticking = False
 
-    def add(self, watch: _ClientWatch, loop: asyncio.AbstractEventLoop) -> None:
+    def add(self, watch: _Exchange, loop: asyncio.AbstractEventLoop) -> None:
         if loop is not self._loop:
             # A new loop (a server started again): the old one's turns are over.
             self._young, self._waiting, self._ticking = {}, {}, False
@@ -448,7 +328,7 @@ class _Listeners:
             self._ticking = True
             loop.call_later(LISTEN_AFTER, self._tick, loop)
 
-    def discard(self, watch: _ClientWatch) -> None:
+    def discard(self, watch: _Exchange) -> None:
         self._young.pop(watch, None)
         self._waiting.pop(watch, None)
 
@@ -463,41 +343,75 @@ class _Listeners:
             loop.call_later(LISTEN_AFTER, self._tick, loop)
 
 
-class _ClientWatch:
-    """Cancels the current task when the client disconnects before its answer is sent.
+class _Exchange:
+    """One request's exchange with its client once its body is in: the watch on
+    the client's departure and, when the answer streams, its writer (the
+    keep-alive included) and relay. One object, its state in slots, made once a
+    request: a watch, a writer and the relay's coroutines of their own each
+    cost every stream.
 
-    It listens only once the turn has run a while (:class:`_Listeners`). No
-    watcher task to cancel at the end: the pending ``receive()`` returns by
-    itself once the response is complete (uvicorn then reports a disconnect),
-    and its callback, seeing the response complete, does nothing.
+    The watch cancels the current task when the client disconnects before its
+    answer is sent. It listens only once the turn has run a while
+    (:class:`_Listeners`). No watcher task to cancel at the end: the pending
+    ``receive()`` returns by itself once the response is complete (uvicorn then
+    reports a disconnect), and its callback, seeing the response complete, does
+    nothing.
+
+    The writer sends SSE bytes, and the front's keep-alive whenever nothing was
+    sent for a while. The keep-alive is a timer, not a task: most streams end
+    before their first one is due, and a timer costs them less than a task
+    started and cancelled.
     """
 
+    __slots__ = (
+        "_beat",
+        "_held",
+        "_interval",
+        "_keepalive",
+        "_last",
+        "_listeners",
+        "_loop",
+        "_pending",
+        "_receive",
+        "_send",
+        "_task",
+        "_timer",
+        "ended",
+        "gone",
+    )
+
     def __init__(self, receive: Receive, send: Send, listeners: _Listeners) -> None:
-        self.gone = False
-        self._complete = False
+        self.gone = False  # the client left before its answer was sent
+        self.ended = False  # the response's end was sent: a disconnect is its normal end
         task = asyncio.current_task()
         assert task is not None
         self._task = task
+        self._loop = task.get_loop()
         self._send = send
         self._receive = receive
         self._pending: asyncio.Future[Message] | None = None
         self._listeners = listeners
-        listeners.add(self, task.get_loop())
+        self._held = b""  # sent with the stream's next write
+        self._timer: asyncio.TimerHandle | None = None
+        self._beat: asyncio.Task[None] | None = None
+        listeners.add(self, self._loop)
+
+    # --- the client's departure -------------------------------------------------
 
     def send(self, message: Message) -> Awaitable[None]:
         if message["type"] == "http.response.body" and not message.get("more_body", False):
-            self._complete = True  # from here on, a disconnect is the normal end
+            self.ended = True
         return self._send(message)  # handed on: no coroutine of its own per send
 
     def listen(self) -> None:
         """Listen for the client's departure from now on."""
-        if self._complete:
+        if self.ended:
             return
         self._pending = asyncio.ensure_future(self._receive())
         self._pending.add_done_callback(self._received)
 
     def _received(self, pending: asyncio.Future[Message]) -> None:
-        if self._complete or pending.cancelled() or pending.exception() is not None:
+        if self.ended or pending.cancelled() or pending.exception() is not None:
             return
         if pending.result()["type"] == "http.disconnect":
             self.gone = True
@@ -506,6 +420,100 @@ class _ClientWatch:
             self.listen()
 
     def stop(self) -> None:
+        """The request is over: no more listening."""
         self._listeners.discard(self)
-        if not self._complete and self._pending is not None:
+        if not self.ended and self._pending is not None:
             self._pending.cancel()
+
+    # --- the stream's writing ---------------------------------------------------
+
+    def open_stream(self, interval: float, keepalive: bytes) -> Awaitable[None]:
+        """Send the stream's head; ``keepalive`` whenever nothing was sent for
+        ``interval`` seconds from now on (none for 0)."""
+        self._last = time.monotonic()
+        self._interval = interval
+        self._keepalive = keepalive
+        if interval > 0:
+            self._timer = self._loop.call_later(interval, self._due)
+        return self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+
+    def write(self, data: bytes) -> Awaitable[None]:
+        """Send ``data`` (after anything held) as part of the body."""
+        # No lock against the keep-alive: each send is one whole SSE message,
+        # so a keep-alive can only ever land between two events.
+        self._last = time.monotonic()
+        if self._held:
+            data, self._held = self._held + data, b""
+        return self._send({"type": "http.response.body", "body": data, "more_body": True})
+
+    def end(self, data: bytes) -> Awaitable[None]:
+        """The last bytes of the body, and its end, in one send."""
+        self.ended = True
+        data, self._held = self._held + data, b""
+        return self._send({"type": "http.response.body", "body": data, "more_body": False})
+
+    async def relay(
+        self, batches: AsyncIterator[list[StreamItem]], encoder: Encoder, extra: dict[str, Any]
+    ) -> None:
+        """The stream's bytes: its start with the first write, each batch in one
+        write, and the one that finishes the stream with the end of the body, in
+        one write too (each write is a system call: a short stream's cost is
+        mostly its writes)."""
+        # Sent with the first event (or keep-alive): one write less per stream.
+        self._held = encoder.start()
+        last = b""  # the batch holding the Finish, once it came
+        event, run = encoder.event, encoder.run  # looked up once: they run for every item
+        try:
+            async for batch in batches:
+                if last:  # not the last after all
+                    await self.write(last)
+                    last = b""
+                out = []
+                finished = False
+                for item in batch:
+                    # The most frequent items, a read's run of text and an event, told by
+                    # their type alone (ContentRun, Finish and Opened are final): an
+                    # isinstance of a tuple costs more.
+                    if type(item) is ContentRun:
+                        data = run(item)
+                        if data is not None:
+                            out.append(data)
+                    elif type(item) is not Finish and type(item) is not Opened:
+                        data = event(item)
+                        if data is not None:
+                            out.append(data)
+                    elif isinstance(item, Finish):
+                        warn(extra, item.warning)
+                        out.append(encoder.finish(item, extra))
+                        finished = True
+                if finished:
+                    last = b"".join(out)
+                elif out:
+                    await self.write(b"".join(out))
+        except Exception:
+            if last:  # the answer was complete: it goes out before the error
+                await self.write(last)
+            raise
+        if last:
+            await self.end(last)
+
+    def _due(self) -> None:
+        """The timer: a keep-alive when nothing was sent for ``interval``, else wait on."""
+        if self.ended:
+            return
+        wait = self._interval - (time.monotonic() - self._last)
+        if wait > 0:
+            self._timer = self._loop.call_later(wait, self._due)
+        else:
+            self._beat = self._loop.create_task(self._send_keepalive())
+
+    async def _send_keepalive(self) -> None:
+        await self.write(self._keepalive)
+        if not self.ended:
+            self._timer = self._loop.call_later(self._interval, self._due)
+
+    def stop_keepalive(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._beat is not None:
+            self._beat.cancel()

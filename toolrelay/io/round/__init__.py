@@ -20,7 +20,8 @@ calling the next)::
     answered   complete_round / stream_round: a round that leaves nothing is
                asked again plainly (never "" where the backend wrote something)
     checked    complete_checked / checked_stages: calls checked, one correction re-ask
-               (the stream's stages, and answered's, run in one generator: staged.py)
+               (the stream's stages, and answered's, run in one loop, stream_routed's
+               or staged's: staged.py)
     complete   complete_handling_required -> _complete_handling_refusals
                -> _complete_single_attempt; a round without tools:
                complete_without_tools -> _complete_single_attempt

@@ -38,7 +38,7 @@ from toolrelay.io.round.request import (
     StreamItem,
     reply_events,
 )
-from toolrelay.io.round.staged import staged
+from toolrelay.io.round.staged import Stage, staged
 from toolrelay.io.round.streamed import stream_handling_fallbacks
 from toolrelay.parse import parse_tool_calls
 from toolrelay.rescue import rewrite_history
@@ -96,19 +96,31 @@ def stream_round(
     nothing ends with the re-ask's answer. ``runs``: the caller takes a
     read's plain content as one :class:`ContentRun` where no layer reads it.
     """
+    items, stages = stream_round_stages(backend, req, counters, patience=patience, runs=runs)
+    return staged(items, stages) if stages else items
 
-    async def ask(again: RoundRequest) -> Reply:
-        return await complete_checked(backend, again, counters)
 
+def stream_round_stages(
+    backend: Backend,
+    req: RoundRequest,
+    counters: Counters,
+    *,
+    patience: float | None,
+    runs: bool,
+) -> tuple[AsyncGenerator[list[StreamItem], None], list[Stage]]:
+    """:func:`stream_round`'s batches before its stages, and the stages, in the
+    order each batch passes them (:func:`~toolrelay.io.round.staged.passed`): for
+    a caller that reads the batches in a loop of its own and runs the stages
+    there, one generator fewer on each batch's path."""
     stages = checked_stages(backend, req, counters)
     # Nothing to re-ask without tools (a round without tools is never empty-handed).
     if req.has_tools or recording() is not None:
-        stages.append(_Answered(backend.name, req, ask, counters))
+        stages.append(_Answered(backend, req, counters))
     # The stages read events: no run reaches them.
     items = stream_handling_fallbacks(
         backend, req, counters, patience=patience, runs=runs and not stages
     )
-    return staged(items, stages) if stages else items
+    return items, stages
 
 
 def _empty_handed(req: RoundRequest, calls: bool, content: str | None) -> bool:
@@ -192,12 +204,11 @@ class _Answered:
     gave nothing ends with the re-ask's answer (or the backend's words) instead
     of toolrelay's note."""
 
-    __slots__ = ("ask", "backend", "calls", "counters", "record", "req", "spoke")
+    __slots__ = ("backend", "calls", "counters", "record", "req", "spoke")
 
-    def __init__(self, backend: str, req: RoundRequest, ask: _Ask, counters: Counters) -> None:
+    def __init__(self, backend: Backend, req: RoundRequest, counters: Counters) -> None:
         self.backend = backend
         self.req = req
-        self.ask = ask
         self.counters = counters
         self.spoke = False
         self.record = recording()
@@ -214,9 +225,19 @@ class _Answered:
         finish = batch[-1]
         assert isinstance(finish, Finish)
         out, held = self._watched(batch[:-1])
-        ask, counters = self.ask, self.counters
-        out += await _stream_end(self.backend, self.req, finish, self.spoke, held, ask, counters)
+        if self.spoke or not _empty_handed(self.req, False, None):
+            # Most rounds: nothing to ask again, no coroutine of _stream_end's.
+            out += held
+            out.append(finish)
+        else:
+            backend, ask = self.backend.name, self._ask
+            out += await _stream_end(backend, self.req, finish, held, ask, self.counters)
         return self._recorded(out)
+
+    async def _ask(self, again: RoundRequest) -> Reply:
+        """The re-ask: a finished round on the same backend, its calls checked (a
+        method, not a closure made for every stream)."""
+        return await complete_checked(self.backend, again, self.counters)
 
     def _watched(self, batch: list[StreamItem]) -> tuple[list[StreamItem], list[StreamItem]]:
         """What goes out now, and toolrelay's notes, held until the batch's end (only
@@ -251,13 +272,12 @@ async def _stream_end(
     backend: str,
     req: RoundRequest,
     finish: Finish,
-    spoke: bool,
     held: list[StreamItem],
     ask: _Ask,
     counters: Counters,
 ) -> list[StreamItem]:
-    if spoke or not _empty_handed(req, False, None):
-        return [*held, finish]
+    """The end of a stream that gave the client nothing (:func:`_empty_handed`):
+    the re-ask's answer, the backend's words, or ``held`` and ``finish`` as they are."""
     gave = Reply(None, None, [], finish.reason, finish.usage, finish.mode or "native")
     gave = replace(gave, warning=finish.warning, raw=finish.raw)
     reply = await _answered(backend, req, gave, ask, counters)

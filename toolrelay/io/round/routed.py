@@ -20,8 +20,9 @@ from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.pool import Pool, fails_backend
 from toolrelay.io.counters import Counters
-from toolrelay.io.round.answered import complete_round, stream_round
+from toolrelay.io.round.answered import complete_round, stream_round_stages
 from toolrelay.io.round.request import Finish, Reply, RoundRequest, StreamItem
+from toolrelay.io.round.staged import passed, passed_last
 
 log = logging.getLogger("toolrelay.rounds")
 
@@ -119,19 +120,21 @@ async def stream_routed(
     patience: float | None,
     runs: bool = False,
 ) -> AsyncGenerator[list[StreamItem], None]:
-    """:func:`stream_round` on the pool's pick; a failure before it opened is
-    tried once more on another backend. ``runs``: as :func:`stream_round`'s."""
+    """:func:`~toolrelay.io.round.answered.stream_round` on the pool's pick; a
+    failure before it opened is tried once more on another backend. ``runs``: as
+    ``stream_round``'s. The round's stages run in this generator's own loop: a
+    generator of their own would cost each batch a hop."""
     backend = pool.choose(req.affinity)
     assert backend is not None
     retried = False
     while True:
         tally = _Tally(counters) if pool.judges_quality and req.has_tools else None
         lease = pool.lease(serving(backend))
-        items = stream_round(
+        items, stages = stream_round_stages(
             backend, pool.round_for(req, backend), tally or counters, patience=patience, runs=runs
         )
         try:
-            opened = await items.__anext__()
+            opened = passed(stages, await items.__anext__())
         except BackendError as exc:
             lease.end(exc)
             await items.aclose()
@@ -150,6 +153,11 @@ async def stream_routed(
     try:
         yield opened
         async for batch in items:
+            if stages:
+                last = bool(batch) and isinstance(batch[-1], Finish)
+                batch = await passed_last(stages, batch) if last else passed(stages, batch)
+                if not batch:  # a batch a stage leaves empty goes no further
+                    continue
             if tally is not None and not rejected:  # only the quality record reads it
                 rejected = any(isinstance(item, CallRejected) for item in batch)
             if batch and isinstance(batch[-1], Finish):  # it ends the last batch
