@@ -200,7 +200,7 @@ class SharedState:
                 self._reachable(False, exc)
             finally:
                 with contextlib.suppress(RedisError, OSError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
             await asyncio.sleep(_RETRY_DELAY)
 
     def _dispatch(self, channel: bytes, data: bytes) -> None:
