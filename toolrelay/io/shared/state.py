@@ -19,9 +19,9 @@ import uuid
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 from toolrelay.errors import ToolrelayError
 from toolrelay.io.shared import facts, health, quality, tools
