@@ -241,6 +241,29 @@ def test_a_turn_in_flight_keeps_its_tools_the_next_one_gets_the_new_ones(
     assert next_turn.split("\n\n")[0] == "ok GET /v2/weather/Oslo"
 
 
+def test_a_gateway_without_server_tools_runs_those_a_post_adds(service: Service) -> None:
+    # A gateway with none skips the lookup (one check a request): the check must
+    # see definitions added after the start, on the very next request.
+    scenario = {
+        "rules": [
+            {"match": {"tools": "none"}, "answer": {"content": "no tools"}},
+            {"match": {"tool_result": True}, "answer": {"content": "{last_tool_result}"}},
+            {"answer": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}},
+        ]
+    }
+    ask = {"model": "m", "messages": [{"role": "user", "content": "weather?"}]}
+    with (
+        Simulator(SimulatorConfig.load(scenario)) as sim,
+        gateway(sim.openai_url, tool_max_iterations=2) as gw,
+    ):
+        chat = gw.url + "/v1/chat/completions"
+        before = httpx.post(chat, json=ask, timeout=30).json()
+        assert post(gw.url, json.dumps(definitions(service.url))).status_code == 200
+        after = httpx.post(chat, json=ask, timeout=30).json()
+    assert before["choices"][0]["message"]["content"] == "no tools"
+    assert after["choices"][0]["message"]["content"].startswith("ok GET /weather/Oslo")
+
+
 # --- settings and startup -------------------------------------------------------
 
 

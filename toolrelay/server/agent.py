@@ -77,13 +77,15 @@ class ServerTools:
     extra: dict[str, Any]
 
 
-async def server_tools(
+def server_tools(
     gateway: Gateway, req: RoundRequest, stuck_mode: Mode | None, extra: dict[str, Any]
 ) -> ServerTools | None:
-    """The server tools for this request, or None when it is a plain round."""
+    """The server tools for this request, or None when it is a plain round.
+
+    Synchronous: every tool store holds its definitions in memory."""
     if req.plan.mode == "none":
         return None  # no tool may be called: nothing to run
-    toolbox = await gateway.tools.toolbox()
+    toolbox = gateway.tools.toolbox()
     if not len(toolbox):
         return None
     clash = clashing_names(toolbox, req.tools)

@@ -125,7 +125,7 @@ class Session:
             request = build_round(
                 gateway.settings, {"model": model, "messages": list(self.history)}
             )
-            toolbox = await gateway.tools.toolbox()
+            toolbox = gateway.tools.toolbox()
             turn = run_turn(
                 gateway.backends.for_model(model),
                 request,

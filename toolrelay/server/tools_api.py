@@ -45,7 +45,7 @@ class ToolsApi:
         refused = self._unauthorised(request)
         if refused is not None:
             return refused
-        return self._answer(await self.gateway.tools.store.get())
+        return self._answer(self.gateway.tools.store.active)
 
     def _unauthorised(self, request: Request) -> Response | None:
         """The 401 for a request without the admin token, when one is set."""

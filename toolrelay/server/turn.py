@@ -209,8 +209,9 @@ class TurnRoute(Generic[TurnT]):
                 turn.round = loop_guard.final_answer_request(turn.round, verdict)
                 extra["toolrelay_stuck"] = verdict.to_public_dict()
             tools = None
-            if verdict is None:
-                tools = await server_tools(gateway, turn.round, turn.stuck_mode, extra)
+            # ``idle``: no server tool at all, as most gateways run: one check.
+            if verdict is None and not gateway.tools.idle():
+                tools = server_tools(gateway, turn.round, turn.stuck_mode, extra)
             if turn.stream:
                 return await self._stream(turn, extra, scope, exchange, tools)
             reply = await complete_turn(gateway, turn.round, tools)

@@ -62,15 +62,12 @@ class RedisToolStore:
     def __init__(self, url: str, file_definitions: tuple[ToolDefinition, ...]) -> None:
         self._shown_url = redact_url(url)
         self._file = ActiveTools(file_definitions, "file" if file_definitions else "none")
-        self._active = self._file
+        self.active = self._file
         self._version = 0
         self._client: Redis | None = None
 
     def connect(self, client: Redis) -> None:
         self._client = client
-
-    async def get(self) -> ActiveTools:
-        return self._active
 
     async def replace(self, definitions: tuple[ToolDefinition, ...]) -> ActiveTools:
         payload = orjson.dumps([definition.to_dict() for definition in definitions])
@@ -93,7 +90,7 @@ class RedisToolStore:
                 "replaced on any replica"
             )
         self._install(int(version), definitions)
-        return self._active
+        return self.active
 
     async def aclose(self) -> None:
         return None  # the client belongs to the shared state
@@ -108,9 +105,9 @@ class RedisToolStore:
         """Take what Redis holds, whatever this replica had (Redis may have restarted)."""
         data = await client.get(KEY)
         if data is None:
-            if self._active is not self._file:
+            if self.active is not self._file:
                 log.info("no /api/tools override in Redis: the tools file's definitions apply")
-            self._active, self._version = self._file, 0
+            self.active, self._version = self._file, 0
             return
         parsed = _decode(data)
         if parsed is not None:
@@ -120,7 +117,7 @@ class RedisToolStore:
     def _install(self, version: int, definitions: tuple[ToolDefinition, ...]) -> None:
         if version >= self._version:
             self._version = version
-            self._active = ActiveTools(definitions, "request")
+            self.active = ActiveTools(definitions, "request")
 
 
 def _decode(data: Any) -> tuple[int, tuple[ToolDefinition, ...]] | None:

@@ -49,8 +49,12 @@ class ActiveTools:
 class ToolStore(Protocol):
     """Where the definitions in force live."""
 
-    async def get(self) -> ActiveTools:
-        """The definitions in force: the override when one was set, else the file's."""
+    @property
+    def active(self) -> ActiveTools:
+        """The definitions in force: the override when one was set, else the file's.
+
+        Held in memory (a shared store keeps its copy current from Redis's
+        messages): every request reads it, so reading it waits for nothing."""
         ...
 
     async def replace(self, definitions: tuple[ToolDefinition, ...]) -> ActiveTools:
@@ -66,14 +70,12 @@ class MemoryToolStore:
     """The override in this process's memory: gone at restart, as seed 002 says."""
 
     def __init__(self, file_definitions: tuple[ToolDefinition, ...] = ()) -> None:
-        self._active = ActiveTools(file_definitions, "file" if file_definitions else "none")
-
-    async def get(self) -> ActiveTools:
-        return self._active
+        # A plain attribute, read by every request (a property costs a call).
+        self.active = ActiveTools(file_definitions, "file" if file_definitions else "none")
 
     async def replace(self, definitions: tuple[ToolDefinition, ...]) -> ActiveTools:
-        self._active = ActiveTools(definitions, "request")
-        return self._active
+        self.active = ActiveTools(definitions, "request")
+        return self.active
 
     async def aclose(self) -> None:
         return None
@@ -137,9 +139,14 @@ class ToolRegistry:
         self._built: tuple[tuple[ToolDefinition, ...], tuple[int, ...], Toolbox] | None = None
         self._http: tuple[tuple[ToolDefinition, ...], Toolbox] | None = None
 
-    async def toolbox(self) -> Toolbox:
+    def idle(self) -> bool:
+        """No tool to run, as most gateways are: no other source, no HTTP definition.
+        One check per request, since ``POST /api/tools`` may add definitions."""
+        return not self.sources and not self.store.active.definitions
+
+    def toolbox(self) -> Toolbox:
         """The tools for a turn that starts now (empty when none are defined)."""
-        active = await self.store.get()
+        active = self.store.active
         revisions = tuple(source.revision for source in self.sources)
         built = self._built
         if built is None or built[0] != active.definitions or built[1] != revisions:
@@ -153,8 +160,9 @@ class ToolRegistry:
         return built[2]
 
     async def http_toolbox(self) -> Toolbox:
-        """The HTTP tools alone (what toolrelay serves to MCP clients)."""
-        active = await self.store.get()
+        """The HTTP tools alone (what toolrelay serves to MCP clients); a coroutine,
+        as the MCP offer asks of its provider."""
+        active = self.store.active
         built = self._http
         if built is None or built[0] != active.definitions:
             tools = [HttpTool(d, self.client) for d in active.definitions]
