@@ -97,26 +97,30 @@ _TEXT_DONE = (
     b'"content":[{"type":"output_text","text":%b,"annotations":[],"logprobs":[]}],'
     b'"status":"completed"}}\n\n'
 )
-# A function_call item's open: its sequence number, index, id, call id and name
-# (JSON) left out.
+# A function_call item up to its arguments: its id, call id and name (JSON) left out.
+_CALL_ITEM_HEAD = b'{"id":%b,"type":"function_call","call_id":%b,"name":%b'
+# A function_call item's open: its sequence number, index and the item up to its
+# arguments left out.
 _CALL_ADDED = (
     b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
-    b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"function_call",'
-    b'"call_id":%b,"name":%b,"arguments":"","status":"in_progress"}}\n\n'
+    b'"sequence_number":%d,"output_index":%d,"item":%b,"arguments":"","status":"in_progress"}}\n\n'
 )
-# A function_call's arguments delta before its sequence number, and after its fragment.
-_CALL_DELTA_HEAD = (
+# The template of a function_call's arguments delta, made by one formatting when
+# the call opens: the item's id (JSON) and index left out, and ``%d`` and ``%b``
+# for each delta's sequence number and fragment (the id is hex, the index digits:
+# no ``%`` to escape).
+_CALL_DELTA_OF = (
     b"event: response.function_call_arguments.delta\n"
-    b'data: {"type":"response.function_call_arguments.delta","sequence_number":'
+    b'data: {"type":"response.function_call_arguments.delta","sequence_number":%%d,'
+    b'"item_id":%b,"output_index":%d,"delta":%%b}\n\n'
 )
-_CALL_DELTA_TAIL = b"}\n\n"
 # A function_call item's close: the arguments' event and the item's, the sequence
-# numbers, the item's id and index as its events name them, its name, the
-# arguments (JSON), the item's index, and the item up to its arguments left out.
+# numbers, the item's id (JSON) and index, its name, the arguments (JSON), the
+# item's index, and the item up to its arguments left out.
 _CALL_DONE = (
     b"event: response.function_call_arguments.done\n"
-    b'data: {"type":"response.function_call_arguments.done","sequence_number":%d,%b,'
-    b'"name":%b,"arguments":%b}\n\n'
+    b'data: {"type":"response.function_call_arguments.done","sequence_number":%d,'
+    b'"item_id":%b,"output_index":%d,"name":%b,"arguments":%b}\n\n'
     b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
     b'"sequence_number":%d,"output_index":%d,"item":%b,"arguments":%b,"status":"completed"}}\n\n'
 )
@@ -174,11 +178,11 @@ class ResponseBuilder(Blocks):
         self._run_where = ""
         self._item_json = b""
         self._text_where = b""
-        # The open function_call item's id and index as its events name them (b""
-        # for a call said through the general path), its delta's template, its
-        # name (JSON) and the item up to its arguments (set when the call opens).
-        self._call_where = b""
+        # The open function_call item's delta template (b"" for a call said
+        # through the general path), its id and name (JSON) and the item up to
+        # its arguments (set when the call opens).
         self._call_delta = b""
+        self._call_json = b""
         self._call_name = b""
         self._call_item_head = b""
 
@@ -236,7 +240,7 @@ class ResponseBuilder(Blocks):
     def call_open_bytes(self, start: ToolCallStart) -> bytes | None:
         name = start.name
         if name in self._custom or name in self._namespaced:
-            self._call_where = b""  # its events through the general path
+            self._call_delta = b""  # its events through the general path
             return None
         # The item made here, not through _new_item and _other_item (two calls
         # less a call; the text block's templates not looked at).
@@ -248,26 +252,22 @@ class ResponseBuilder(Blocks):
         self._index = index = len(output) - 1
         sequence = self._sequence
         self._sequence += 1
-        item_json = orjson.dumps(item_id)
-        call_id, name_json = orjson.dumps(start.id), orjson.dumps(name)
-        where = b'"item_id":%b,"output_index":%d' % (item_json, index)
-        # What the open call's events repeat: its id and index as they name them,
-        # its delta (its sequence number and fragment left out: one formatting
-        # per delta; the id is hex, the index digits: no ``%`` to escape), its
-        # name, and the item as it stands before its arguments.
-        self._call_where = where
-        delta_where = b"," + where + b',"delta":'
-        self._call_delta = _CALL_DELTA_HEAD + b"%d" + delta_where + b"%b" + _CALL_DELTA_TAIL
-        self._call_name = name_json
-        self._call_item_head = b'{"id":%b,"type":"function_call","call_id":%b,"name":%b' % (
+        # What the open call's events repeat, each made by one formatting (a
+        # concatenation costs about as much as a formatting): the item's id, its
+        # delta's template, its name, and the item as it stands before its
+        # arguments, which its open says too.
+        self._call_json = item_json = orjson.dumps(item_id)
+        self._call_delta = _CALL_DELTA_OF % (item_json, index)
+        self._call_name = name_json = orjson.dumps(name)
+        self._call_item_head = head = _CALL_ITEM_HEAD % (
             item_json,
-            call_id,
+            orjson.dumps(start.id),
             name_json,
         )
-        return _CALL_ADDED % (sequence, index, item_json, call_id, name_json)
+        return _CALL_ADDED % (sequence, index, head)
 
     def call_delta_bytes(self, text: str) -> bytes | None:
-        if not self._call_where:
+        if not self._call_delta:
             said = self.delta("call", text)
             return sse(said) if said is not None else None
         sequence = self._sequence
@@ -275,7 +275,7 @@ class ResponseBuilder(Blocks):
         return self._call_delta % (sequence, orjson.dumps(text))
 
     def call_close_bytes(self, text: str, call: ToolCall | None) -> bytes:
-        if not self._call_where:
+        if not self._call_delta:
             return b"".join(map(sse, self.close("call", text, call)))
         item = self._output[-1]
         item["status"] = "completed"
@@ -283,13 +283,15 @@ class ResponseBuilder(Blocks):
         said = orjson.dumps(arguments)
         sequence = self._sequence
         self._sequence += 2
+        index = self._index
         return _CALL_DONE % (
             sequence,
-            self._call_where,
+            self._call_json,
+            index,
             self._call_name,
             said,
             sequence + 1,
-            self._index,
+            index,
             self._call_item_head,
             said,
         )
