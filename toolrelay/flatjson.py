@@ -33,14 +33,18 @@ without an expression per token.
 from __future__ import annotations
 
 import re
+from typing import ClassVar
+
+from mypy_extensions import mypyc_attr
 
 from toolrelay.repair import ATOM_HOLD, canonical_atom
 
 _SPACE = re.compile(r"[ \t\r\n]*")
 _WHITESPACE = " \t\r\n"
 # String text the writer writes as it stands: plain characters and the escapes it
-# writes itself (a surrogate, a control character, \/ and \u are rewritten).
-_STRING_RUN = re.compile('(?:[^"\\\\\x00-\x1f\ud800-\udfff]+|\\\\["\\\\bfnrt])*')
+# writes itself (a surrogate, a control character, \/ and \u are rewritten). The
+# surrogates are the expression's own escapes: mypyc compiles no surrogate literal.
+_STRING_RUN = re.compile('(?:[^"\\\\\x00-\x1f\\ud800-\\udfff]+|\\\\["\\\\bfnrt])*')
 _ATOM = re.compile(r"[A-Za-z0-9_+\-.]+")
 
 # Where the object stands between two fragments.
@@ -54,6 +58,8 @@ _NEXT = 6  # after a value
 _DONE = 7  # closed
 
 
+# Compiled (setup.py), and tests subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FlatObject:
     """Fragments of a flat JSON object in, the writer's output for each out (None: not
     this shape; nothing of that fragment was emitted)."""
@@ -62,7 +68,7 @@ class FlatObject:
 
     # Plain text read with string methods rather than the regular expressions (the
     # tests compare with False: every fragment read by the expressions alone).
-    fast_lanes = True
+    fast_lanes: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._phase = _BEFORE

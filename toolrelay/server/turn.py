@@ -23,6 +23,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from mypy_extensions import mypyc_attr
 from starlette.types import Message, Receive, Scope, Send
 
 from toolrelay.balance import affinity_of_messages
@@ -63,6 +64,8 @@ _SSE_HEADERS = [
 ]
 
 
+# Compiled (setup.py), and each front's turn is a subclass.
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass
 class Turn:
     """What every front reads from its request; fronts subclass it for their own options."""

@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
+from mypy_extensions import mypyc_attr
 
 from toolrelay.io.backends.errors import BackendError, BackendTimeout, BackendUnreachable
 from toolrelay.io.backends.fragments import ArgumentChunks, ArgumentFragment
@@ -169,6 +170,8 @@ def _after_events(data: bytes, count: int, at: int = 0) -> int:
     return at
 
 
+# Compiled (setup.py), and tests patch its reads.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ChunkStream:
     """An opened SSE stream: iterate for batches of decoded ``data:`` payloads.
 
@@ -206,7 +209,7 @@ class ChunkStream:
         response: aiohttp.ClientResponse,
         shown: str,
         limits: Limits,
-        slots: _Slots,
+        slots: _Slots | None,
         started: float,
         plain: bool = False,
     ) -> None:

@@ -11,9 +11,10 @@ rules (no interleaving, id and name once, strict JSON arguments);
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
+from mypy_extensions import mypyc_attr
 
 from toolrelay.events import CallRejected, Event, RejectedCall, ToolCall
 from toolrelay.flatjson import FlatObject
@@ -120,6 +121,8 @@ class _Slot:
         self.gathered: list[str] = []
 
 
+# Compiled (setup.py), and tests read with a subclass that takes the general path.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class NativeStream:
     """``delta.tool_calls`` entries in, strict call events out as they arrive.
 
@@ -142,11 +145,11 @@ class NativeStream:
     """
 
     # Fragments of a flat object are read by FlatObject (the tests compare with False).
-    flat_fragments = True
+    flat_fragments: ClassVar[bool] = True
     # A call's first delta (its id and name) opens its slot in :meth:`_opened`, and its
     # first fragment opens the call in :meth:`fragment`, without the general reading of
     # an entry and the queue's advance (the tests compare with False).
-    open_in_one_step = True
+    open_in_one_step: ClassVar[bool] = True
 
     def __init__(self, tools: ToolSet, *, held: bool = False) -> None:
         self._ctx = Context(tools)

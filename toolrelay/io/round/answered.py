@@ -20,6 +20,8 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import replace
 
+from mypy_extensions import mypyc_attr
+
 from toolrelay.correction import model_said_something
 from toolrelay.echo import markup_removed, remove_echoes
 from toolrelay.events import ContentDelta, ToolCallStart
@@ -199,6 +201,8 @@ async def _asked_again(
     return None
 
 
+# Compiled (setup.py), and tests subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class _Answered:
     """:func:`_answered` for a stream: what goes out is watched, and a round that
     gave nothing ends with the re-ask's answer (or the backend's words) instead

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
+
+from mypy_extensions import mypyc_attr
 
 from toolrelay import StreamParser
 from toolrelay.conform import IdMap, conform, id_style
@@ -363,6 +365,8 @@ def _not_a_completion(what: str, value: Any) -> BackendError:
     return BackendError(502, f"backend's answer is not a chat completion: {what} (got {shown})")
 
 
+# Compiled (setup.py), and tests read with a subclass that takes the general path.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ChunkReader:
     """Content through the streaming parser and native call deltas through
     :class:`NativeStream`, merged into one sequence of calls: indices in the
@@ -401,7 +405,7 @@ class ChunkReader:
 
     # The open call's argument fragments are handed on without _call_event (the tests
     # compare with False: every call event through it).
-    open_fragments = True
+    open_fragments: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -84,6 +84,7 @@ class RoundRequest:
     _toolset: ToolSet | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self, declared: DeclaredTools | None) -> None:
+        self._toolset = None
         # Raises ToolChoiceError (a ValueError with .param) for an invalid choice.
         self.plan = resolve_tool_choice(
             self.tools if declared is None else declared, self.tool_choice

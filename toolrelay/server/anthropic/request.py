@@ -45,6 +45,8 @@ _SERVER_BLOCKS = (
     "mcp_tool_result",
     "container_upload",
 )
+# An assistant turn's blocks that are not read into its message, and are no error.
+_UNREAD_ASSISTANT_BLOCKS = ("thinking", "redacted_thinking", *_SERVER_BLOCKS)
 
 
 @dataclass
@@ -393,7 +395,7 @@ def _assistant(blocks: list[Any], where: str) -> dict[str, Any]:
             content = block.get("content")
             if isinstance(content, str) and content:
                 texts.append(content)
-        elif kind not in ("thinking", "redacted_thinking", *_SERVER_BLOCKS):
+        elif kind not in _UNREAD_ASSISTANT_BLOCKS:
             raise invalid(
                 f"{at}.type: an assistant turn holds text, thinking and tool_use blocks, "
                 f"not {kind!r}.",
