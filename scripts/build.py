@@ -1,0 +1,71 @@
+"""Keep the compiled modules of an editable install in step with their sources.
+
+An editable install (scripts/install) compiles the modules setup.py compiles in
+place, beside their sources, and Python imports an extension before its source:
+one edited since its build would run stale. Run before the tests (scripts/test):
+when a listed module, setup.py or pyproject.toml is newer than the extensions,
+the install is built again; with ``TOOLRELAY_PURE_PYTHON=1`` the extensions are
+removed, so that the sources run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import setup  # noqa: E402  (the build's own reading of the list and the compiler)
+
+
+def _say(message: str) -> None:
+    print(f"scripts/build: {message}", file=sys.stderr)
+
+
+def _extensions() -> list[Path]:
+    """Every extension a build left in the tree: the modules' and their shared library."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    return [*ROOT.glob(f"toolrelay/**/*{suffix}"), *ROOT.glob(f"toolrelay__mypyc{suffix}")]
+
+
+def _stale() -> list[str]:
+    """What changed since the extensions were built (everything, when none were)."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    stale = []
+    for path in setup.compiled_paths():
+        source = ROOT / path
+        built = ROOT / (path.removesuffix(".py") + suffix)
+        if not built.is_file() or built.stat().st_mtime < source.stat().st_mtime:
+            stale.append(path)
+    oldest = min((built.stat().st_mtime for built in _extensions()), default=0.0)
+    stale += [
+        name for name in ("setup.py", "pyproject.toml") if (ROOT / name).stat().st_mtime > oldest
+    ]
+    return stale
+
+
+def main() -> None:
+    reason = setup.why_pure()
+    if reason is not None:
+        for built in _extensions():
+            built.unlink()
+        _say(f"pure Python ({reason})")
+        return
+    stale = _stale()
+    if not stale:
+        return
+    _say(
+        f"compiling again (a few minutes): changed since the last build: {', '.join(stale[:5])}"
+        + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--editable", str(ROOT)],
+        check=True,
+    )
+
+
+if __name__ == "__main__":
+    main()
