@@ -39,6 +39,9 @@ from streamcheck import check_stream  # type: ignore[import-not-found]
 from tests.strategies import json_trees
 from toolrelay import parse_tool_calls
 from toolrelay.formats import FORMATS
+from toolrelay.formats.base import Context
+from toolrelay.formats.jsoncalls import JsonCallsRegion
+from toolrelay.names import ToolSet
 from toolrelay.repair import repair_json
 
 EXAMPLES = int(os.environ.get("REFERENCE_EXAMPLES", "60"))
@@ -106,7 +109,10 @@ def test_every_json_object_format_is_wrapped() -> None:
     json_engine = {
         f.name
         for f in FORMATS
-        if any(o.region.__qualname__.startswith("json_opener") for o in f.openers)
+        if any(
+            isinstance(o.region(Context(ToolSet(None), f.name), o.marker), JsonCallsRegion)
+            for o in f.openers
+        )
     }
     assert json_engine <= set(WRAPPERS), json_engine - set(WRAPPERS)
     assert set(WRAPPERS) <= {f.name for f in FORMATS}

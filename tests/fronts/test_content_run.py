@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 from unittest.mock import patch
 
@@ -123,7 +122,8 @@ def _responses(items: list[Item], reasoning: bool, summary: bool, runs: bool) ->
     numbers = itertools.count()
     with (
         patch("toolrelay.server.responses.wire.unique_hex", lambda: f"{next(numbers):032x}"),
-        patch("toolrelay.server.responses.wire.time", SimpleNamespace(time=lambda: 0.0)),
+        # The clock itself: a compiled module (setup.py) holds the time module, not its name.
+        patch("time.time", lambda: 0.0),
     ):
         builder = ResponseBuilder("m", {}, reasoning, summary=summary)
         written = _written(_ResponseWriter(builder), items, runs=runs)

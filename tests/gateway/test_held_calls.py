@@ -180,7 +180,7 @@ def _run(
 def _front_bytes(events: list[Event]) -> list[bytes]:
     """What each front writes of ``events``: Chat Completions' chunks, Messages' and
     Responses' events."""
-    with _numbered_ids(), patch("toolrelay.server.chat.wire.completion_id", lambda: "c"):
+    with _numbered_ids(), patch("toolrelay.server.chat.wire.unique_hex", lambda: "c"):
         chat = ChunkEncoder("m", False)
         messages = MessageEncoder("m", False)
         responses = ResponseBuilder("m", {}, False)

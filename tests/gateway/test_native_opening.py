@@ -9,6 +9,7 @@ order, names not declared, and any entry between."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from typing import Any
@@ -137,14 +138,19 @@ def _run(native: NativeStream, feeds: list[list[dict[str, Any]]]) -> list[list[E
     return [[_numbered(event, ids) for event in events] for events in out]
 
 
+def _fields(value: Any) -> dict[str, Any]:
+    """A dataclass's fields (a compiled one has no ``__dict__``)."""
+    return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+
+
 def _numbered(event: Event, ids: dict[str, str]) -> Any:
-    fields = dict(vars(event))
+    fields = _fields(event)
     for key in ("id",):
         if key in fields:
             fields[key] = ids.setdefault(fields[key], f"id{len(ids)}")
     call = fields.get("call")
     if call is not None and hasattr(call, "id"):
-        fields["call"] = {**vars(call), "id": ids.setdefault(call.id, f"id{len(ids)}")}
+        fields["call"] = {**_fields(call), "id": ids.setdefault(call.id, f"id{len(ids)}")}
     return type(event).__name__, fields
 
 

@@ -11,7 +11,6 @@ import asyncio
 import time
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,8 +55,17 @@ def _shown(chunk: Any) -> Any:
     return chunk
 
 
-async def _batches(body: list[bytes], line_limit: int) -> list[Any]:
-    stream = ChunkStream(
+class _LineByLine(ChunkStream):
+    """Every read line by line (``_cut_on_every_read``)."""
+
+    def _chunks(self, data: bytes) -> list[Chunk]:
+        return _cut_on_every_read(self, data)
+
+
+async def _batches(
+    body: list[bytes], line_limit: int, stream_type: type[ChunkStream] = ChunkStream
+) -> list[Any]:
+    stream = stream_type(
         _Body(list(body)),
         "test",
         Limits(max_line_bytes=line_limit),
@@ -76,9 +84,7 @@ async def _batches(body: list[bytes], line_limit: int) -> list[Any]:
 
 def _both(body: list[bytes], line_limit: int) -> tuple[list[Any], list[Any]]:
     fast = asyncio.run(_batches(body, line_limit))
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(ChunkStream, "_chunks", _cut_on_every_read)
-        slow = asyncio.run(_batches(body, line_limit))
+    slow = asyncio.run(_batches(body, line_limit, _LineByLine))
     return fast, slow
 
 

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -409,27 +408,27 @@ def cut_into_reads(draw: st.DrawFn, events: list[bytes]) -> list[bytes]:
     return [body[start:end] for start, end in itertools.pairwise(bounds)]
 
 
+class _LineByLine(ChunkStream):
+    """Every read line by line."""
+
+    def _chunks(self, data: bytes) -> list[Any]:
+        return self._decode(self._lines(data))
+
+
 async def _batches(
-    body: list[bytes], line_limit: int, monkeypatch: pytest.MonkeyPatch | None
+    body: list[bytes], line_limit: int, stream_type: type[ChunkStream] = ChunkStream
 ) -> list[Any]:
     """Each read's batch (or the error that ended the stream, by its reason), and
-    whether the stream saw its end; ``monkeypatch``: every read line by line."""
-    if monkeypatch is not None:
-        monkeypatch.setattr(
-            ChunkStream, "_chunks", lambda stream, data: stream._decode(stream._lines(data))
-        )
+    whether the stream saw its end; ``_LineByLine``: every read line by line."""
     limits = Limits(max_line_bytes=line_limit)
     response: Any = _Body(list(body))
-    stream = ChunkStream(response, "test", limits, None, time.monotonic(), plain=True)
+    stream = stream_type(response, "test", limits, None, time.monotonic(), plain=True)
     out: list[Any] = []
     try:
         async for batch in stream:
             out.append((_texts_of_runs(batch), stream.ended))
     except BackendError as exc:
         out.append(("error", exc.reason))
-    finally:
-        if monkeypatch is not None:
-            monkeypatch.undo()
     return out
 
 
@@ -452,9 +451,8 @@ def test_a_read_of_whole_events_is_read_as_line_by_line(body: list[bytes], line_
     line: the same batch, read for read, as reading all of it line by line, for
     any stream cut into any reads, and the same error where a line is over its
     limit (a read over the limit goes line by line)."""
-    fast = asyncio.run(_batches(body, line_limit, None))
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        slow = asyncio.run(_batches(body, line_limit, monkeypatch))
+    fast = asyncio.run(_batches(body, line_limit))
+    slow = asyncio.run(_batches(body, line_limit, _LineByLine))
     assert fast == slow
 
 
@@ -488,8 +486,7 @@ def test_nothing_after_the_done_is_read() -> None:
     though what follows it is in the frame."""
     line = b'data: {"id":"a","choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n'
     body = [line % b"one" + line % b"two" + b"data: [DONE]\n\n" + line % b"three"]
-    fast = asyncio.run(_batches(body, 1024, None))
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        slow = asyncio.run(_batches(body, 1024, monkeypatch))
+    fast = asyncio.run(_batches(body, 1024))
+    slow = asyncio.run(_batches(body, 1024, _LineByLine))
     assert fast == slow
     assert fast[0][0][1:] == ["two"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -126,7 +127,7 @@ def test_rewind_without_a_round_to_keep_only_adds_the_note() -> None:
     )
     assert decision.verdict is not None
     verdict = decision.verdict
-    broken = type(verdict)(**{**verdict.__dict__, "loop_start_index": 1})
+    broken = dataclasses.replace(verdict, loop_start_index=1)
     rewound = rewind(messages, broken)
     assert rewound[:-1] == messages[:-1]
     assert rewound[-1]["content"] == "text of a\n\n" + verdict.message_to_model
