@@ -157,14 +157,6 @@ def _said(text: str) -> dict[str, Any]:
     return {"id": "msg_" + text, "type": "message", "role": "assistant", "content": [part]}
 
 
-class _AlwaysTyped:
-    """What the general reader sees in place of ``_TYPED``: every request sends a
-    typed field, so each is looked at."""
-
-    def isdisjoint(self, keys: Any) -> bool:
-        return False
-
-
 def outcome(body: dict[str, Any], store: ResponseStore) -> Any:
     """What reading ``body`` gives: the turn as plain values, or the error."""
     try:
@@ -191,17 +183,17 @@ def outcome(body: dict[str, Any], store: ResponseStore) -> Any:
 def test_a_request_reads_as_with_every_field_looked_at(body: dict[str, Any], capacity: int) -> None:
     store = chained_store() if capacity else ResponseStore(0)
     read = outcome(body, store)
-    with patch.object(request, "_TYPED", _AlwaysTyped()):
+    # The general reader: every field the request sends is taken for a typed one, so
+    # each is looked at (a global, which a compiled module reads at each use).
+    with patch.object(request, "_TYPED", frozenset(body)):
         assert read == outcome(body, store)
 
 
-def fresh_tools(tools: Any, items: Any) -> Any:
-    """The reference: the request's tools read afresh, no read kept."""
+def fresh_tools(key: bytes) -> Any:
+    """The reference for ``_kept_tools``: the top-level tool list read afresh, no
+    read kept (a decorated function, which a compiled module calls by its name)."""
     toolset = request._ToolSet()
-    toolset.read(tools, "tools")
-    for i, item in enumerate(items if isinstance(items, list) else ()):
-        if isinstance(item, dict) and item.get("type") == "additional_tools":
-            toolset.read(item.get("tools"), f"input[{i}].tools")
+    toolset.read(orjson.loads(key), "tools")
     return toolset
 
 
@@ -228,5 +220,5 @@ def test_a_kept_tool_read_reads_as_a_fresh_one(tools: Any, items: Any, choice: A
     if choice is not None:
         body["tool_choice"] = choice
     kept = [tools_outcome(body), tools_outcome(body)]
-    with patch.object(request, "_read_tools", fresh_tools):
+    with patch.object(request, "_kept_tools", fresh_tools):
         assert kept == [tools_outcome(body)] * 2
