@@ -170,7 +170,7 @@ def _after_events(data: bytes, count: int, at: int = 0) -> int:
     return at
 
 
-# Compiled (setup.py), and tests patch its reads.
+# Compiled (setup.py), and tests read with a subclass that takes the general path.
 @mypyc_attr(allow_interpreted_subclasses=True)
 class ChunkStream:
     """An opened SSE stream: iterate for batches of decoded ``data:`` payloads.
