@@ -61,6 +61,10 @@ def main() -> None:
         f"compiling again (a few minutes): changed since the last build: {', '.join(stale[:5])}"
         + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
     )
+    # Every old extension goes first: one of a module no longer listed would still
+    # be imported before its source.
+    for built in _extensions():
+        built.unlink()
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--editable", str(ROOT)],
         check=True,

@@ -70,6 +70,14 @@ def answer(request: list[Any]) -> Any:
     return plain([*events, *parser.close()])
 
 
+def reply(request: list[Any]) -> Any:
+    """:func:`answer`, or the error it raised (the test compares failures too), as JSON."""
+    try:
+        return {"ok": answer(request)}
+    except Exception as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
 def main() -> None:
     sys.meta_path.insert(0, SourceOnly(Path(sys.argv[1])))
     import toolrelay.stream
@@ -77,11 +85,7 @@ def main() -> None:
     # Said once, first: where this worker's parser came from.
     print(json.dumps(toolrelay.stream.__file__), flush=True)
     for line in sys.stdin:
-        try:
-            reply: Any = {"ok": answer(json.loads(line))}
-        except Exception as error:  # the test compares failures too
-            reply = {"error": f"{type(error).__name__}: {error}"}
-        print(json.dumps(reply), flush=True)
+        print(json.dumps(reply(json.loads(line))), flush=True)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolrelay
-from tests.compiled.pure_worker import plain
-from toolrelay import StreamParser, parse_tool_calls
+from tests.compiled.pure_worker import reply
+from tests.strategies import json_trees
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -97,18 +97,9 @@ def test_the_worker_reads_the_sources(worker: _PureWorker) -> None:
 
 
 def _here(request: list[Any]) -> Any:
-    """What this process's (compiled, where built) toolrelay answers, as the worker does."""
-    try:
-        kind, *args = request
-        if kind == "parse":
-            text, tools, format = args
-            return {"ok": json.loads(json.dumps(plain(parse_tool_calls(text, tools, format))))}
-        chunks, tools, format, reasoning_open = args
-        parser = StreamParser(tools, format, reasoning_open=reasoning_open)
-        events = [event for chunk in chunks for event in parser.feed(chunk)]
-        return {"ok": json.loads(json.dumps(plain([*events, *parser.close()])))}
-    except Exception as error:
-        return {"error": f"{type(error).__name__}: {error}"}
+    """What this process's toolrelay (compiled, where built) answers: the worker's
+    reply, made here and read back from its JSON as the worker's is."""
+    return json.loads(json.dumps(reply(request)))
 
 
 TOOLS = [
@@ -133,11 +124,8 @@ SCALARS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=12),
 )
-ARGUMENTS = st.dictionaries(
-    st.sampled_from(["city", "days", "q", "x y", 'qu"ote']),
-    st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3), max_leaves=6),
-    max_size=4,
-)
+KEYS = st.sampled_from(["city", "days", "q", "x y", 'qu"ote'])
+ARGUMENTS = st.dictionaries(KEYS, json_trees(SCALARS, KEYS, leaves=6), max_size=4)
 
 
 @st.composite

@@ -81,7 +81,9 @@ class RoundRequest:
     # read into specs, and those the choice allows.
     plan: ToolChoicePlan = field(init=False)
     # :attr:`toolset`, once made (a plain attribute: a cached_property takes a lock).
-    _toolset: ToolSet | None = field(default=None, init=False, repr=False, compare=False)
+    # Set in __post_init__: a compiled dataclass (setup.py) sets no default of a field
+    # outside __init__.
+    _toolset: ToolSet | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self, declared: DeclaredTools | None) -> None:
         self._toolset = None
