@@ -313,7 +313,8 @@ def _json_repair_is_right_for(value: Any) -> bool:
 
     It is provably wrong (its reading differs from the object the text was written
     from) on a character beyond the BMP in a single-quoted string (json-repair 0.64
-    splits it into a surrogate pair: ``'𐀀'`` reads as ``'\\ud800\\udc00'``), and was
+    splits it into a surrogate pair: ``'𐀀'`` reads as ``'\\ud800\\udc00'``) and on a bare
+    key's leading underscores (it reads ``{_a: 1}`` as ``{'a': 1}``, ``{_: 1}`` as ``{}``), and was
     not checked on strings with quotes, backslashes, ``/`` or ``#`` (comment syntax
     to it) or blanks at their ends; those are compared with the object only.
     """
@@ -325,7 +326,8 @@ def _json_repair_is_right_for(value: Any) -> bool:
         )
     if isinstance(value, dict):
         return all(
-            _json_repair_is_right_for(k) and _json_repair_is_right_for(v) for k, v in value.items()
+            not k.startswith("_") and _json_repair_is_right_for(k) and _json_repair_is_right_for(v)
+            for k, v in value.items()
         )
     if isinstance(value, list):
         return all(_json_repair_is_right_for(item) for item in value)
