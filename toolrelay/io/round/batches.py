@@ -32,7 +32,7 @@ from toolrelay.events import (
 )
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError
-from toolrelay.io.backends.http import Chunk, ChunkStream
+from toolrelay.io.backends.http import Chunk
 from toolrelay.io.backends.native import NativeStream
 from toolrelay.io.backends.plain import ContentRun
 from toolrelay.io.counters import Counters
@@ -177,6 +177,16 @@ class RoutedBatches:
 # --- a backend's stream, read ---------------------------------------------------
 
 
+class Ending(Protocol):
+    """A backend's stream, as :class:`StreamRead` asks it whether its last read
+    came (:attr:`~toolrelay.io.backends.http.ChunkStream.ended`). A protocol, not
+    the compiled class: compiled code would call the class's own getter, and the
+    tests switch it (``test_stream_end.py``: the general path)."""
+
+    @property
+    def ended(self) -> bool: ...
+
+
 class StreamRead:
     """A streamed round's reading from its first read to its :class:`Finish`: each
     read's chunks into items (:meth:`read`), its breaking (:meth:`broke`), and
@@ -190,7 +200,7 @@ class StreamRead:
         req: RoundRequest,
         counters: Counters,
         mode: RoundMode,
-        stream: ChunkStream,
+        stream: Ending,
         observed: ObservedAttempt | None,
         constraint: Constraint | None,
         opened: bool | None,
