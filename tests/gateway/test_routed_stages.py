@@ -137,6 +137,11 @@ async def _routed(validate: str, general: bool) -> tuple[list[list[StreamItem]],
             try:
                 async for batch in stream:
                     batches.append(batch)
+                    if isinstance(batch[-1], Finish):
+                        # The backend is done with the round: its lease ended and
+                        # its quality noted before the client reads the last batch.
+                        assert "end" in pool.noted
+                        assert any(noted[0] == "quality" for noted in pool.noted)
             finally:
                 await stream.aclose()
     finally:

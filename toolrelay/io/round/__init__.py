@@ -26,7 +26,9 @@ calling the next)::
                -> _complete_single_attempt; a round without tools:
                complete_without_tools -> _complete_single_attempt
     streamed   stream_handling_fallbacks -> _relay_single_stream (opened by
-               _open_handling_refusals)
+               opening's open_handling_refusals)
+    batches    the streamed generators' work on each batch and stream, compiled
+               (the generators, which mypyc cannot compile, only await and yield)
     body       what the backend is sent, and how its answer is read
     request    the round's data and its one builder
 """

@@ -29,6 +29,7 @@ from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
 from toolrelay.io.recording import next_attempt_because, recording
+from toolrelay.io.round.batches import Stage
 from toolrelay.io.round.body import injected_texts
 from toolrelay.io.round.checked import checked_stages, complete_checked, joined_warnings, usage_sum
 from toolrelay.io.round.complete import complete_without_tools
@@ -40,7 +41,7 @@ from toolrelay.io.round.request import (
     StreamItem,
     reply_events,
 )
-from toolrelay.io.round.staged import Stage, staged
+from toolrelay.io.round.staged import staged
 from toolrelay.io.round.streamed import stream_handling_fallbacks
 from toolrelay.parse import parse_tool_calls
 from toolrelay.rescue import rewrite_history
@@ -111,7 +112,7 @@ def stream_round_stages(
     runs: bool,
 ) -> tuple[AsyncGenerator[list[StreamItem], None], list[Stage]]:
     """:func:`stream_round`'s batches before its stages, and the stages, in the
-    order each batch passes them (:func:`~toolrelay.io.round.staged.passed`): for
+    order each batch passes them (:func:`~toolrelay.io.round.batches.passed`): for
     a caller that reads the batches in a loop of its own and runs the stages
     there, one generator fewer on each batch's path."""
     stages = checked_stages(backend, req, counters)

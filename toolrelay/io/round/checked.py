@@ -33,10 +33,10 @@ from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
 from toolrelay.io.quality import rejection_kind
 from toolrelay.io.recording import CORRECTION, next_attempt_because
+from toolrelay.io.round.batches import Stage
 from toolrelay.io.round.body import call_limit, checks_calls, finish_reason
 from toolrelay.io.round.complete import complete_handling_required
 from toolrelay.io.round.request import Finish, Opened, Reply, RoundRequest, StreamItem
-from toolrelay.io.round.staged import Stage
 
 # One line per re-ask after invalid calls, on a logger of its own.
 repair_log = logging.getLogger("toolrelay.repair")

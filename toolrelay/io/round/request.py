@@ -148,6 +148,10 @@ class Opened:
 
     mode: RoundMode | None = None
 
+    # Written out, as toolrelay.events' are: dataclass's own would be Python.
+    def __init__(self, mode: RoundMode | None = None) -> None:
+        object.__setattr__(self, "mode", mode)
+
 
 @final
 @dataclass(frozen=True)
@@ -160,6 +164,23 @@ class Finish:
     # As Reply.raw, and the path the round took (None: not known).
     raw: str | None = None
     mode: RoundMode | None = None
+
+    # Written out, as toolrelay.events' are: dataclass's own would be Python.
+    def __init__(
+        self,
+        reason: str,
+        usage: dict[str, Any] | None = None,
+        warning: str | None = None,
+        stop_sequence: str | None = None,
+        raw: str | None = None,
+        mode: RoundMode | None = None,
+    ) -> None:
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "usage", usage)
+        object.__setattr__(self, "warning", warning)
+        object.__setattr__(self, "stop_sequence", stop_sequence)
+        object.__setattr__(self, "raw", raw)
+        object.__setattr__(self, "mode", mode)
 
 
 # A ContentRun only where the caller asked for runs (the gateway's relay writes

@@ -15,14 +15,13 @@ import logging
 from collections.abc import AsyncGenerator
 from contextvars import ContextVar
 
-from toolrelay.events import CallRejected
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.pool import Pool, fails_backend
 from toolrelay.io.counters import Counters
 from toolrelay.io.round.answered import complete_round, stream_round_stages
-from toolrelay.io.round.request import Finish, Reply, RoundRequest, StreamItem
-from toolrelay.io.round.staged import passed, passed_last
+from toolrelay.io.round.batches import RoutedBatches, passed
+from toolrelay.io.round.request import Reply, RoundRequest, StreamItem
 
 log = logging.getLogger("toolrelay.rounds")
 
@@ -123,7 +122,8 @@ async def stream_routed(
     """:func:`~toolrelay.io.round.answered.stream_round` on the pool's pick; a
     failure before it opened is tried once more on another backend. ``runs``: as
     ``stream_round``'s. The round's stages run in this generator's own loop: a
-    generator of their own would cost each batch a hop."""
+    generator of their own would cost each batch a hop; the work on each batch is
+    :class:`RoutedBatches`' (compiled: this generator only awaits and yields)."""
     backend = pool.choose(req.affinity)
     assert backend is not None
     retried = False
@@ -149,23 +149,15 @@ async def stream_routed(
             await items.aclose()
             raise
         break
-    rejected = False
+    routed = RoutedBatches(stages, lease, pool, backend, tally)
     try:
         yield opened
         async for batch in items:
-            if stages:
-                last = bool(batch) and isinstance(batch[-1], Finish)
-                batch = await passed_last(stages, batch) if last else passed(stages, batch)
-                if not batch:  # a batch a stage leaves empty goes no further
-                    continue
-            if tally is not None and not rejected:  # only the quality record reads it
-                rejected = any(isinstance(item, CallRejected) for item in batch)
-            if batch and isinstance(batch[-1], Finish):  # it ends the last batch
-                # The backend is done with it: counted before the client reads it.
-                lease.end()
-                if tally is not None:
-                    pool.record_quality(backend, tally.bad or rejected)
-            yield batch
+            out = routed.batch(batch)
+            if out is None:  # the last batch, through stages that may re-ask
+                out = await routed.last(batch)
+            if out:  # a batch a stage leaves empty goes no further
+                yield out
         lease.end()
     except BaseException as exc:
         lease.end(exc)
