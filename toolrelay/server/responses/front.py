@@ -12,7 +12,7 @@ from typing import Any
 from toolrelay.events import Event
 from toolrelay.io.round import ContentRun, Finish, Reply
 from toolrelay.io.settings import Settings
-from toolrelay.server.asgi import Headers, client_auth, header
+from toolrelay.server.asgi import Headers, turn_headers
 from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import ResponsesTurn, read_responses
@@ -37,13 +37,8 @@ class ResponsesFront:
             await self.store.prefetch(previous)
 
     def read(self, body: dict[str, Any], headers: Headers) -> ResponsesTurn:
-        return read_responses(
-            body,
-            self.settings,
-            self.store,
-            header(headers, b"x-toolrelay-stuck-mode"),
-            client_auth(headers),
-        )
+        # Both headers in one pass, as the other fronts read them.
+        return read_responses(body, self.settings, self.store, *turn_headers(headers))
 
     def answer(self, turn: ResponsesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
         text = answer_text(reply)  # the message item's, and the kept message's
