@@ -21,7 +21,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.fronts.replies import EXTRA, REASONS, TEXT, USAGE
+from tests.fronts.replies import EXTRA, INT, REASONS, TEXT, USAGE
 from tests.fronts.segments import arguments, events_of
 from toolrelay.events import ContentDelta, Event
 from toolrelay.io.round import Finish
@@ -29,7 +29,7 @@ from toolrelay.server.anthropic.wire import PING, MessageEncoder
 from toolrelay.server.blocks import Blocks, sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import input_messages, output_messages
-from toolrelay.server.responses.wire import ResponseBuilder
+from toolrelay.server.responses.wire import _ECHOED, ResponseBuilder
 
 PLAN = st.lists(
     st.one_of(
@@ -191,3 +191,36 @@ def test_a_streamed_response_is_stored_with_the_readers_conversation(
     builder.finish_bytes(Finish("stop"), {})
     output = orjson.loads(orjson.dumps(builder.response))["output"]
     assert output_messages(output) == input_messages(output, "output")
+
+
+# A response's echo of every shape the reader makes (any of the echoed keys,
+# the tools as a kept read's JSON or as a list) and strings holding the keys the
+# completed response's writing looks for in the started one, escaped or nested.
+MARKED = st.sampled_from(
+    ['"status":', '"incomplete_details":null,', ',"output":[],"user":null}', "status", "}"]
+)
+KEY = st.sampled_from(["status", "incomplete_details", "output", "model", "x"]) | TEXT
+JSON = st.recursive(
+    st.none() | st.booleans() | INT | TEXT | MARKED,
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(KEY, inner, max_size=2),
+    max_leaves=6,
+)
+ECHO = st.dictionaries(
+    st.sampled_from(sorted(_ECHOED)),
+    JSON | st.builds(lambda value: orjson.Fragment(orjson.dumps(value)), JSON),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ECHO, MODEL | MARKED, EVENTS, FINISH, EXTRA)
+def test_a_completed_response_writes_its_echo_as_the_started_one(
+    echo: dict[str, Any], model: str, events: list[Event], end: Finish, extra: dict[str, Any]
+) -> None:
+    """The completed response's event, which reuses the started response's head
+    and echo, is the general path's for any echo and model."""
+
+    def builder_of() -> ResponseBuilder:
+        return ResponseBuilder(model, echo, False)
+
+    fast = _responses_stream(True, builder_of, events, end, extra)
+    assert fast == _responses_stream(False, builder_of, events, end, extra)

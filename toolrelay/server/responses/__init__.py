@@ -1,8 +1,9 @@
 """``POST /v1/responses``: the OpenAI Responses front, stateless unless asked.
 
 A pure translator around the shared turn (:mod:`toolrelay.server.turn`):
-:mod:`.request` reads the body into the round, :mod:`.wire` writes the
-response and its typed stream events; errors keep the OpenAI error object.
+:mod:`.front` is the turn's front, :mod:`.request` reads the body into the
+round, :mod:`.wire` writes the response and its typed stream events; errors
+keep the OpenAI error object.
 Responses are kept for ``previous_response_id`` in a bounded in-memory
 :mod:`.store` (in Redis with ``TOOLRELAY_REDIS_URL``) unless the request says
 ``store: false``.
@@ -10,118 +11,17 @@ Responses are kept for ``previous_response_id`` in a bounded in-memory
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from toolrelay.events import Event
-from toolrelay.io.round import ContentRun, Finish, Reply
-from toolrelay.io.settings import Settings
-from toolrelay.server.asgi import Headers, client_auth, header
-from toolrelay.server.blocks import sse
 from toolrelay.server.errors import APIError
-from toolrelay.server.responses.request import (
-    ResponsesTurn,
-    read_responses,
-)
+from toolrelay.server.responses.front import ResponsesFront
 from toolrelay.server.responses.store import Store
-from toolrelay.server.responses.wire import (
-    KEEPALIVE,
-    ResponseBuilder,
-    answer_text,
-    whole_response,
-)
 
-
-class ResponsesFront:
-    def __init__(self, settings: Settings, store: Store) -> None:
-        self.settings = settings
-        self.store = store
-
-    async def prepare(self, body: dict[str, Any]) -> None:
-        """Fetch the response the request continues, for :meth:`read` to find."""
-        previous = body.get("previous_response_id")
-        if isinstance(previous, str):
-            await self.store.prefetch(previous)
-
-    def read(self, body: dict[str, Any], headers: Headers) -> ResponsesTurn:
-        return read_responses(
-            body,
-            self.settings,
-            self.store,
-            header(headers, b"x-toolrelay-stuck-mode"),
-            client_auth(headers),
-        )
-
-    def answer(self, turn: ResponsesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
-        text = answer_text(reply)  # the message item's, and the kept message's
-        response = whole_response(
-            turn.round.model,
-            turn.echo,
-            reply,
-            text,
-            extra,
-            turn.reasoning,
-            turn.custom,
-            turn.namespaced,
-            turn.summary,
-        )
-        if turn.store:
-            self.store.put(response, turn.history)
-        return response
-
-    def encoder(self, turn: ResponsesTurn) -> ResponseEncoder:
-        return ResponseEncoder(self, turn)
-
-    def error(self, error: APIError) -> tuple[int, dict[str, Any]]:
-        return error.status, error.to_dict()
-
-    def keep(self, turn: ResponsesTurn, response: dict[str, Any]) -> None:
-        """Store a finished stream's response with the conversation before it,
-        when the request lets us (the response's own messages are made when a
-        follow-up asks: most streams never get one)."""
-        if turn.store:
-            self.store.put(response, turn.history)
-
-
-def _builder(turn: ResponsesTurn) -> ResponseBuilder:
-    # Positional: a keyword argument is matched by its name, on every stream.
-    return ResponseBuilder(
-        turn.round.model,
-        turn.echo,
-        turn.reasoning,
-        turn.custom,
-        turn.namespaced,
-        turn.summary,
-    )
-
-
-class ResponseEncoder:
-    """The SSE bytes of one streamed response (the turn's :class:`Encoder`)."""
-
-    keepalive = KEEPALIVE
-
-    def __init__(self, front: ResponsesFront, turn: ResponsesTurn) -> None:
-        self._front = front
-        self._turn = turn
-        self.builder = _builder(turn)
-        # The builder's own methods, not ones calling them: a call less per event.
-        self.event: Callable[[Event], bytes | None] = self.builder.stream_event
-        self.run: Callable[[ContentRun], bytes | None] = self.builder.stream_run
-
-    def start(self) -> bytes:
-        return self.builder.start()
-
-    def finish(self, finish: Finish, extra: dict[str, Any]) -> bytes:
-        data = self.builder.finish_bytes(finish, extra)
-        self._front.keep(self._turn, self.builder.response)
-        return data
-
-    def error(self, error: APIError) -> bytes:
-        return sse(self.builder.failed(error))
+__all__ = ["ResponsesFront", "stored_routes"]
 
 
 def stored_routes(store: Store) -> tuple[Any, Any]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Protocol
 
+from mypy_extensions import mypyc_attr
+
 # What a follow-up reads of a stored response: the conversation before it (Chat
 # Completions messages) and the response's output items.
 Kept = tuple[list[dict[str, Any]], list[dict[str, Any]]]
@@ -38,6 +40,9 @@ class Store(Protocol):
     async def remove(self, response_id: str) -> bool: ...
 
 
+# Compiled, and subclassed by a test's reference store (which keeps the
+# conversation whole at ``put``).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ResponseStore:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity

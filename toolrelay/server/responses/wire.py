@@ -67,12 +67,35 @@ _TEXT_DELTA_TAIL = b',"logprobs":[]}\n\n'
 _RUN_HEAD = _TEXT_DELTA_HEAD
 _RUN_BETWEEN = (b'"' + _TEXT_DELTA_TAIL + _TEXT_DELTA_HEAD).decode()
 _RUN_TAIL = b'"' + _TEXT_DELTA_TAIL
-# A stream's first two events, both carrying the response as it stands (left out).
-_STARTED = (
-    b'event: response.created\ndata: {"type":"response.created","sequence_number":0,'
-    b'"response":%b}\n\nevent: response.in_progress\ndata: {"type":"response.in_progress",'
-    b'"sequence_number":1,"response":%b}\n\n'
+# A stream's first two events, both carrying the response as it stands: what
+# stands before the first one's response, between the two and after the second
+# (joined around it: a join costs less than a formatting of the long template).
+_CREATED = (
+    b'event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":'
 )
+_IN_PROGRESS_EVENT = (
+    b'}\n\nevent: response.in_progress\ndata: {"type":"response.in_progress",'
+    b'"sequence_number":1,"response":'
+)
+_EVENT_END = b"}\n\n"
+# The started response's JSON (which ``start`` keeps) around its echo and model:
+# its head without its id and creation time (both written as they are: the id is
+# hex, the time an int), from its status to its details, and what follows the
+# model while nothing is output.
+_HEAD_LENGTH = len(b'{"id":"","object":"response","created_at":,')
+_STARTED_STATUS = (
+    b'"status":"in_progress","background":false,"error":null,"incomplete_details":null,'
+)
+_STARTED_TAIL = b',"output":[],"truncation":"disabled","usage":null,"user":null}'
+# A completed response's JSON from its status to its echo.
+_COMPLETED_STATUS = (
+    b'"status":"completed","background":false,"error":null,"incomplete_details":null,'
+)
+# The completed stream's last event up to its sequence number, and from there to the response.
+_COMPLETED_HEAD = (
+    b'event: response.completed\ndata: {"type":"response.completed","sequence_number":'
+)
+_RESPONSE_KEY = b',"response":'
 # A message item's open: the item's event and its part's, the sequence numbers,
 # the item's index and id, and its id and index as its events name them left out.
 _TEXT_OPENED = (
@@ -185,6 +208,9 @@ class ResponseBuilder(Blocks):
         self._call_json = b""
         self._call_name = b""
         self._call_item_head = b""
+        # The started response's JSON (set by ``start``): its head, echo and model
+        # are the completed response's.
+        self._snapshot = b""
 
     def _emit(self, kind: str, **fields: Any) -> WireEvent:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -198,9 +224,9 @@ class ResponseBuilder(Blocks):
         """The stream's first events, ``response.created`` and
         ``response.in_progress``: both carry the response as it stands (the
         request's tools and instructions echoed in it, no output yet), encoded once."""
-        snapshot = orjson.dumps(self.response)
+        self._snapshot = snapshot = orjson.dumps(self.response)
         self._sequence = 2
-        return _STARTED % (snapshot, snapshot)
+        return b"".join((_CREATED, snapshot, _IN_PROGRESS_EVENT, snapshot, _EVENT_END))
 
     def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
         item = self._new_item(kind, start)
@@ -485,10 +511,47 @@ class ResponseBuilder(Blocks):
         out = b""
         if self._kind is not None:
             out = self._text_done(self._take_block()[1])
-        kind = self._finished(finish, extra).encode()
+        kind = self._finished(finish, extra)
         sequence = self._sequence
         self._sequence += 1
-        return out + _ENDED % (kind, kind, sequence, orjson.dumps(self.response))
+        return out + self._ended(kind, sequence)
+
+    def _ended(self, kind: str, sequence: int) -> bytes:
+        """The last event, ``kind``, numbered ``sequence``, with the whole response
+        (``finish_bytes``'s, no keys of toolrelay's own added). A completed stream
+        that ``start`` opened reuses the started response's head and echo: only
+        its output and usage are encoded (the response's other keys the stream
+        never changes)."""
+        response = self.response
+        snapshot = self._snapshot
+        if kind != "response.completed" or not snapshot:
+            named = kind.encode()
+            return _ENDED % (named, named, sequence, orjson.dumps(response))
+        # Where the snapshot's status stands, by length: a search costs more.
+        status_at = len(response["id"]) + len(str(response["created_at"])) + _HEAD_LENGTH
+        echo_at = status_at + len(_STARTED_STATUS)
+        # The response's keys from its output on, its opening brace left out.
+        rest = orjson.dumps(
+            {
+                "output": response["output"],
+                "truncation": response["truncation"],
+                "usage": response["usage"],
+                "user": response["user"],
+            }
+        )
+        return b"".join(
+            (
+                _COMPLETED_HEAD,
+                str(sequence).encode(),
+                _RESPONSE_KEY,
+                snapshot[:status_at],
+                _COMPLETED_STATUS,
+                snapshot[echo_at : len(snapshot) - len(_STARTED_TAIL)],
+                b",",
+                rest[1:],
+                _EVENT_END,
+            )
+        )
 
     def _text_done(self, text: str) -> bytes:
         """The open message item closed with ``text``: :meth:`close`'s events for
