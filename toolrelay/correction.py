@@ -18,7 +18,9 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+from mypy_extensions import mypyc_attr
 
 from toolrelay.events import (
     CallRejected,
@@ -200,6 +202,8 @@ def settle(first: CheckedCalls, again: CheckedCalls) -> Settled:
     return Settled(added, () if added else first.problems)
 
 
+# Compiled (setup.py), and tests subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CallHold:
     """Holds each streamed call until it is complete and valid, then releases it whole.
 
@@ -228,7 +232,7 @@ class CallHold:
     # A call valid as it came goes out with the start it came with (and its one
     # delta, when it came in one), when those are the events a release would make
     # (the tests compare with False: every call checked and its events made anew).
-    as_sent = True
+    as_sent: ClassVar[bool] = True
 
     def __init__(self, tools: ToolSet, *, pass_invalid: bool = False) -> None:
         self.tools = tools

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.fronts.segments import events_of
 from toolrelay.events import ContentDelta, Event
 from toolrelay.io.round import ContentRun, Finish
-from toolrelay.server.anthropic.wire import MessageEncoder
+from toolrelay.server.anthropic.wire import MessageBuilder, MessageEncoder
 from toolrelay.server.blocks import sse
 from toolrelay.server.chat.wire import ChunkEncoder
 from toolrelay.server.responses.wire import ResponseBuilder
@@ -131,15 +131,32 @@ def _responses(items: list[Item], reasoning: bool, summary: bool, runs: bool) ->
     return written, end, orjson.dumps(builder.response)
 
 
+class _PerTextCounted(MessageBuilder):
+    """The Messages builder, counting the texts it writes one by one (its
+    ``stream_event``): a subclass, as compiled code (setup.py) calls the
+    builder's own methods past a patch on its class."""
+
+    def __init__(self) -> None:
+        super().__init__("m", False)
+        self.per_text = 0
+
+    def stream_event(self, event: Event) -> bytes | None:
+        self.per_text += 1
+        return super().stream_event(event)
+
+
 def test_a_run_in_the_open_text_block_is_one_writing() -> None:
     """By hand: the usual run (the text block open, no blank held, none at a text's
     end) is written from the run's templates, and its texts are the block's."""
-    encoder = MessageEncoder("m", False)
-    encoder.event(ContentDelta("Hi"))
-    with patch.object(type(encoder.builder), "stream_event") as per_text:
-        data = encoder.run(ContentRun([" there", ",", " you"]))
-    per_text.assert_not_called()
+    builder = _PerTextCounted()
+    builder.stream_event(ContentDelta("Hi"))
+    builder.per_text = 0
+    data = builder.stream_run(ContentRun([" there", ",", " you"]))
+    assert builder.per_text == 0
     assert data is not None and data.count(b"content_block_delta\n") == 3
     assert b'"text":" you"}}\n\n' in data
-    assert encoder.builder.end_block()
-    assert encoder.builder.message["content"][0]["text"] == "Hi there, you"
+    # The count sees the other way: a run whose text ends in a blank goes text by text.
+    builder.stream_run(ContentRun([" again", " "]))
+    assert builder.per_text == 2
+    assert builder.end_block()
+    assert builder.message["content"][0]["text"] == "Hi there, you again"

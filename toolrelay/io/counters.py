@@ -10,6 +10,8 @@ import os
 from collections import defaultdict
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from toolrelay.io.quality import Quality, SharedQuality
 
 # name -> (help text, label name); every counter the gateway keeps is declared here.
@@ -44,17 +46,26 @@ COUNTERS: dict[str, tuple[str, str]] = {
 }
 
 
+# Compiled (setup.py), and io/round/routed.py's _Tally subclasses it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Counters:
     def __init__(self) -> None:
-        self.values: dict[str, dict[str, int]] = {name: defaultdict(int) for name in COUNTERS}
+        self._values: dict[str, dict[str, int]] = {name: defaultdict(int) for name in COUNTERS}
         # Tool-call quality per backend and model, recorded by the round.
         self.quality: Quality = Quality()
 
     def inc(self, name: str, label: str = "") -> None:
-        self.values[name][label] += 1
+        self._values[name][label] += 1
 
     def add(self, name: str, label: str, amount: int) -> None:
-        self.values[name][label] += amount
+        self._values[name][label] += amount
+
+    # A property, as SharedCounters' is: compiled (setup.py), a method reads an
+    # attribute from its slot, which a subclass's property would not replace.
+    @property
+    def values(self) -> dict[str, dict[str, int]]:
+        """Every counter's counts, ``{name: {label: count}}``."""
+        return self._values
 
     def snapshot(self) -> dict[str, dict[str, int] | int]:
         """Labelled counters as ``{label: count}``, unlabelled ones as a plain count."""
@@ -93,7 +104,7 @@ class SharedCounters(Counters):
         self.add(name, label, 1)
 
     @property
-    def values(self) -> dict[str, dict[str, int]]:  # type: ignore[override]
+    def values(self) -> dict[str, dict[str, int]]:
         totals: dict[str, dict[str, int]] = {name: defaultdict(int) for name in COUNTERS}
         for metric in self._registry.collect():
             name = metric.name.removeprefix("toolrelay_")

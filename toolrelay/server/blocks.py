@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any, Literal
 
 import orjson
+from mypy_extensions import mypyc_attr
 
 from toolrelay.events import (
     CallRejected,
@@ -34,6 +35,8 @@ Kind = Literal["text", "reasoning", "call"]
 WireEvent = dict[str, Any]
 
 
+# Compiled (setup.py); tests subclass the Messages builder, a subclass of this.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Blocks:
     def __init__(self, reasoning: bool) -> None:
         # Reasoning is answered only when the client asked for it, dropped otherwise.
