@@ -13,6 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 # series -> (help text, label name); every quality series is declared here.
 QUALITY: dict[str, tuple[str, str]] = {
     "calls": (
@@ -141,16 +143,26 @@ class ModelQuality:
 _Key = tuple[str, str, str, str]  # series, backend, model, label
 
 
+# Compiled (setup.py): the round calls add() some five times a stream, an interpreted
+# frame each in Python. SharedQuality derives from it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Quality:
     """The quality series of one gateway process."""
 
     def __init__(self) -> None:
-        self.values: dict[_Key, int] = defaultdict(int)
+        self._values: dict[_Key, int] = defaultdict(int)
 
     def add(self, backend: str, model: str, name: str, label: str = "", amount: int = 1) -> None:
         """Count ``amount`` in series ``name`` for ``model`` on ``backend``."""
         if amount:
-            self.values[name, backend, model, label] += amount
+            self._values[name, backend, model, label] += amount
+
+    # A property, as SharedQuality's is: compiled, a method reads an attribute from
+    # its slot, which a subclass's property would not replace.
+    @property
+    def values(self) -> dict[_Key, int]:
+        """Every series' counts, by (series, backend, model, label)."""
+        return self._values
 
     def figures(self) -> list[ModelQuality]:
         """Every model seen, by backend then model."""
@@ -186,7 +198,7 @@ class SharedQuality(Quality):
             self._families[name].labels(backend, model, label).inc(amount)
 
     @property
-    def values(self) -> dict[_Key, int]:  # type: ignore[override]
+    def values(self) -> dict[_Key, int]:
         totals: dict[_Key, int] = defaultdict(int)
         for metric in self._registry.collect():
             name = metric.name.removeprefix("toolrelay_quality_")
