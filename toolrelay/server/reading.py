@@ -6,7 +6,8 @@ checks of one field, whose errors name it as the OpenAI API does
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, NoReturn, get_args
+from dataclasses import dataclass
+from typing import Any, NoReturn, get_args
 
 from toolrelay.errors import RequestError
 from toolrelay.io.round import RoundRequest, build_round
@@ -24,16 +25,22 @@ OWN_FIELDS = frozenset(
 )
 
 
-class OwnOptions(NamedTuple):
-    """toolrelay's own request options, read the same way by every front (a
-    named tuple: made in one step, where a frozen dataclass sets each field
-    through ``object.__setattr__``)."""
+@dataclass(frozen=True)
+class OwnOptions:
+    """toolrelay's own request options, read the same way by every front."""
 
     stuck_mode: Mode | None
     # The round's options: the model's configured ones with the request's own
     # choices in them (``profile``, ``validate``, ``constrain``), looked up once
     # for the reading and the round.
     round_options: dict[str, Any]
+
+    # Written out, as a frozen dataclass's generated one sets the fields: that one
+    # (and a named tuple's ``__new__``) is Python even compiled (setup.py), an
+    # interpreted frame for every request (tests/core/test_written_inits.py).
+    def __init__(self, stuck_mode: Mode | None, round_options: dict[str, Any]) -> None:
+        object.__setattr__(self, "stuck_mode", stuck_mode)
+        object.__setattr__(self, "round_options", round_options)
 
 
 def model_name(body: dict[str, Any], settings: Settings) -> str:

@@ -81,16 +81,59 @@ class RoundRequest:
     # read into specs, and those the choice allows.
     plan: ToolChoicePlan = field(init=False)
     # :attr:`toolset`, once made (a plain attribute: a cached_property takes a lock).
-    # Set in __post_init__: a compiled dataclass (setup.py) sets no default of a field
+    # Set in __init__: a compiled dataclass (setup.py) sets no default of a field
     # outside __init__.
     _toolset: ToolSet | None = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self, declared: DeclaredTools | None) -> None:
+    # Written out, with what a __post_init__ would do at its end: the one dataclass
+    # generates is Python even compiled (setup.py), an interpreted frame of twenty
+    # arguments for every round. The fields in their declared order, with their
+    # defaults (tests/core/test_written_inits.py holds it against the generated one).
+    def __init__(
+        self,
+        body: dict[str, Any],
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Tool] | None = None,
+        tool_choice: Any = None,
+        parallel_tool_calls: bool = True,
+        format: str = "auto",
+        tool_mode: ToolMode | None = None,
+        omit_tool_choice: bool | None = None,
+        profile: str | None = None,
+        finish_reason_named: Literal["stop", "tool_calls"] = "tool_calls",
+        validate: ValidateMode = "repair",
+        constrain: ConstrainMode = "auto",
+        correcting: tuple[str, ...] = (),
+        stream_tools: bool = True,
+        reasoning_open: bool | None = None,
+        auth: str | None = None,
+        affinity: str | None = None,
+        injected: tuple[str, ...] = (),
+        declared: DeclaredTools | None = None,
+    ) -> None:
+        self.body = body
+        self.model = model
+        self.messages = messages
+        self.tools = tools
+        self.tool_choice = tool_choice
+        self.parallel_tool_calls = parallel_tool_calls
+        self.format = format
+        self.tool_mode = tool_mode
+        self.omit_tool_choice = omit_tool_choice
+        self.profile = profile
+        self.finish_reason_named = finish_reason_named
+        self.validate = validate
+        self.constrain = constrain
+        self.correcting = correcting
+        self.stream_tools = stream_tools
+        self.reasoning_open = reasoning_open
+        self.auth = auth
+        self.affinity = affinity
+        self.injected = injected
         self._toolset = None
         # Raises ToolChoiceError (a ValueError with .param) for an invalid choice.
-        self.plan = resolve_tool_choice(
-            self.tools if declared is None else declared, self.tool_choice
-        )
+        self.plan = resolve_tool_choice(tools if declared is None else declared, tool_choice)
 
     @property
     def toolset(self) -> ToolSet:
@@ -195,23 +238,46 @@ def build_round(
     auth: str | None = None,
     declared: DeclaredTools | None = None,
     configured: dict[str, Any] | None = None,
-    **chosen: Any,
+    profile: str | None = None,
+    validate: ValidateMode | None = None,
 ) -> RoundRequest:
     """The round for an OpenAI Chat Completions ``body`` (checked, ``model`` set,
     toolrelay's own fields removed) with ``model``'s configured options
-    (``settings.round_options``); ``chosen`` are the request's own choices
-    (``profile``, ``validate``), which win where they are not None. ``declared``:
-    the body's ``tools`` as the caller already read them; ``configured``: the
-    model's options as the caller already looked them up (a dict of its own,
-    which the choices go into), so that they are not looked up again.
+    (``settings.round_options``); ``profile`` and ``validate`` are the request's own
+    choices, which win where they are not None. ``declared``: the body's ``tools``
+    as the caller already read them; ``configured``: the model's options as the
+    caller already looked them up (a dict of its own, which the choices go into),
+    so that they are not looked up again.
 
     Raises ToolChoiceError (a ValueError with ``.param``) for an invalid ``tool_choice``.
     """
     options = settings.round_options(body["model"]) if configured is None else configured
-    if chosen:
-        options.update((key, value) for key, value in chosen.items() if value is not None)
-    # Not through from_body: its options would be gathered and spread once more.
-    return RoundRequest(*_read_from(body), auth=auth, declared=declared, **options)
+    if profile is not None:
+        options["profile"] = profile
+    if validate is not None:
+        options["validate"] = validate
+    # Each option by its name (the keys of Settings.round_options), not spread: a
+    # compiled __init__ given ``**options`` parses its twenty parameters by name,
+    # some 10,700 instructions a request (callgrind); given them here, none.
+    return RoundRequest(
+        body,
+        body["model"],
+        body["messages"],
+        body.get("tools") or None,
+        body.get("tool_choice"),
+        body.get("parallel_tool_calls") is not False,
+        options["format"],
+        options["tool_mode"],
+        options["omit_tool_choice"],
+        options["profile"],
+        options["finish_reason_named"],
+        options["validate"],
+        options["constrain"],
+        stream_tools=options["stream_tools"],
+        reasoning_open=options["reasoning_open"],
+        auth=auth,
+        declared=declared,
+    )
 
 
 def _read_from(

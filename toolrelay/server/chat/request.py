@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 from toolrelay.choice import declared_tools
 from toolrelay.errors import RequestError
+from toolrelay.io.round import RoundRequest
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
 from toolrelay.server.reading import (
@@ -25,6 +26,7 @@ from toolrelay.server.reading import (
     wrong,
 )
 from toolrelay.server.turn import Turn
+from toolrelay.stuck import Mode
 from toolrelay.types import DeclaredTools
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -38,6 +40,23 @@ _NO_PARAMETERS: dict[str, Any] = {}
 @dataclass
 class ChatRequest(Turn):
     include_usage: bool = False
+
+    # Written out: the one dataclass generates is Python even compiled (setup.py), an
+    # interpreted frame for every request. The fields in their declared order, the
+    # base's first, with their defaults (tests/core/test_written_inits.py).
+    def __init__(
+        self,
+        round: RoundRequest,
+        stream: bool,
+        stuck_mode: Mode | None,
+        warning: str | None = None,
+        include_usage: bool = False,
+    ) -> None:
+        self.round = round
+        self.stream = stream
+        self.stuck_mode = stuck_mode
+        self.warning = warning
+        self.include_usage = include_usage
 
 
 def read_request(

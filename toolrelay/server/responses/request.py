@@ -30,12 +30,14 @@ import orjson
 
 from toolrelay.choice import TOOL_LISTS_KEPT, declared_tools
 from toolrelay.errors import RequestError
+from toolrelay.io.round import RoundRequest
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import Store
 from toolrelay.server.turn import Turn
+from toolrelay.stuck import Mode
 from toolrelay.types import DeclaredTools
 
 # Tuples, not sets: a client may send any JSON value here, a list or an object too.
@@ -83,6 +85,10 @@ _TYPED = frozenset(
 )
 # The custom tools of a request that declares none: one set shared by them all.
 _NO_CUSTOM: frozenset[str] = frozenset()
+# ResponsesTurn's defaults of its fields made by a default_factory: never stored.
+_NEW_DICT: dict[str, Any] = {}
+_NEW_LIST: list[dict[str, Any]] = []
+_NEW_NAMESPACED: dict[str, tuple[str, str]] = {}
 _REFUSED = {
     "background": "background responses are not supported: toolrelay answers while connected",
     "conversation": "conversations are not stored; send previous_response_id or the items",
@@ -104,6 +110,37 @@ class ResponsesTurn(Turn):
     custom: frozenset[str] = frozenset()
     # The model's name of a namespaced tool -> (namespace, the tool's own name).
     namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    # Written out: the one dataclass generates is Python even compiled (setup.py), an
+    # interpreted frame for every request. The fields in their declared order, the
+    # base's first, with their defaults (tests/core/test_written_inits.py).
+    # A field with a default_factory defaults to a sentinel of its type, left out
+    # for a new value as the generated one leaves out its own.
+    def __init__(
+        self,
+        round: RoundRequest,
+        stream: bool,
+        stuck_mode: Mode | None,
+        warning: str | None = None,
+        echo: dict[str, Any] = _NEW_DICT,
+        reasoning: bool = False,
+        summary: bool = False,
+        store: bool = False,
+        history: list[dict[str, Any]] = _NEW_LIST,
+        custom: frozenset[str] = frozenset(),
+        namespaced: dict[str, tuple[str, str]] = _NEW_NAMESPACED,
+    ) -> None:
+        self.round = round
+        self.stream = stream
+        self.stuck_mode = stuck_mode
+        self.warning = warning
+        self.echo = {} if echo is _NEW_DICT else echo
+        self.reasoning = reasoning
+        self.summary = summary
+        self.store = store
+        self.history = [] if history is _NEW_LIST else history
+        self.custom = custom
+        self.namespaced = {} if namespaced is _NEW_NAMESPACED else namespaced
 
 
 def read_responses(
