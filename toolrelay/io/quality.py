@@ -13,8 +13,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mypy_extensions import mypyc_attr
-
 # series -> (help text, label name); every quality series is declared here.
 QUALITY: dict[str, tuple[str, str]] = {
     "calls": (
@@ -144,8 +142,8 @@ _Key = tuple[str, str, str, str]  # series, backend, model, label
 
 
 # Compiled (setup.py): the round calls add() some five times a stream, an interpreted
-# frame each in Python. SharedQuality derives from it.
-@mypyc_attr(allow_interpreted_subclasses=True)
+# frame each in Python. Only SharedQuality, compiled beside it, derives from it: a
+# class that allowed interpreted subclasses would have its methods called by name.
 class Quality:
     """The quality series of one gateway process."""
 
