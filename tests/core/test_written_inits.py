@@ -129,7 +129,9 @@ def _declared(kind: type) -> list[dataclasses.Field[Any]]:
 
 
 def _is_init_var(field: dataclasses.Field[Any]) -> bool:
-    return isinstance(field.type, dataclasses.InitVar) or str(field.type).startswith("InitVar")
+    # Its type: the annotation's text in Python, InitVar itself compiled.
+    kind = field.type
+    return kind is dataclasses.InitVar or str(kind).startswith("InitVar")
 
 
 def _generated(kind: type) -> type:
