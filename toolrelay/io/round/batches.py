@@ -374,17 +374,20 @@ def _count_quality(
     echoes: int,
 ) -> None:
     """A streamed round's calls by source, and the markup taken out of its content."""
-    add = counters.quality.add
+    # Quality.add called on its object, not bound once: compiled, a bound method is
+    # called through its Python wrapper, a native object's method directly.
+    quality = counters.quality
+    name, model = backend.name, req.model
     text = state.text_calls - echoes
     if mode == "native":
-        add(backend.name, req.model, "calls", "native", state.calls - state.text_calls)
-        add(backend.name, req.model, "calls", "text", text)
+        quality.add(name, model, "calls", "native", state.calls - state.text_calls)
+        quality.add(name, model, "calls", "text", text)
         if state.text_calls or state.rejected:
-            add(backend.name, req.model, "markup_removed", "tool_calls")
+            quality.add(name, model, "markup_removed", "tool_calls")
     else:
-        add(backend.name, req.model, "calls", "rescue", text)
+        quality.add(name, model, "calls", "rescue", text)
     if echoes:
-        add(backend.name, req.model, "markup_removed", "echoes")
+        quality.add(name, model, "markup_removed", "echoes")
 
 
 def finish_of(reply: Reply, usage: dict[str, Any] | None) -> Finish:
