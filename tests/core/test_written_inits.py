@@ -1,7 +1,8 @@
 """The ``__init__`` the stream's values write out (``toolrelay.events``, the round's
-``Opened`` and ``Finish``: compiled, where the one ``dataclass`` generates stays
-Python) against the one ``dataclass`` generates from the same fields: the same
-values in the same fields, by position and by name, with the same defaults."""
+``Opened`` and ``Finish``, the Messages front's turn: compiled, where the one
+``dataclass`` generates stays Python) against the one ``dataclass`` generates
+from the same fields: the same values in the same fields, by position and by
+name, with the same defaults, frozen where the class is."""
 
 from __future__ import annotations
 
@@ -23,12 +24,24 @@ from toolrelay.events import (
     ToolCallStart,
 )
 from toolrelay.io.round.request import Finish, Opened
+from toolrelay.io.settings import Settings
+from toolrelay.server.anthropic.request import MessagesTurn, read_messages
 
 _TEXT = st.text(max_size=8)
 _ARGUMENTS_OF_A_CALL = st.dictionaries(_TEXT, _TEXT | st.integers(), max_size=3)
 _CALLS = st.builds(ToolCall, _TEXT, _TEXT, _ARGUMENTS_OF_A_CALL, _TEXT)
 _MAYBE_TEXT = st.none() | _TEXT
 _MODES = st.sampled_from([None, "native", "rescue"])
+# A turn's round: two requests' (a compiled turn holds a RoundRequest only).
+_ROUNDS = st.sampled_from(
+    [
+        read_messages(
+            {"model": "m", "max_tokens": tokens, "messages": [{"role": "user", "content": "hi"}]},
+            Settings(),
+        ).round
+        for tokens in (1, 2)
+    ]
+)
 
 # Each class's arguments in field order, a value of its declared type for each.
 _ARGUMENTS: dict[type, st.SearchStrategy[list[Any]]] = {
@@ -50,18 +63,29 @@ _ARGUMENTS: dict[type, st.SearchStrategy[list[Any]]] = {
         _MAYBE_TEXT,
         _MODES,
     ).map(list),
+    MessagesTurn: st.tuples(
+        _ROUNDS,
+        st.booleans(),
+        st.sampled_from([None, "enforce", "observe", "off"]),
+        _MAYBE_TEXT,
+        st.booleans(),
+    ).map(list),
 }
 
 
+def _frozen(kind: type) -> bool:
+    return bool(kind.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+
+
 def _generated(kind: type) -> type:
-    """A frozen dataclass of ``kind``'s fields, with the ``__init__`` dataclass makes."""
+    """A dataclass of ``kind``'s fields, frozen as it is, with the ``__init__`` dataclass makes."""
     fields = [
         (field.name, Any, dataclasses.field(default=field.default))
         if field.default is not dataclasses.MISSING
         else (field.name, Any)
         for field in dataclasses.fields(kind)
     ]
-    return dataclasses.make_dataclass(kind.__name__, fields, frozen=True)
+    return dataclasses.make_dataclass(kind.__name__, fields, frozen=_frozen(kind))
 
 
 def _values(value: Any) -> list[Any]:
@@ -86,7 +110,8 @@ def test_the_written_init_sets_what_the_generated_one_sets(kind: type, data: Any
     by_name = kind(**dict(zip(names, arguments, strict=False)))
     assert _values(by_name) == _values(by_position)
     assert by_name == by_position
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        setattr(by_position, names[0], getattr(by_position, names[0]))
+    if _frozen(kind):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(by_position, names[0], getattr(by_position, names[0]))
     with pytest.raises(TypeError):
         kind(*arguments, *([None] * (len(names) - given_count + 1)))

@@ -24,11 +24,13 @@ from typing import Any, NoReturn
 
 import orjson
 
+from toolrelay.io.round import RoundRequest
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, own_options
 from toolrelay.server.turn import Turn
+from toolrelay.stuck import Mode
 
 _CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 _THINKING = ("enabled", "disabled", "adaptive")
@@ -53,6 +55,22 @@ _UNREAD_ASSISTANT_BLOCKS = ("thinking", "redacted_thinking", *_SERVER_BLOCKS)
 class MessagesTurn(Turn):
     # Reasoning is answered as thinking blocks only when the request enables thinking.
     thinking: bool = False
+
+    # Written out, as toolrelay.events' are: dataclass's own would be Python, an
+    # interpreted frame for every request (tests/core/test_written_inits.py).
+    def __init__(
+        self,
+        round: RoundRequest,
+        stream: bool,
+        stuck_mode: Mode | None,
+        warning: str | None = None,
+        thinking: bool = False,
+    ) -> None:
+        self.round = round
+        self.stream = stream
+        self.stuck_mode = stuck_mode
+        self.warning = warning
+        self.thinking = thinking
 
 
 def read_messages(
