@@ -28,7 +28,10 @@ class MessagesFront:
         self.settings = settings
 
     def read(self, body: dict[str, Any], headers: Headers) -> MessagesTurn:
-        return read_messages(body, self.settings, *turn_headers(headers))
+        # Unpacked here, not starred into the call: compiled, a starred call goes
+        # through the generic calling protocol (an argument tuple built), not a direct one.
+        stuck_header, auth = turn_headers(headers)
+        return read_messages(body, self.settings, stuck_header, auth)
 
     def answer(self, turn: MessagesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
         return whole_message(turn.round.model, turn.thinking, reply, extra)
