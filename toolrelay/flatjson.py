@@ -33,29 +33,32 @@ without an expression per token.
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from mypy_extensions import mypyc_attr
 
 from toolrelay.repair import ATOM_HOLD, canonical_atom
 
-_SPACE = re.compile(r"[ \t\r\n]*")
-_WHITESPACE = " \t\r\n"
+# Final, each of them: compiled code reads a Final name as a constant (or from a C
+# static), and any other module global from the module's dict, boxed, on every use
+# (the phases below, about 35 lookups for a call's arguments).
+_SPACE: Final = re.compile(r"[ \t\r\n]*")
+_WHITESPACE: Final = " \t\r\n"
 # String text the writer writes as it stands: plain characters and the escapes it
 # writes itself (a surrogate, a control character, \/ and \u are rewritten). The
 # surrogates are the expression's own escapes: mypyc compiles no surrogate literal.
-_STRING_RUN = re.compile('(?:[^"\\\\\x00-\x1f\\ud800-\\udfff]+|\\\\["\\\\bfnrt])*')
-_ATOM = re.compile(r"[A-Za-z0-9_+\-.]+")
+_STRING_RUN: Final = re.compile('(?:[^"\\\\\x00-\x1f\\ud800-\\udfff]+|\\\\["\\\\bfnrt])*')
+_ATOM: Final = re.compile(r"[A-Za-z0-9_+\-.]+")
 
 # Where the object stands between two fragments.
-_BEFORE = 0  # before its opening brace
-_KEY = 1  # where a key (or the closing brace) belongs
-_IN_KEY = 2  # inside a key
-_COLON = 3  # after a key
-_VALUE = 4  # after a colon
-_IN_STRING = 5  # inside a string value
-_NEXT = 6  # after a value
-_DONE = 7  # closed
+_BEFORE: Final = 0  # before its opening brace
+_KEY: Final = 1  # where a key (or the closing brace) belongs
+_IN_KEY: Final = 2  # inside a key
+_COLON: Final = 3  # after a key
+_VALUE: Final = 4  # after a colon
+_IN_STRING: Final = 5  # inside a string value
+_NEXT: Final = 6  # after a value
+_DONE: Final = 7  # closed
 
 
 # Compiled (setup.py), and tests subclass it.
