@@ -24,17 +24,19 @@ fragment. Anything else is decoded the usual way
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from toolrelay.io.backends.plain import bare_delta
 
+# (Final: compiled code reads a Final name as a constant or from a C static, any
+# other global from the module's dict on every read.)
 # The length of ``data:``, which starts every line a frame is learned from.
-_FIELD = len(b"data:")
+_FIELD: Final = len(b"data:")
 # Frames learned per stream at most: one a call, usually; a server whose frame
 # changes on every chunk costs a probe per learning, never more than this.
-_LEARNINGS = 4
+_LEARNINGS: Final = 4
 
 
 class ArgumentFrame:

@@ -32,24 +32,26 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, final
+from typing import Any, Final, final
 
 import orjson
 
+# (The constants are Final: compiled code reads a Final name as a constant or from
+# a C static, any other global from the module's dict on every read.)
 # What can end a JSON string or change its meaning: a quote, a backslash, a control character.
-_UNSAFE = re.compile(rb'["\\\x00-\x1f]')
+_UNSAFE: Final = re.compile(rb'["\\\x00-\x1f]')
 # The same characters in decoded text.
-_UNSAFE_TEXT = re.compile(r'["\\\x00-\x1f]')
+_UNSAFE_TEXT: Final = re.compile(r'["\\\x00-\x1f]')
 # What ends an SSE event: the line's end and a blank line.
-_EVENT_END = b"\n\n"
-_EVENT_END_TEXT = _EVENT_END.decode()
+_EVENT_END: Final = b"\n\n"
+_EVENT_END_TEXT: Final = _EVENT_END.decode()
 # Characters of a frame's tail that read_all cuts events at, with the event's end:
 # enough that the string search skips most characters, few enough that setting
 # it up at every event costs little.
-_CUT_TAIL = 14
+_CUT_TAIL: Final = 14
 # Frames learned per stream at most: a server whose frame changes on every chunk
 # (a new id each time, say) costs a probe per learning, never more than this.
-_LEARNINGS = 4
+_LEARNINGS: Final = 4
 
 
 # Final: the gateway's relay tells a run from the stream's events by its exact type.
