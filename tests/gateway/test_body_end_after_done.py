@@ -10,16 +10,19 @@ holding up the client's stream.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.gateway.rawbackend import chunk, read_request, response, sse_event, sse_head
 from tests.gateway.support import gateway
+from toolrelay.io.backends.http import ChunkStream, Limits
 
 STREAM = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 ANSWER = sse_event({"role": "assistant", "content": "Hello"}) + sse_event({}, "stop")
@@ -122,3 +125,59 @@ def test_a_body_that_never_ends_is_cut_after_a_grace() -> None:
         assert backend.closed_at, "the connection was never cut"
         assert backend.closed_at[0] - started >= 0.9
         assert _stream(client).endswith("data: [DONE]\n\n")  # the next request is served
+
+
+class _NotedBody:
+    """A response whose body comes in one read, noting what a stream asks of it to
+    let its connection go; ``ended``: the body's end came with the read."""
+
+    def __init__(self, body: bytes, ended: bool) -> None:
+        self.content = self
+        self._reads = [body]
+        self._ended = ended
+        self.asked: list[str] = []
+
+    async def readany(self) -> bytes:
+        return self._reads.pop(0) if self._reads else b""
+
+    def is_eof(self) -> bool:
+        return self._ended
+
+    def on_eof(self, callback: Callable[[], None]) -> None:
+        self.asked.append("on_eof")  # the grace timer's, cancelled at the body's end
+
+    def release(self) -> None:
+        self.asked.append("release")
+
+    def close(self) -> None:
+        self.asked.append("close")
+
+
+async def _read_in_async_with(response: _NotedBody, batches: int | None) -> list[str]:
+    """What the stream asked of ``response``, read as the relay reads it (in its
+    ``async with``): to its end (None), or ``batches`` batches and then left."""
+    body: Any = response
+    stream = ChunkStream(body, "test", Limits(), None, time.monotonic())
+    async with stream:
+        async for _ in stream:
+            if batches is not None:
+                batches -= 1
+                if batches == 0:
+                    break
+    await stream.aclose()  # closed again: nothing more
+    return response.asked
+
+
+@pytest.mark.parametrize("ended", [True, False])
+def test_a_stream_read_to_its_done_lets_its_connection_go_once(ended: bool) -> None:
+    """The iteration's end lets the connection go, and the ``async with`` around it
+    closes the stream again: given back to the pool once (the body ended), or
+    one grace timer set (it did not yet)."""
+    response = _NotedBody(ANSWER + DONE, ended)
+    asked = asyncio.run(_read_in_async_with(response, None))
+    assert asked == (["release"] if ended else ["on_eof"])
+
+
+def test_a_stream_left_before_its_done_is_closed_once() -> None:
+    response = _NotedBody(ANSWER, ended=False)
+    assert asyncio.run(_read_in_async_with(response, 1)) == ["close"]

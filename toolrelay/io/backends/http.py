@@ -21,7 +21,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 import orjson
@@ -147,14 +147,16 @@ def _busy(why: str, shown: str) -> BackendError:
 
 
 # The events a stream's frame is learned from, at most: the role's, the first
-# content's (learned) and the next content's (in its frame: adopted).
-_TEACHING_EVENTS = 3
+# content's (learned) and the next content's (in its frame: adopted). (Final, as
+# the constants below: compiled code reads a Final name as a constant or from a C
+# static, any other global from the module's dict on every read.)
+_TEACHING_EVENTS: Final = 3
 
 
 # What a chunk that carries calls holds: its key. (In a JSON string a quote is
 # escaped, so content that names it does not hold it; bytes that hold it
 # otherwise only drop the content frame, which is never wrong.)
-_CALLS = b'"tool_calls"'
+_CALLS: Final = b'"tool_calls"'
 
 
 def _after_events(data: bytes, count: int, at: int = 0) -> int:
@@ -228,6 +230,7 @@ class ChunkStream:
         self._read_at = started  # when the last bytes were taken from the socket
         self._watched = False  # the silence timeout is this stream's (:meth:`watch`)
         self._silence: asyncio.TimerHandle | None = None
+        self._closed = False  # the response was released or closed (:meth:`_close`)
 
     def watch(self) -> None:
         """Take the silence timeout over from aiohttp's ``sock_read`` for the
@@ -450,6 +453,13 @@ class ChunkStream:
         if self._silence is not None:
             self._silence.cancel()
             self._silence = None
+        if self._closed:
+            # The iteration's end closed it, and the relay's ``async with`` closes
+            # it again: what a second release or close would do, aiohttp already
+            # did (the connection is back in the pool, or cut), and a body not
+            # ended yet would have a second grace timer.
+            return
+        self._closed = True
         if self._done:
             self._release_when_whole()
         else:
@@ -745,7 +755,7 @@ class HttpClient:
 
 
 # How long a stream's body may go on after its [DONE] before its connection is cut.
-_BODY_END_GRACE = 1.0
+_BODY_END_GRACE: Final = 1.0
 # Answers to a streamed request that are not a stream, whatever their status.
 _NOT_STREAMS = frozenset({"application/json", "text/html"})
 # A multidict already, and read-only: aiohttp copies a plain dict into one on
