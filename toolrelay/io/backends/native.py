@@ -167,7 +167,9 @@ class NativeStream:
         if type(entries) is list and len(entries) == 1:
             bare = _bare_fragment(entries[0])
             if bare is not None:  # most of a call's deltas: its next argument fragment
-                events = self.fragment(*bare)
+                # (Its two values passed by themselves: a call with ``*bare`` is made
+                # through the method's Python wrapper.)
+                events = self.fragment(bare[0], bare[1])
                 if events is not None:
                     return events
             elif self.open_in_one_step and self._opened(entries[0]):

@@ -252,9 +252,10 @@ class StreamRead:
         state = self._state
         observed = self._observed
         out: list[StreamItem] = []
-        take = state.take  # looked up once: it runs for every chunk
         for chunk in batch:
-            take(chunk, out)
+            # Called on the object, not bound once: compiled, a bound method is
+            # called through its Python wrapper, a native object's method directly.
+            state.take(chunk, out)
         if observed is not None:
             for chunk in batch:
                 assert isinstance(chunk, dict)  # opened without plain
