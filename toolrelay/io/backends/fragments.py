@@ -24,6 +24,7 @@ fragment. Anything else is decoded the usual way
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
@@ -37,6 +38,12 @@ _FIELD: Final = len(b"data:")
 # Frames learned per stream at most: one a call, usually; a server whose frame
 # changes on every chunk costs a probe per learning, never more than this.
 _LEARNINGS: Final = 4
+# orjson's functions, named here: compiled code calls a Final name's value with no
+# lookup, where ``orjson.loads`` looks the module up in the module's dict and the
+# function in the module's (about 450 instructions a call); and what ``_dumps``
+# gives is known as bytes where the build's environment has no orjson.
+_loads: Final[Callable[[bytes], Any]] = orjson.loads
+_dumps: Final[Callable[[Any], bytes]] = orjson.dumps
 
 
 class ArgumentFrame:
@@ -51,13 +58,13 @@ class ArgumentFrame:
     def payload(self, text: str) -> bytes:
         """The payload of the line this frame makes around ``text``'s token, as the
         usual path cuts it (the line without its ``data:``, stripped)."""
-        return (self.head[_FIELD:] + orjson.dumps(text) + self.tail).strip()
+        return (self.head[_FIELD:] + _dumps(text) + self.tail).strip()
 
     def chunk(self, text: str) -> dict[str, Any]:
         """The chunk a fragment read through this frame came in, decoded: what the
         usual path reads where the fast one does not apply. (Another string token
         for the same text: the same chunk.)"""
-        chunk: dict[str, Any] = orjson.loads(self.payload(text))
+        chunk: dict[str, Any] = _loads(self.payload(text))
         return chunk
 
 
@@ -96,7 +103,7 @@ class ArgumentChunks:
             if frame is None:
                 return None
         try:
-            text = orjson.loads(line[len(frame.head) : len(line) - len(frame.tail)])
+            text = _loads(line[len(frame.head) : len(line) - len(frame.tail)])
         except orjson.JSONDecodeError:
             return None
         if type(text) is not str or not text:
@@ -123,7 +130,7 @@ class ArgumentChunks:
         # frame is the line's own bytes with no cutting and joining (the bytes
         # around the payload are the same on every line of the server's, else
         # the line is decoded the usual way).
-        token = orjson.dumps(text)
+        token = _dumps(text)
         at = line.rfind(token)
         if at < 0:
             return
@@ -175,7 +182,7 @@ def _written_alike(frame: ArgumentFrame, seen: _Seen, probe: str) -> bool:
     function = seen.chunk["choices"][0]["delta"]["tool_calls"][0]["function"]
     function["arguments"] = probe
     try:
-        written = orjson.dumps(seen.chunk)
+        written = _dumps(seen.chunk)
     except orjson.JSONEncodeError:
         return False
     finally:
