@@ -17,7 +17,7 @@ two alike).
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -49,13 +49,16 @@ _ECHOED = {
 # The usage's details: always these zeros (a model server reports neither cached
 # nor reasoning tokens apart). Written as they are by orjson and never changed:
 # one object each for every response, not two dicts made and encoded each time.
-_INPUT_DETAILS = orjson.Fragment(b'{"cached_tokens":0,"cache_write_tokens":0}')
-_OUTPUT_DETAILS = orjson.Fragment(b'{"reasoning_tokens":0}')
-_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+_INPUT_DETAILS: Final = orjson.Fragment(b'{"cached_tokens":0,"cache_write_tokens":0}')
+_OUTPUT_DETAILS: Final = orjson.Fragment(b'{"reasoning_tokens":0}')
+_INCOMPLETE: Final = {"length": "max_output_tokens", "content_filter": "content_filter"}
 # A streamed response's outcome until it finishes (status, details, usage).
-_IN_PROGRESS = ("in_progress", None, None)
-_PREFIXES = {"text": "msg_", "call": "fc_", "reasoning": "rs_"}
-_DELTAS = {"text": "response.output_text.delta", "reasoning": "response.reasoning_text.delta"}
+_IN_PROGRESS: Final = ("in_progress", None, None)
+_PREFIXES: Final = {"text": "msg_", "call": "fc_", "reasoning": "rs_"}
+_DELTAS: Final = {
+    "text": "response.output_text.delta",
+    "reasoning": "response.reasoning_text.delta",
+}
 # The stream's events are written around their values from byte templates (orjson
 # writes the same bytes: keys in order, no spaces). Each template is a literal in
 # the one place it is formatted: compiled, a literal's ``%`` with values typed
@@ -64,45 +67,25 @@ _DELTAS = {"text": "response.output_text.delta", "reasoning": "response.reasonin
 # dearer a formatting. orjson's ``dumps`` is untyped to the compiler (its stubs are
 # not in the build's environment): its results are named ``bytes`` first.
 # A text delta's SSE bytes before its sequence number, and after its text.
-_TEXT_DELTA_HEAD = (
+_TEXT_DELTA_HEAD: Final = (
     b"event: response.output_text.delta\n"
     b'data: {"type":"response.output_text.delta","sequence_number":'
 )
-_TEXT_DELTA_TAIL = b',"logprobs":[]}\n\n'
+_TEXT_DELTA_TAIL: Final = b',"logprobs":[]}\n\n'
 # A run's text deltas, each text between quotes: what stands before the first
 # one's number, between a text and the next one's number, and after the last text.
-_RUN_HEAD = _TEXT_DELTA_HEAD
-_RUN_BETWEEN = (b'"' + _TEXT_DELTA_TAIL + _TEXT_DELTA_HEAD).decode()
-_RUN_TAIL = b'"' + _TEXT_DELTA_TAIL
-# A stream's first two events, both carrying the response as it stands: what
-# stands before the first one's response, between the two and after the second
-# (joined around it: a join costs less than a formatting of the long template).
-_CREATED = (
-    b'event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":'
-)
-_IN_PROGRESS_EVENT = (
-    b'}\n\nevent: response.in_progress\ndata: {"type":"response.in_progress",'
-    b'"sequence_number":1,"response":'
-)
-_EVENT_END = b"}\n\n"
+_RUN_HEAD: Final = _TEXT_DELTA_HEAD
+_RUN_BETWEEN: Final = (b'"' + _TEXT_DELTA_TAIL + _TEXT_DELTA_HEAD).decode()
+_RUN_TAIL: Final = b'"' + _TEXT_DELTA_TAIL
 # The started response's JSON (which ``start`` keeps) around its echo and model:
-# its head without its id and creation time (both written as they are: the id is
-# hex, the time an int), from its status to its details, and what follows the
-# model while nothing is output.
-_HEAD_LENGTH = len(b'{"id":"","object":"response","created_at":,')
-_STARTED_STATUS = (
+# the length of its head without its id and creation time (both written as they
+# are: the id is hex, the time an int), of what stands from its status to its
+# details, and of what follows the model while nothing is output.
+_HEAD_LENGTH: Final = len(b'{"id":"","object":"response","created_at":,')
+_STARTED_STATUS_LENGTH: Final = len(
     b'"status":"in_progress","background":false,"error":null,"incomplete_details":null,'
 )
-_STARTED_TAIL = b',"output":[],"truncation":"disabled","usage":null,"user":null}'
-# A completed response's JSON from its status to its echo.
-_COMPLETED_STATUS = (
-    b'"status":"completed","background":false,"error":null,"incomplete_details":null,'
-)
-# The completed stream's last event up to its sequence number, and from there to the response.
-_COMPLETED_HEAD = (
-    b'event: response.completed\ndata: {"type":"response.completed","sequence_number":'
-)
-_RESPONSE_KEY = b',"response":'
+_STARTED_TAIL_LENGTH: Final = len(b',"output":[],"truncation":"disabled","usage":null,"user":null}')
 
 # Sequence numbers as text, made once for every stream (a run's are a slice of
 # them), up to a bound: a longer stream's later numbers are made as they come.
@@ -177,9 +160,14 @@ class ResponseBuilder(Blocks):
         """The stream's first events, ``response.created`` and
         ``response.in_progress``: both carry the response as it stands (the
         request's tools and instructions echoed in it, no output yet), encoded once."""
-        self._snapshot = snapshot = orjson.dumps(self.response)
+        snapshot: bytes = orjson.dumps(self.response)
+        self._snapshot = snapshot
         self._sequence = 2
-        return b"".join((_CREATED, snapshot, _IN_PROGRESS_EVENT, snapshot, _EVENT_END))
+        return (
+            b'event: response.created\ndata: {"type":"response.created","sequence_number":0,'
+            b'"response":%b}\n\nevent: response.in_progress\ndata: {"type":"response.in_progress",'
+            b'"sequence_number":1,"response":%b}\n\n'
+        ) % (snapshot, snapshot)
 
     def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
         item = self._new_item(kind, start)
@@ -511,30 +499,22 @@ class ResponseBuilder(Blocks):
                 whole,
             )
         # Where the snapshot's status stands, by length: a search costs more.
-        status_at = len(response["id"]) + len(str(response["created_at"])) + _HEAD_LENGTH
-        echo_at = status_at + len(_STARTED_STATUS)
-        # The response's keys from its output on, its opening brace left out.
-        rest = orjson.dumps(
-            {
-                "output": response["output"],
-                "truncation": response["truncation"],
-                "usage": response["usage"],
-                "user": response["user"],
-            }
-        )
-        return b"".join(
-            (
-                _COMPLETED_HEAD,
-                str(sequence).encode(),
-                _RESPONSE_KEY,
-                snapshot[:status_at],
-                _COMPLETED_STATUS,
-                snapshot[echo_at : len(snapshot) - len(_STARTED_TAIL)],
-                b",",
-                rest[1:],
-                _EVENT_END,
-            )
-        )
+        response_id: str = response["id"]
+        created_at: int = response["created_at"]
+        status_at = len(response_id) + len(str(created_at)) + _HEAD_LENGTH
+        head = snapshot[:status_at]
+        echo = snapshot[status_at + _STARTED_STATUS_LENGTH : len(snapshot) - _STARTED_TAIL_LENGTH]
+        # The output and usage, each encoded by itself (a dict of the four keys
+        # after the echo, made to be encoded once, costs more): the truncation and
+        # user are the started response's, which no stream changes.
+        output: bytes = orjson.dumps(response["output"])
+        usage: bytes = orjson.dumps(response["usage"])
+        return (
+            b'event: response.completed\ndata: {"type":"response.completed","sequence_number":%d,'
+            b'"response":%b"status":"completed","background":false,"error":null,'
+            b'"incomplete_details":null,%b,"output":%b,"truncation":"disabled","usage":%b,'
+            b'"user":null}}\n\n'
+        ) % (sequence, head, echo, output, usage)
 
     def _text_done(self, text: str) -> bytes:
         """The open message item closed with ``text``: :meth:`close`'s events for
@@ -657,7 +637,7 @@ def _response(
 
 # A response object's keys in the API's order, with the values no response
 # changes and the echo's defaults; the others (None here) are every response's own.
-_SKELETON: dict[str, Any] = {
+_SKELETON: Final[dict[str, Any]] = {
     "id": None,
     "object": "response",
     "created_at": None,
