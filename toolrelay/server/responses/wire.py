@@ -28,6 +28,9 @@ from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
 KEEPALIVE = b": keep-alive\n\n"
+# The constants a stream reads are ``Final``: compiled, each a C static, where any
+# other global is looked up in the module's dict at every use.
+
 # The response object's fields that repeat the request, in the API's order, and
 # their values when the request leaves them out; a turn's ``echo`` holds those
 # it sets otherwise. The objects are written as they are by orjson and never
