@@ -37,8 +37,11 @@ class ResponsesFront:
             await self.store.prefetch(previous)
 
     def read(self, body: dict[str, Any], headers: Headers) -> ResponsesTurn:
-        # Both headers in one pass, as the other fronts read them.
-        return read_responses(body, self.settings, self.store, *turn_headers(headers))
+        # Both headers in one pass, as the other fronts read them; unpacked here,
+        # not starred into the call: compiled, a starred call goes through the
+        # generic calling protocol (an argument tuple built), not a direct one.
+        stuck_header, auth = turn_headers(headers)
+        return read_responses(body, self.settings, self.store, stuck_header, auth)
 
     def answer(self, turn: ResponsesTurn, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
         text = answer_text(reply)  # the message item's, and the kept message's

@@ -17,7 +17,7 @@ two alike).
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -28,6 +28,9 @@ from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
 KEEPALIVE = b": keep-alive\n\n"
+# The constants a stream reads are ``Final``: compiled, each a C static, where any
+# other global is looked up in the module's dict at every use.
+
 # The response object's fields that repeat the request, in the API's order, and
 # their values when the request leaves them out; a turn's ``echo`` holds those
 # it sets otherwise. The objects are written as they are by orjson and never
@@ -49,107 +52,43 @@ _ECHOED = {
 # The usage's details: always these zeros (a model server reports neither cached
 # nor reasoning tokens apart). Written as they are by orjson and never changed:
 # one object each for every response, not two dicts made and encoded each time.
-_INPUT_DETAILS = orjson.Fragment(b'{"cached_tokens":0,"cache_write_tokens":0}')
-_OUTPUT_DETAILS = orjson.Fragment(b'{"reasoning_tokens":0}')
-_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+_INPUT_DETAILS: Final = orjson.Fragment(b'{"cached_tokens":0,"cache_write_tokens":0}')
+_OUTPUT_DETAILS: Final = orjson.Fragment(b'{"reasoning_tokens":0}')
+_INCOMPLETE: Final = {"length": "max_output_tokens", "content_filter": "content_filter"}
 # A streamed response's outcome until it finishes (status, details, usage).
-_IN_PROGRESS = ("in_progress", None, None)
-_PREFIXES = {"text": "msg_", "call": "fc_", "reasoning": "rs_"}
-_DELTAS = {"text": "response.output_text.delta", "reasoning": "response.reasoning_text.delta"}
+_IN_PROGRESS: Final = ("in_progress", None, None)
+_PREFIXES: Final = {"text": "msg_", "call": "fc_", "reasoning": "rs_"}
+_DELTAS: Final = {
+    "text": "response.output_text.delta",
+    "reasoning": "response.reasoning_text.delta",
+}
+# The stream's events are written around their values from byte templates (orjson
+# writes the same bytes: keys in order, no spaces). Each template is a literal in
+# the one place it is formatted: compiled, a literal's ``%`` with values typed
+# ``bytes`` and ``int`` is one build of its pieces (CPyBytes_Build), where a module
+# constant's is the generic ``%`` (PyNumber_Remainder), some 1,000 instructions
+# dearer a formatting. orjson's ``dumps`` is untyped to the compiler (its stubs are
+# not in the build's environment): its results are named ``bytes`` first.
 # A text delta's SSE bytes before its sequence number, and after its text.
-_TEXT_DELTA_HEAD = (
+_TEXT_DELTA_HEAD: Final = (
     b"event: response.output_text.delta\n"
     b'data: {"type":"response.output_text.delta","sequence_number":'
 )
-_TEXT_DELTA_TAIL = b',"logprobs":[]}\n\n'
+_TEXT_DELTA_TAIL: Final = b',"logprobs":[]}\n\n'
 # A run's text deltas, each text between quotes: what stands before the first
 # one's number, between a text and the next one's number, and after the last text.
-_RUN_HEAD = _TEXT_DELTA_HEAD
-_RUN_BETWEEN = (b'"' + _TEXT_DELTA_TAIL + _TEXT_DELTA_HEAD).decode()
-_RUN_TAIL = b'"' + _TEXT_DELTA_TAIL
-# A stream's first two events, both carrying the response as it stands: what
-# stands before the first one's response, between the two and after the second
-# (joined around it: a join costs less than a formatting of the long template).
-_CREATED = (
-    b'event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":'
-)
-_IN_PROGRESS_EVENT = (
-    b'}\n\nevent: response.in_progress\ndata: {"type":"response.in_progress",'
-    b'"sequence_number":1,"response":'
-)
-_EVENT_END = b"}\n\n"
+_RUN_HEAD: Final = _TEXT_DELTA_HEAD
+_RUN_BETWEEN: Final = (b'"' + _TEXT_DELTA_TAIL + _TEXT_DELTA_HEAD).decode()
+_RUN_TAIL: Final = b'"' + _TEXT_DELTA_TAIL
 # The started response's JSON (which ``start`` keeps) around its echo and model:
-# its head without its id and creation time (both written as they are: the id is
-# hex, the time an int), from its status to its details, and what follows the
-# model while nothing is output.
-_HEAD_LENGTH = len(b'{"id":"","object":"response","created_at":,')
-_STARTED_STATUS = (
+# the length of its head without its id and creation time (both written as they
+# are: the id is hex, the time an int), of what stands from its status to its
+# details, and of what follows the model while nothing is output.
+_HEAD_LENGTH: Final = len(b'{"id":"","object":"response","created_at":,')
+_STARTED_STATUS_LENGTH: Final = len(
     b'"status":"in_progress","background":false,"error":null,"incomplete_details":null,'
 )
-_STARTED_TAIL = b',"output":[],"truncation":"disabled","usage":null,"user":null}'
-# A completed response's JSON from its status to its echo.
-_COMPLETED_STATUS = (
-    b'"status":"completed","background":false,"error":null,"incomplete_details":null,'
-)
-# The completed stream's last event up to its sequence number, and from there to the response.
-_COMPLETED_HEAD = (
-    b'event: response.completed\ndata: {"type":"response.completed","sequence_number":'
-)
-_RESPONSE_KEY = b',"response":'
-# A message item's open: the item's event and its part's, the sequence numbers,
-# the item's index and id, and its id and index as its events name them left out.
-_TEXT_OPENED = (
-    b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
-    b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message",'
-    b'"role":"assistant","content":[],"status":"in_progress"}}\n\n'
-    b'event: response.content_part.added\ndata: {"type":"response.content_part.added",'
-    b'"sequence_number":%d,%b,"content_index":0,"part":{"type":"output_text","text":"",'
-    b'"annotations":[],"logprobs":[]}}\n\n'
-)
-# A message item's close: its text's two events and the item's, the sequence
-# numbers, the item's id and index and the text left out (the item's id and
-# index as they come in every event of the item: ``_where``).
-_TEXT_DONE = (
-    b'event: response.output_text.done\ndata: {"type":"response.output_text.done",'
-    b'"sequence_number":%d,%b,"content_index":0,"text":%b,"logprobs":[]}\n\n'
-    b'event: response.content_part.done\ndata: {"type":"response.content_part.done",'
-    b'"sequence_number":%d,%b,"content_index":0,"part":{"type":"output_text","text":%b,'
-    b'"annotations":[],"logprobs":[]}}\n\n'
-    b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
-    b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message","role":"assistant",'
-    b'"content":[{"type":"output_text","text":%b,"annotations":[],"logprobs":[]}],'
-    b'"status":"completed"}}\n\n'
-)
-# A function_call item up to its arguments: its id, call id and name (JSON) left out.
-_CALL_ITEM_HEAD = b'{"id":%b,"type":"function_call","call_id":%b,"name":%b'
-# A function_call item's open: its sequence number, index and the item up to its
-# arguments left out.
-_CALL_ADDED = (
-    b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
-    b'"sequence_number":%d,"output_index":%d,"item":%b,"arguments":"","status":"in_progress"}}\n\n'
-)
-# The template of a function_call's arguments delta, made by one formatting when
-# the call opens: the item's id (JSON) and index left out, and ``%d`` and ``%b``
-# for each delta's sequence number and fragment (the id is hex, the index digits:
-# no ``%`` to escape).
-_CALL_DELTA_OF = (
-    b"event: response.function_call_arguments.delta\n"
-    b'data: {"type":"response.function_call_arguments.delta","sequence_number":%%d,'
-    b'"item_id":%b,"output_index":%d,"delta":%%b}\n\n'
-)
-# A function_call item's close: the arguments' event and the item's, the sequence
-# numbers, the item's id (JSON) and index, its name, the arguments (JSON), the
-# item's index, and the item up to its arguments left out.
-_CALL_DONE = (
-    b"event: response.function_call_arguments.done\n"
-    b'data: {"type":"response.function_call_arguments.done","sequence_number":%d,'
-    b'"item_id":%b,"output_index":%d,"name":%b,"arguments":%b}\n\n'
-    b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
-    b'"sequence_number":%d,"output_index":%d,"item":%b,"arguments":%b,"status":"completed"}}\n\n'
-)
-# The last event, its name, sequence number and the whole response left out.
-_ENDED = b'event: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}\n\n'
-
+_STARTED_TAIL_LENGTH: Final = len(b',"output":[],"truncation":"disabled","usage":null,"user":null}')
 
 # Sequence numbers as text, made once for every stream (a run's are a slice of
 # them), up to a bound: a longer stream's later numbers are made as they come.
@@ -193,18 +132,18 @@ class ResponseBuilder(Blocks):
         # The open item's id and index, which every one of its events names.
         self._item_id = ""
         self._index = -1
-        # The open message item's text delta, its sequence number and text left
-        # out (``%d``, ``%b``): one formatting per delta; what stands between a
-        # run's number and its text, the opening quote included; and the item's id
-        # as JSON and its id and index as its events name them (set when the item opens).
-        self._text_template = b""
+        # The open message item's text delta between its sequence number and its
+        # text; what stands between a run's number and its text, the opening quote
+        # included; and the item's id as JSON and its id and index as its events
+        # name them (set when the item opens).
+        self._text_delta_where = b""
         self._run_where = ""
         self._item_json = b""
         self._text_where = b""
-        # The open function_call item's delta template (b"" for a call said
-        # through the general path), its id and name (JSON) and the item up to
-        # its arguments (set when the call opens).
-        self._call_delta = b""
+        # The open function_call item's delta between its sequence number and its
+        # fragment (b"" for a call said through the general path), its id and name
+        # (JSON) and the item up to its arguments (set when the call opens).
+        self._call_where = b""
         self._call_json = b""
         self._call_name = b""
         self._call_item_head = b""
@@ -224,9 +163,14 @@ class ResponseBuilder(Blocks):
         """The stream's first events, ``response.created`` and
         ``response.in_progress``: both carry the response as it stands (the
         request's tools and instructions echoed in it, no output yet), encoded once."""
-        self._snapshot = snapshot = orjson.dumps(self.response)
+        snapshot: bytes = orjson.dumps(self.response)
+        self._snapshot = snapshot
         self._sequence = 2
-        return b"".join((_CREATED, snapshot, _IN_PROGRESS_EVENT, snapshot, _EVENT_END))
+        return (
+            b'event: response.created\ndata: {"type":"response.created","sequence_number":0,'
+            b'"response":%b}\n\nevent: response.in_progress\ndata: {"type":"response.in_progress",'
+            b'"sequence_number":1,"response":%b}\n\n'
+        ) % (snapshot, snapshot)
 
     def open(self, kind: Kind, start: ToolCallStart | None) -> list[WireEvent]:
         item = self._new_item(kind, start)
@@ -255,23 +199,25 @@ class ResponseBuilder(Blocks):
         self._new_item("text", None)
         sequence = self._sequence
         self._sequence += 2
-        return _TEXT_OPENED % (
-            sequence,
-            self._index,
-            self._item_json,
-            sequence + 1,
-            self._text_where,
-        )
+        # The item's event and its part's.
+        return (
+            b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
+            b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message",'
+            b'"role":"assistant","content":[],"status":"in_progress"}}\n\n'
+            b'event: response.content_part.added\ndata: {"type":"response.content_part.added",'
+            b'"sequence_number":%d,%b,"content_index":0,"part":{"type":"output_text","text":"",'
+            b'"annotations":[],"logprobs":[]}}\n\n'
+        ) % (sequence, self._index, self._item_json, sequence + 1, self._text_where)
 
     def call_open_bytes(self, start: ToolCallStart) -> bytes | None:
         name = start.name
         if name in self._custom or name in self._namespaced:
-            self._call_delta = b""  # its events through the general path
+            self._call_where = b""  # its events through the general path
             return None
         # The item made here, not through _new_item and _other_item (two calls
         # less a call; the text block's templates not looked at).
-        item = _open_call_item(start)
-        item_id = item["id"]
+        item_id = _PREFIXES["call"] + unique_hex()
+        item = _open_call_item(item_id, start)
         output = self._output
         output.append(item)
         self._item_id = item_id
@@ -279,38 +225,58 @@ class ResponseBuilder(Blocks):
         sequence = self._sequence
         self._sequence += 1
         # What the open call's events repeat, each made by one formatting (a
-        # concatenation costs about as much as a formatting): the item's id, its
-        # delta's template, its name, and the item as it stands before its
-        # arguments, which its open says too.
-        self._call_json = item_json = orjson.dumps(item_id)
-        self._call_delta = _CALL_DELTA_OF % (item_json, index)
-        self._call_name = name_json = orjson.dumps(name)
-        self._call_item_head = head = _CALL_ITEM_HEAD % (
+        # concatenation costs about as much as a formatting): the item's id, what
+        # its deltas say between their number and fragment, its name, and the item
+        # as it stands before its arguments, which its open says too.
+        # (The id's JSON is the id between quotes: it is hex after its prefix.)
+        item_json = b'"%b"' % item_id.encode()
+        call_id: bytes = orjson.dumps(start.id)
+        name_json: bytes = orjson.dumps(name)
+        self._call_json = item_json
+        self._call_where = b',"item_id":%b,"output_index":%d,"delta":' % (item_json, index)
+        self._call_name = name_json
+        self._call_item_head = head = b'{"id":%b,"type":"function_call","call_id":%b,"name":%b' % (
             item_json,
-            orjson.dumps(start.id),
+            call_id,
             name_json,
         )
-        return _CALL_ADDED % (sequence, index, head)
+        return (
+            b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
+            b'"sequence_number":%d,"output_index":%d,"item":%b,"arguments":"",'
+            b'"status":"in_progress"}}\n\n'
+        ) % (sequence, index, head)
 
     def call_delta_bytes(self, text: str) -> bytes | None:
-        if not self._call_delta:
+        if not self._call_where:
             said = self.delta("call", text)
             return sse(said) if said is not None else None
         sequence = self._sequence
         self._sequence += 1
-        return self._call_delta % (sequence, orjson.dumps(text))
+        fragment: bytes = orjson.dumps(text)
+        return (
+            b"event: response.function_call_arguments.delta\n"
+            b'data: {"type":"response.function_call_arguments.delta","sequence_number":%d%b%b}\n\n'
+        ) % (sequence, self._call_where, fragment)
 
     def call_close_bytes(self, text: str, call: ToolCall | None) -> bytes:
-        if not self._call_delta:
+        if not self._call_where:
             return b"".join(map(sse, self.close("call", text, call)))
         item = self._output[-1]
         item["status"] = "completed"
         arguments = item["arguments"] = call.arguments_json if call is not None else text or "{}"
-        said = orjson.dumps(arguments)
+        said: bytes = orjson.dumps(arguments)
         sequence = self._sequence
         self._sequence += 2
         index = self._index
-        return _CALL_DONE % (
+        # The arguments' event and the item's.
+        return (
+            b"event: response.function_call_arguments.done\n"
+            b'data: {"type":"response.function_call_arguments.done","sequence_number":%d,'
+            b'"item_id":%b,"output_index":%d,"name":%b,"arguments":%b}\n\n'
+            b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
+            b'"sequence_number":%d,"output_index":%d,"item":%b,"arguments":%b,'
+            b'"status":"completed"}}\n\n'
+        ) % (
             sequence,
             self._call_json,
             index,
@@ -342,10 +308,8 @@ class ResponseBuilder(Blocks):
             self._item_json = orjson.dumps(self._item_id)
             # The item's id and index as every event of the item names them (``_where``).
             self._text_where = b'"item_id":%b,"output_index":%d' % (self._item_json, self._index)
-            where = b"," + self._text_where + b',"content_index":0,"delta":'
-            self._text_template = (
-                _TEXT_DELTA_HEAD + b"%d" + where.replace(b"%", b"%%") + b"%b" + _TEXT_DELTA_TAIL
-            )
+            where = b',%b,"content_index":0,"delta":' % self._text_where
+            self._text_delta_where = where
             self._run_where = (where + b'"').decode()
         return item
 
@@ -370,7 +334,7 @@ class ResponseBuilder(Blocks):
                 "input": "",
             }
         else:
-            item = _open_call_item(start)
+            item = _open_call_item(_new_id(_PREFIXES["call"]), start)
         if start.name in self._namespaced:
             item["namespace"], item["name"] = self._namespaced[start.name]
         return item
@@ -411,11 +375,15 @@ class ResponseBuilder(Blocks):
         return event
 
     def text_delta_bytes(self, text: str) -> bytes:
-        # From a byte template: the same bytes (orjson writes the keys in order,
-        # without spaces); one formatting costs less than joining five pieces.
+        # One formatting costs less than joining five pieces.
         sequence = self._sequence
         self._sequence += 1
-        return self._text_template % (sequence, orjson.dumps(text))
+        written: bytes = orjson.dumps(text)
+        return (
+            b"event: response.output_text.delta\n"
+            b'data: {"type":"response.output_text.delta","sequence_number":%d%b%b,'
+            b'"logprobs":[]}\n\n'
+        ) % (sequence, self._text_delta_where, written)
 
     def text_run_bytes(self, texts: list[str]) -> bytes:
         # Four pieces a delta, put in place by two slice assignments and joined
@@ -526,32 +494,30 @@ class ResponseBuilder(Blocks):
         snapshot = self._snapshot
         if kind != "response.completed" or not snapshot:
             named = kind.encode()
-            return _ENDED % (named, named, sequence, orjson.dumps(response))
-        # Where the snapshot's status stands, by length: a search costs more.
-        status_at = len(response["id"]) + len(str(response["created_at"])) + _HEAD_LENGTH
-        echo_at = status_at + len(_STARTED_STATUS)
-        # The response's keys from its output on, its opening brace left out.
-        rest = orjson.dumps(
-            {
-                "output": response["output"],
-                "truncation": response["truncation"],
-                "usage": response["usage"],
-                "user": response["user"],
-            }
-        )
-        return b"".join(
-            (
-                _COMPLETED_HEAD,
-                str(sequence).encode(),
-                _RESPONSE_KEY,
-                snapshot[:status_at],
-                _COMPLETED_STATUS,
-                snapshot[echo_at : len(snapshot) - len(_STARTED_TAIL)],
-                b",",
-                rest[1:],
-                _EVENT_END,
+            whole: bytes = orjson.dumps(response)
+            return b'event: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}\n\n' % (
+                named,
+                named,
+                sequence,
+                whole,
             )
-        )
+        # Where the snapshot's status stands, by length: a search costs more.
+        response_id: str = response["id"]
+        created_at: int = response["created_at"]
+        status_at = len(response_id) + len(str(created_at)) + _HEAD_LENGTH
+        head = snapshot[:status_at]
+        echo = snapshot[status_at + _STARTED_STATUS_LENGTH : len(snapshot) - _STARTED_TAIL_LENGTH]
+        # The output and usage, each encoded by itself (a dict of the four keys
+        # after the echo, made to be encoded once, costs more): the truncation and
+        # user are the started response's, which no stream changes.
+        output: bytes = orjson.dumps(response["output"])
+        usage: bytes = orjson.dumps(response["usage"])
+        return (
+            b'event: response.completed\ndata: {"type":"response.completed","sequence_number":%d,'
+            b'"response":%b"status":"completed","background":false,"error":null,'
+            b'"incomplete_details":null,%b,"output":%b,"truncation":"disabled","usage":%b,'
+            b'"user":null}}\n\n'
+        ) % (sequence, head, echo, output, usage)
 
     def _text_done(self, text: str) -> bytes:
         """The open message item closed with ``text``: :meth:`close`'s events for
@@ -561,9 +527,20 @@ class ResponseBuilder(Blocks):
         _content_done(item, "text", text)
         sequence = self._sequence
         self._sequence += 3
-        said = orjson.dumps(text)
+        said: bytes = orjson.dumps(text)
         where = self._text_where
-        return _TEXT_DONE % (
+        # Its text's two events and the item's.
+        return (
+            b'event: response.output_text.done\ndata: {"type":"response.output_text.done",'
+            b'"sequence_number":%d,%b,"content_index":0,"text":%b,"logprobs":[]}\n\n'
+            b'event: response.content_part.done\ndata: {"type":"response.content_part.done",'
+            b'"sequence_number":%d,%b,"content_index":0,"part":{"type":"output_text","text":%b,'
+            b'"annotations":[],"logprobs":[]}}\n\n'
+            b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
+            b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message",'
+            b'"role":"assistant","content":[{"type":"output_text","text":%b,"annotations":[],'
+            b'"logprobs":[]}],"status":"completed"}}\n\n'
+        ) % (
             sequence,
             where,
             said,
@@ -663,7 +640,7 @@ def _response(
 
 # A response object's keys in the API's order, with the values no response
 # changes and the echo's defaults; the others (None here) are every response's own.
-_SKELETON: dict[str, Any] = {
+_SKELETON: Final[dict[str, Any]] = {
     "id": None,
     "object": "response",
     "created_at": None,
@@ -691,10 +668,10 @@ def _reasoning_item(text: str, summary: bool) -> dict[str, Any]:
     }
 
 
-def _open_call_item(start: ToolCallStart) -> dict[str, Any]:
+def _open_call_item(item_id: str, start: ToolCallStart) -> dict[str, Any]:
     """A streamed function_call item as it opens: no arguments yet."""
     return {
-        "id": _PREFIXES["call"] + unique_hex(),
+        "id": item_id,
         "type": "function_call",
         "call_id": start.id,
         "name": start.name,
