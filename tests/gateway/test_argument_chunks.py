@@ -343,9 +343,7 @@ def test_a_stream_read_through_argument_frames_gives_the_events_of_a_decoded_one
 
 
 # What a server reports as usage: OpenAI's and vLLM's counts, with details
-# (reasoning, cached tokens) or without, zero, empty, null, a falsy number. (A
-# truthy one that is not an object the compiled ChunkReader does not take: it
-# declares its usage a dict, whichever path read the chunk.)
+# (reasoning, cached tokens) or without, zero, empty, null, not an object.
 USAGES = st.sampled_from(
     [
         {"prompt_tokens": 30, "completion_tokens": 7, "total_tokens": 37},
@@ -361,6 +359,8 @@ USAGES = st.sampled_from(
         {},
         None,
         0,
+        [1],
+        5,
     ]
 )
 
@@ -474,3 +474,12 @@ def test_a_stream_with_usage_gives_the_events_of_a_decoded_one(body: list[bytes]
     fast = asyncio.run(_events(body, plain=True))
     slow = asyncio.run(_events(body, plain=False))
     assert fast == slow
+
+
+def test_a_usage_that_is_not_an_object_is_none() -> None:
+    """By hand: a chunk's usage is the stream's when it is a non-empty object, as a
+    whole answer's is; anything else (a list, a number, empty, null) is none."""
+    for usage, taken in [([1], None), (5, None), ({}, None), (None, None), ({"a": 1}, {"a": 1})]:
+        reader = ChunkReader(None, None, None)
+        reader.take({"choices": [], "usage": usage}, [])
+        assert reader.usage == taken
