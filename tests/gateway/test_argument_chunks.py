@@ -9,12 +9,17 @@ anywhere, several calls, indices out of order, ids and names repeated, escapes
 and unicode in the arguments, arguments that are invalid, coercible or not an
 object, content before the calls, frames that change mid-stream, chunks whose
 bytes are not a JSON string's where the fragment stands, and reads cut anywhere.
+
+Usage comes anywhere among them too: the usage-only chunk a stream asked for
+its usage ends with (early, late, more than one), usage on every chunk, in
+whatever shape, whatever stands around it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from typing import Any
 
@@ -79,7 +84,8 @@ def payloads(draw: st.DrawFn) -> list[bytes]:
     for kind in draw(
         st.lists(
             st.sampled_from(
-                ["call"] * 4 + ["content", "other frame", "odd", "finish", "usage", "two"]
+                ["call"] * 4
+                + ["content", "other frame", "odd", "finish", "usage", "usage only", "two"]
             ),
             min_size=1,
             max_size=5,
@@ -94,6 +100,8 @@ def payloads(draw: st.DrawFn) -> list[bytes]:
         elif kind == "usage":
             usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
             out.append(_payload(frame, {}, {"usage": usage}))
+        elif kind == "usage only":
+            out.append(_usage_only(frame, draw(USAGES)))
         elif kind == "odd":
             # The frame around bytes that are not one JSON string: a number, an
             # object, two strings, a raw control character, bytes that are not UTF-8.
@@ -332,3 +340,146 @@ def test_a_stream_read_through_argument_frames_gives_the_events_of_a_decoded_one
     fast = asyncio.run(_events(body, plain=True))
     slow = asyncio.run(_events(body, plain=False))
     assert fast == slow
+
+
+# What a server reports as usage: OpenAI's and vLLM's counts, with details
+# (reasoning, cached tokens) or without, zero, empty, null, not an object.
+USAGES = st.sampled_from(
+    [
+        {"prompt_tokens": 30, "completion_tokens": 7, "total_tokens": 37},
+        {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        {
+            "prompt_tokens": 30,
+            "completion_tokens": 17,
+            "total_tokens": 47,
+            "prompt_tokens_details": {"cached_tokens": 12},
+            "completion_tokens_details": {"reasoning_tokens": 10},
+        },
+        {"prompt_tokens": 3, "prompt_tokens_details": None, "total_tokens": 3.0},
+        {},
+        None,
+        0,
+        [1],
+        5,
+    ]
+)
+
+
+def _usage_only(frame: dict[str, Any], reported: Any, **before: Any) -> bytes:
+    """A chunk with no choices and ``reported`` as its usage, in ``frame`` (its keys
+    before the choices, or none: the choices first), ``before`` among the first keys."""
+    top = {"id": frame["id"], "object": "chat.completion.chunk", "created": frame["created"]}
+    top["model"] = frame["model"]
+    top.update(before)
+    chunk = {"choices": [], **top} if frame["content_first"] else {**top, "choices": []}
+    chunk["usage"] = reported
+    separators = (", ", ": ") if frame["spaced"] else (",", ":")
+    return json.dumps(chunk, ensure_ascii=frame["ascii"], separators=separators).encode()
+
+
+# What may stand where the usage does in a usage-only line: a value and more
+# members, two values, a value cut short, bytes that are not UTF-8, a lone
+# surrogate, a value with blanks, an object closed twice.
+ODD_USAGES = [
+    b'{"a":1},"x":2',
+    b'{"a":1} {"b":2}',
+    b'{"a":1',
+    b'{"a":"\xff"}',
+    b'{"a":"\\ud800"}',
+    b' {"a":1} ',
+    b'{"a":1}}',
+    b'{"a":{"b":[1]}}',
+]
+
+
+@st.composite
+def usage_streams(draw: st.DrawFn) -> list[bytes]:
+    """One stream's payloads with usage in it anywhere: usage-only chunks (early,
+    late, more than one, in the stream's shape or its first keys changed: a
+    ``usage`` or an ``error`` among them, an object, another id), usage on every
+    chunk (as some servers send it) or on a call's, odd bytes where the usage
+    stands, between calls, content, a role and a finish."""
+    # Mostly written as orjson writes it, the id first (vLLM's, SGLang's, OpenAI's);
+    # spaced, escaped or the choices first sometimes.
+    frame = {
+        **draw(frames(words)),
+        "spaced": draw(st.sampled_from([False, False, True])),
+        "content_first": draw(st.sampled_from([False, False, True])),
+    }
+    every = draw(st.sampled_from([False, False, True]))
+    out: list[bytes] = []
+    if draw(st.integers(0, 3)):  # mostly a stream's usual first chunk
+        out.append(_payload(frame, {"role": "assistant", "content": ""}, {}))
+    for kind in draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    *["role", "call", "call", "content", "finish"],
+                    *["usage only"] * 4,
+                    *["usage before", "error", "nested", "other id", "odd", "with choices"],
+                ]
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    ):
+        extra = {"usage": draw(USAGES)} if every else {}
+        if kind == "role":
+            out.append(_payload(frame, {"role": "assistant", "content": ""}, dict(extra)))
+        elif kind == "call":
+            out += [
+                _payload(frame, orjson.loads(line)["choices"][0]["delta"], dict(extra))
+                for line in _call(draw, frame)
+            ]
+        elif kind == "content":
+            out.append(_payload(frame, {"content": draw(words)}, dict(extra)))
+        elif kind == "finish":
+            choice = {"choice": {"finish_reason": "tool_calls"}}
+            out.append(_payload(frame, {}, {**choice, **extra}))
+        elif kind == "usage only":
+            out.append(_usage_only(frame, draw(USAGES)))
+        elif kind == "usage before":
+            out.append(_usage_only(frame, draw(USAGES), usage=draw(USAGES)))
+        elif kind == "error":
+            error = draw(st.sampled_from([None, "", {"message": "overloaded"}]))
+            out.append(_usage_only(frame, draw(USAGES), error=error))
+        elif kind == "nested":
+            out.append(_usage_only(frame, draw(USAGES), system_fingerprint={"a": 1}))
+        elif kind == "other id":
+            out.append(_usage_only({**frame, "id": draw(words) + "x"}, draw(USAGES)))
+        elif kind == "odd":
+            line = _usage_only(frame, "@@")
+            out.append(line.replace(b'"@@"', draw(st.sampled_from(ODD_USAGES))))
+        else:
+            out.append(_payload(frame, {}, {"usage": draw(USAGES)}))
+    return out
+
+
+@st.composite
+def usage_reads(draw: st.DrawFn) -> list[bytes]:
+    """A stream with usage in it, its lines in one form (mostly the usual one),
+    cut into reads anywhere."""
+    before, after = draw(st.one_of(st.tuples(st.just(b"data: "), st.just(b"")), LINE_FORMS))
+    events = [before + payload + after + b"\n\n" for payload in draw(usage_streams())]
+    events.append(b"data: [DONE]\n\n")
+    return cut_into_reads(draw, events)
+
+
+@settings(max_examples=300, deadline=None)
+@given(usage_reads())
+def test_a_stream_with_usage_gives_the_events_of_a_decoded_one(body: list[bytes]) -> None:
+    """Usage anywhere in a stream read through the content and argument frames:
+    through the round's chunk reader, the same events and state (its usage among
+    them) as reading the stream with every chunk decoded."""
+    fast = asyncio.run(_events(body, plain=True))
+    slow = asyncio.run(_events(body, plain=False))
+    assert fast == slow
+
+
+def test_a_usage_that_is_not_an_object_is_none() -> None:
+    """By hand: a chunk's usage is the stream's when it is a non-empty object, as a
+    whole answer's is; anything else (a list, a number, empty, null) is none."""
+    for usage, taken in [([1], None), (5, None), ({}, None), (None, None), ({"a": 1}, {"a": 1})]:
+        reader = ChunkReader(None, None, None)
+        reader.take({"choices": [], "usage": usage}, [])
+        assert reader.usage == taken

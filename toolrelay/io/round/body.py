@@ -471,8 +471,9 @@ class ChunkReader:
                     self._admit(events, True, out)
                 return
             chunk = frame.chunk(text)  # anything else: read as the chunk it came in
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
+        usage = chunk.get("usage")
+        if usage and isinstance(usage, dict):  # as a whole answer's: anything else is none
+            self.usage = usage
         choices = chunk.get("choices")
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             return
