@@ -6,10 +6,16 @@ one edited since its build would run stale. Run before the tests (scripts/test):
 when a listed module, setup.py or pyproject.toml is newer than the extensions,
 the install is built again; with ``TOOLRELAY_PURE_PYTHON=1`` the extensions are
 removed, so that the sources run.
+
+``--take-installed`` (scripts/install, before its editable install): take the
+extensions a ``pip install .`` of these same sources built into the venv, so
+that they are not compiled twice (exit status 1 when there are none to take).
 """
 
 from __future__ import annotations
 
+import filecmp
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -47,6 +53,34 @@ def _stale() -> list[str]:
     return stale
 
 
+def take_installed() -> bool:
+    """Take the extensions of a compiled, non-editable install of these very
+    sources into the tree (True), so that the editable install after it
+    (scripts/install) compiles nothing: the README's first set-up command
+    (``pip install .``) builds them, and its second would build them again.
+
+    Only when every compiled module's installed source is byte for byte the
+    tree's (the compiler is pinned in pyproject.toml, the options are
+    setup.py's) and each has its extension; else False, and nothing is copied."""
+    if setup.why_pure() is not None:
+        return False
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    installed = Path(sysconfig.get_paths()["platlib"])
+    pairs = [(installed / f"toolrelay__mypyc{suffix}", ROOT / f"toolrelay__mypyc{suffix}")]
+    for path in setup.compiled_paths():
+        source = installed / path
+        if not source.is_file() or not filecmp.cmp(source, ROOT / path, shallow=False):
+            return False
+        built = path.removesuffix(".py") + suffix
+        pairs.append((installed / built, ROOT / built))
+    if not all(source.is_file() for source, _ in pairs):
+        return False
+    for source, target in pairs:
+        shutil.copyfile(source, target)  # built now, from these sources: a new mtime
+    _say(f"took the {len(pairs) - 1} compiled modules of the install in {installed}")
+    return True
+
+
 def main() -> None:
     reason = setup.why_pure()
     if reason is not None:
@@ -72,4 +106,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--take-installed"]:
+        sys.exit(0 if take_installed() else 1)
     main()
