@@ -7,7 +7,7 @@ checks of one field, whose errors name it as the OpenAI API does
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NoReturn, get_args
+from typing import Any, Final, NoReturn, get_args
 
 from toolrelay.errors import RequestError
 from toolrelay.io.round import RoundRequest, build_round
@@ -17,10 +17,12 @@ from toolrelay.server.errors import invalid
 from toolrelay.stuck import Mode, parse_mode
 from toolrelay.types import DeclaredTools
 
-_VALIDATE_MODES = get_args(ValidateMode)
-_CONSTRAIN_MODES = get_args(ConstrainMode)
+# Final, as every constant of the reading: compiled code reads it where it stands,
+# not from the module's dict at each use (docs/compiled.md).
+_VALIDATE_MODES: Final = get_args(ValidateMode)
+_CONSTRAIN_MODES: Final = get_args(ConstrainMode)
 # toolrelay's own request fields: read here, never sent to a backend.
-OWN_FIELDS = frozenset(
+OWN_FIELDS: Final = frozenset(
     {"toolrelay_profile", "toolrelay_stuck_mode", "toolrelay_validate", "toolrelay_constrain"}
 )
 
@@ -63,7 +65,7 @@ def own_options(
     configured = settings.round_options(model)  # a copy of its own: completed below
     # Most bodies choose none of the fields: each is then the model's own, not
     # looked up in the body (checked as a choice is all the same).
-    chosen = not OWN_FIELDS.isdisjoint(body)
+    chosen = holds_any(body, OWN_FIELDS)
     profile = (chosen and optional(body, "toolrelay_profile", str)) or configured["profile"]
     if profile is not None:
         try:
@@ -112,6 +114,14 @@ def make_round(
         raise invalid(str(exc), exc.param) from None
 
 
+def holds_any(body: dict[str, Any], keys: frozenset[str]) -> bool:
+    """Whether ``body`` has any of ``keys``: ``not keys.isdisjoint(body)``, which
+    compiled is a method called by name and an iterator over the body, where this
+    (a loop of the compiler's own, no generator made) is the dict's own walk: a
+    body holds a handful of keys."""
+    return any(key in keys for key in body)
+
+
 def optional(body: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any:
     """``body[key]`` when it is of ``kind`` (``prefix`` + ``key`` names it), None when
     absent or null; else a 400 naming it."""
@@ -124,7 +134,7 @@ def optional(body: dict[str, Any], key: str, kind: type, prefix: str = "") -> An
     return value
 
 
-_KIND_NAMES: dict[type, str] = {
+_KIND_NAMES: Final[dict[type, str]] = {
     bool: "a boolean",
     dict: "an object",
     int: "an integer",

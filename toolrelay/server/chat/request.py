@@ -10,7 +10,7 @@ answers for itself, and its 4xx reaches the client as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from toolrelay.choice import declared_tools
 from toolrelay.errors import RequestError
@@ -19,6 +19,7 @@ from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
 from toolrelay.server.reading import (
     OWN_FIELDS,
+    holds_any,
     make_round,
     model_name,
     optional,
@@ -29,12 +30,20 @@ from toolrelay.server.turn import Turn
 from toolrelay.stuck import Mode
 from toolrelay.types import DeclaredTools
 
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-_NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
-_INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
-_SAMPLING = frozenset(_NUMBERS + _INTEGERS)
+# Final, as every constant of the reading: compiled code reads it where it stands,
+# not from the module's dict at each use (docs/compiled.md).
+_ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_NUMBERS: Final = (
+    "temperature",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+)
+_INTEGERS: Final = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
+_SAMPLING: Final = frozenset(_NUMBERS + _INTEGERS)
 # What an entry without parameters is checked as (never changed): no dict made per entry.
-_NO_PARAMETERS: dict[str, Any] = {}
+_NO_PARAMETERS: Final[dict[str, Any]] = {}
 
 
 @dataclass
@@ -77,7 +86,7 @@ def read_request(
     n = optional(body, "n", int)
     if n is not None and n != 1:
         raise invalid("toolrelay serves one choice per request: 'n' must be 1.", "n")
-    if not _SAMPLING.isdisjoint(body):  # checked in their order, when any is there
+    if holds_any(body, _SAMPLING):  # checked in their order, when any is there
         for key in _NUMBERS:
             value = body.get(key)
             if value is not None and (
@@ -93,7 +102,7 @@ def read_request(
     # Most bodies hold none of them: copied whole, not key by key.
     backend_body = (
         dict(body)
-        if OWN_FIELDS.isdisjoint(body)
+        if not holds_any(body, OWN_FIELDS)
         else {k: v for k, v in body.items() if k not in OWN_FIELDS}
     )
     backend_body["model"] = model
