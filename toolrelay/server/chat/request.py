@@ -18,6 +18,7 @@ from toolrelay.io.round import RoundRequest
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
 from toolrelay.server.reading import (
+    OWN_FIELD_NAMES,
     OWN_FIELDS,
     holds_any,
     make_round,
@@ -41,7 +42,7 @@ _NUMBERS: Final = (
     "repetition_penalty",
 )
 _INTEGERS: Final = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
-_SAMPLING: Final = frozenset(_NUMBERS + _INTEGERS)
+_SAMPLING: Final = _NUMBERS + _INTEGERS
 # What an entry without parameters is checked as (never changed): no dict made per entry.
 _NO_PARAMETERS: Final[dict[str, Any]] = {}
 
@@ -102,7 +103,7 @@ def read_request(
     # Most bodies hold none of them: copied whole, not key by key.
     backend_body = (
         dict(body)
-        if not holds_any(body, OWN_FIELDS)
+        if not holds_any(body, OWN_FIELD_NAMES)
         else {k: v for k, v in body.items() if k not in OWN_FIELDS}
     )
     backend_body["model"] = model
