@@ -6,8 +6,6 @@ they skip (issue 29, thirteenth round).
   it replaces (kept here as the reference).
 - ``own_options``: a body holding none of toolrelay's own fields is not asked
   for them, against its own general path, which asks for each.
-- ``holds_any``, which tells such a body (and one with sampling fields) to the
-  Chat reading, against the ``isdisjoint`` it replaces.
 - ``_Answered.batch``: the notes appended only when there are some, and the
   record's call only for a recorded round, against ``_recorded(out + held)``.
 - ``_Answered.last``: the stream's end made without ``_stream_end``'s coroutine
@@ -36,8 +34,6 @@ from toolrelay.server.asgi import client_auth, header, turn_headers
 from toolrelay.server.chat import request as chat_request
 from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.reading import (
-    OWN_FIELD_NAMES,
-    holds_any,
     own_options,
 )
 
@@ -139,21 +135,6 @@ def test_own_options_are_the_fields_asked_one_by_one(
         lambda: own_options(_AskedForEachField(body), gateway_settings, "bench", stuck_header)
     )
     assert fast == general
-
-
-_KEYS = st.sampled_from(
-    ["model", "messages", "stream", "temperature", "top_k", "toolrelay_profile", "seed", ""]
-)
-
-
-@settings(max_examples=400, deadline=None)
-@given(
-    body=st.dictionaries(_KEYS, st.none(), max_size=6),
-    keys=st.sampled_from([OWN_FIELD_NAMES, chat_request._SAMPLING])
-    | st.lists(_KEYS, max_size=4).map(tuple),
-)
-def test_holds_any_is_not_disjoint(body: dict[str, Any], keys: tuple[str, ...]) -> None:
-    assert holds_any(body, keys) == (not frozenset(keys).isdisjoint(body))
 
 
 # --- the answered stage's batch -----------------------------------------------

@@ -21,15 +21,10 @@ from toolrelay.types import DeclaredTools
 # not from the module's dict at each use (docs/compiled.md).
 _VALIDATE_MODES: Final = get_args(ValidateMode)
 _CONSTRAIN_MODES: Final = get_args(ConstrainMode)
-# toolrelay's own request fields: read here, never sent to a backend; by name, for
-# :func:`holds_any`, and as a set.
-OWN_FIELD_NAMES: Final = (
-    "toolrelay_profile",
-    "toolrelay_stuck_mode",
-    "toolrelay_validate",
-    "toolrelay_constrain",
+# toolrelay's own request fields: read here, never sent to a backend.
+OWN_FIELDS: Final = frozenset(
+    {"toolrelay_profile", "toolrelay_stuck_mode", "toolrelay_validate", "toolrelay_constrain"}
 )
-OWN_FIELDS: Final = frozenset(OWN_FIELD_NAMES)
 
 
 @dataclass(frozen=True)
@@ -117,14 +112,6 @@ def make_round(
         )
     except RequestError as exc:
         raise invalid(str(exc), exc.param) from None
-
-
-def holds_any(body: dict[str, Any], keys: tuple[str, ...]) -> bool:
-    """Whether ``body`` has any of ``keys``: ``not frozenset(keys).isdisjoint(body)``,
-    asked key by key (a lookup of a hashed string each, in a loop of the
-    compiler's own), where compiled ``isdisjoint`` is a method called by name
-    walking the body (some 1,100 instructions for a body of five keys)."""
-    return any(key in body for key in keys)
 
 
 def optional(body: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any:

@@ -18,9 +18,7 @@ from toolrelay.io.round import RoundRequest
 from toolrelay.io.settings import Settings
 from toolrelay.server.errors import invalid
 from toolrelay.server.reading import (
-    OWN_FIELD_NAMES,
     OWN_FIELDS,
-    holds_any,
     make_round,
     model_name,
     optional,
@@ -42,7 +40,7 @@ _NUMBERS: Final = (
     "repetition_penalty",
 )
 _INTEGERS: Final = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
-_SAMPLING: Final = _NUMBERS + _INTEGERS
+_SAMPLING: Final = frozenset(_NUMBERS + _INTEGERS)
 # What an entry without parameters is checked as (never changed): no dict made per entry.
 _NO_PARAMETERS: Final[dict[str, Any]] = {}
 
@@ -87,7 +85,7 @@ def read_request(
     n = optional(body, "n", int)
     if n is not None and n != 1:
         raise invalid("toolrelay serves one choice per request: 'n' must be 1.", "n")
-    if holds_any(body, _SAMPLING):  # checked in their order, when any is there
+    if not _SAMPLING.isdisjoint(body):  # checked in their order, when any is there
         for key in _NUMBERS:
             value = body.get(key)
             if value is not None and (
@@ -103,7 +101,7 @@ def read_request(
     # Most bodies hold none of them: copied whole, not key by key.
     backend_body = (
         dict(body)
-        if not holds_any(body, OWN_FIELD_NAMES)
+        if OWN_FIELDS.isdisjoint(body)
         else {k: v for k, v in body.items() if k not in OWN_FIELDS}
     )
     backend_body["model"] = model
