@@ -14,10 +14,10 @@ times cheaper than reading it. The read is a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -58,11 +58,15 @@ _NONE_WITHOUT_TOOLS = ToolChoicePlan("none")
 TOOL_LISTS_KEPT = 128
 # What is not JSON (a spec, a dataclass, a datetime, a str subclass) is no key:
 # such a list is read afresh each time.
-_KEY_OPTIONS = (
+_KEY_OPTIONS: Final[int] = (
     orjson.OPT_PASSTHROUGH_DATACLASS
     | orjson.OPT_PASSTHROUGH_DATETIME
     | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
+# orjson's writer, named Final: compiled code calls it with no lookup, where
+# ``orjson.dumps`` looks the module up in this module's dict and the function in
+# orjson's (docs/compiled.md); a list's key is written for every request with tools.
+_dumps: Final[Callable[..., bytes]] = orjson.dumps
 
 
 def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -> ToolChoicePlan:
@@ -130,7 +134,7 @@ def declared_tools(tools: Sequence[Tool] | None) -> DeclaredTools:
 def _list_key(tools: list[Tool]) -> bytes | None:
     """The list's JSON, or None when it holds something JSON does not."""
     try:
-        return orjson.dumps(tools, option=_KEY_OPTIONS)
+        return _dumps(tools, option=_KEY_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError is one
         return None
 

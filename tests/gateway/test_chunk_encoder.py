@@ -9,6 +9,8 @@ way, for any text, id, name, model name and end.
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import orjson
 from hypothesis import given
 from hypothesis import strategies as st
@@ -73,6 +75,26 @@ def test_an_empty_text_sends_nothing() -> None:
 def test_the_first_chunk_is_its_delta(model: str, usage: bool) -> None:
     encoder = ChunkEncoder(model, usage)
     assert encoder.start() == encoder.delta({"role": "assistant", "content": None})
+
+
+@given(TEXT, TEXT, st.booleans())
+def test_the_chunks_open_with_their_common_keys(made_id: str, model: str, usage: bool) -> None:
+    """The keys every chunk opens with, written from a template around the id,
+    the time and the model, are those of ``_common`` encoded, for any id (as
+    ``unique_hex`` gives them, made up here) and model."""
+    with patch("toolrelay.server.chat.wire.unique_hex", lambda: made_id):
+        encoder = ChunkEncoder(model, usage)
+    common = encoder._common
+    assert common["id"] == "chatcmpl-" + made_id and common["model"] == model
+    assert list(common) == ["id", "object", "created", "model"]
+    delta = {"role": "assistant", "content": None}
+    chunk = {
+        **common,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}],
+    }
+    if usage:
+        chunk["usage"] = None
+    assert encoder.start() == b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
 _USAGES = st.none() | st.dictionaries(

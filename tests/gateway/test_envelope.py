@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+from unittest.mock import patch
 
 import httpx
 import orjson
@@ -15,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.gateway.support import GatewayServer, gateway
-from toolrelay.server.envelope import Envelope
+from toolrelay.server.envelope import _SAFE_REQUEST_ID, Envelope, _request_id
 from toolrelay.server.logs import NOTES
 
 # What an app inside may do: its status, its headers, its body chunks, and
@@ -93,6 +94,36 @@ def test_the_envelope_relays_what_the_app_sends_plus_the_id(
     expected = wanted[: len(wanted) if stop is None else stop]
     expected[0] = {**expected[0], "headers": [*head, (b"x-request-id", ids[0])]}
     assert sent == expected
+
+
+def _request_id_by_pairs(scope: dict[str, Any]) -> bytes:
+    """The request id as it was read, each header unpacked into its name and value:
+    the reference :func:`_request_id`, reading each header's name by its index, is
+    held to."""
+    for key, value in scope["headers"]:
+        if key == b"x-request-id" and _SAFE_REQUEST_ID.fullmatch(value):
+            return bytes(value)
+    return b"req_" + b"0" * 32
+
+
+_ID_HEADERS = st.lists(
+    st.tuples(
+        st.sampled_from([b"x-request-id", b"a", b"x-request-ids"]),
+        st.sampled_from([b"abc-1", b"bad id!", b"x" * 129]) | st.binary(max_size=4),
+    )
+)
+
+
+@given(_ID_HEADERS, st.booleans())
+def test_the_request_id_is_the_headers_read_by_pairs(
+    head: list[tuple[bytes, bytes]], as_lists: bool
+) -> None:
+    """For any headers, as tuples or as two-item lists (the ASGI spec allows
+    either), the id is the one read unpacking each header."""
+    pairs: list[Any] = [list(pair) if as_lists else pair for pair in head]
+    scope = {"headers": pairs}
+    with patch("toolrelay.server.envelope.unique_hex", lambda: "0" * 32):
+        assert _request_id(scope) == _request_id_by_pairs(scope)
 
 
 def _errors_and_log(

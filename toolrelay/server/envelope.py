@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable
+from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -22,8 +23,10 @@ from toolrelay.server.asgi import send_json
 from toolrelay.server.errors import api_error
 from toolrelay.server.logs import NOTES, access_log, note
 
-_SAFE_REQUEST_ID = re.compile(rb"[\w.:/=+-]{1,128}")
-_REQUEST_ID = b"x-request-id"
+# Final: compiled code reads them where they stand, not from the module's dict
+# (a lookup for each header the loop of _request_id compares).
+_SAFE_REQUEST_ID: Final = re.compile(rb"[\w.:/=+-]{1,128}")
+_REQUEST_ID: Final = b"x-request-id"
 
 
 class Envelope:
@@ -66,9 +69,12 @@ class Envelope:
 
 
 def _request_id(scope: Scope) -> bytes:
-    for key, value in scope["headers"]:
-        if key == _REQUEST_ID and _SAFE_REQUEST_ID.fullmatch(value):
-            return bytes(value)
+    # Each header's name by its index, its value only for the name sought: the
+    # headers are untyped to the compiler, and unpacking each pair took an
+    # iterator of its own and three steps of it.
+    for pair in scope["headers"]:
+        if pair[0] == _REQUEST_ID and _SAFE_REQUEST_ID.fullmatch(pair[1]):
+            return bytes(pair[1])
     return b"req_" + unique_hex().encode()
 
 

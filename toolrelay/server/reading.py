@@ -7,7 +7,7 @@ checks of one field, whose errors name it as the OpenAI API does
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NoReturn, get_args
+from typing import Any, Final, NoReturn, get_args
 
 from toolrelay.errors import RequestError
 from toolrelay.io.round import RoundRequest, build_round
@@ -17,10 +17,12 @@ from toolrelay.server.errors import invalid
 from toolrelay.stuck import Mode, parse_mode
 from toolrelay.types import DeclaredTools
 
-_VALIDATE_MODES = get_args(ValidateMode)
-_CONSTRAIN_MODES = get_args(ConstrainMode)
+# Final, as every constant of the reading: compiled code reads it where it stands,
+# not from the module's dict at each use (docs/compiled.md).
+_VALIDATE_MODES: Final = get_args(ValidateMode)
+_CONSTRAIN_MODES: Final = get_args(ConstrainMode)
 # toolrelay's own request fields: read here, never sent to a backend.
-OWN_FIELDS = frozenset(
+OWN_FIELDS: Final = frozenset(
     {"toolrelay_profile", "toolrelay_stuck_mode", "toolrelay_validate", "toolrelay_constrain"}
 )
 
@@ -124,7 +126,7 @@ def optional(body: dict[str, Any], key: str, kind: type, prefix: str = "") -> An
     return value
 
 
-_KIND_NAMES: dict[type, str] = {
+_KIND_NAMES: Final[dict[type, str]] = {
     bool: "a boolean",
     dict: "an object",
     int: "an integer",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import orjson
 
@@ -32,10 +32,12 @@ from toolrelay.server.reading import make_round, model_name, own_options
 from toolrelay.server.turn import Turn
 from toolrelay.stuck import Mode
 
-_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
-_THINKING = ("enabled", "disabled", "adaptive")
+# Final, as every constant of the reading: compiled code reads it where it stands,
+# not from the module's dict at each use (docs/compiled.md).
+_CHOICES: Final = {"auto": "auto", "any": "required", "none": "none"}
+_THINKING: Final = ("enabled", "disabled", "adaptive")
 # Assistant blocks of tools Anthropic's servers ran: nothing a model server can replay.
-_SERVER_BLOCKS = (
+_SERVER_BLOCKS: Final = (
     "server_tool_use",
     "web_search_tool_result",
     "web_fetch_tool_result",
@@ -48,7 +50,7 @@ _SERVER_BLOCKS = (
     "container_upload",
 )
 # An assistant turn's blocks that are not read into its message, and are no error.
-_UNREAD_ASSISTANT_BLOCKS = ("thinking", "redacted_thinking", *_SERVER_BLOCKS)
+_UNREAD_ASSISTANT_BLOCKS: Final = ("thinking", "redacted_thinking", *_SERVER_BLOCKS)
 
 
 @dataclass

@@ -65,17 +65,19 @@ class MessageBuilder(Blocks):
 
     def __init__(self, model: str, thinking: bool) -> None:
         super().__init__(reasoning=thinking)
+        # The blocks' list named here and in the message: not looked up in it again.
+        content: list[dict[str, Any]] = []
         self.message: dict[str, Any] = {
             "id": "msg_" + unique_hex(),
             "type": "message",
             "role": "assistant",
             "model": model,
-            "content": [],
+            "content": content,
             "stop_reason": None,
             "stop_sequence": None,
             "usage": {"input_tokens": 0, "output_tokens": 0},
         }
-        self._content: list[dict[str, Any]] = self.message["content"]
+        self._content = content
         # The open text block's delta up to its text, and a run's pieces, each text
         # between quotes: before the first text, and between two (set when a text
         # block opens).

@@ -22,7 +22,10 @@ class ChatFront:
         self.settings = settings
 
     def read(self, body: dict[str, Any], headers: Headers) -> ChatRequest:
-        return read_request(body, self.settings, *turn_headers(headers))
+        # Unpacked here, not starred into the call: compiled, a starred call goes
+        # through the generic calling protocol (an argument tuple built), not a direct one.
+        stuck_header, auth = turn_headers(headers)
+        return read_request(body, self.settings, stuck_header, auth)
 
     def answer(self, turn: ChatRequest, reply: Reply, extra: dict[str, Any]) -> dict[str, Any]:
         return completion(reply, turn.round.model, extra)

@@ -10,7 +10,7 @@ answers for itself, and its 4xx reaches the client as it was.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from toolrelay.choice import declared_tools
 from toolrelay.errors import RequestError
@@ -29,12 +29,20 @@ from toolrelay.server.turn import Turn
 from toolrelay.stuck import Mode
 from toolrelay.types import DeclaredTools
 
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-_NUMBERS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
-_INTEGERS = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
-_SAMPLING = frozenset(_NUMBERS + _INTEGERS)
+# Final, as every constant of the reading: compiled code reads it where it stands,
+# not from the module's dict at each use (docs/compiled.md).
+_ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_NUMBERS: Final = (
+    "temperature",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+)
+_INTEGERS: Final = ("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs")
+_SAMPLING: Final = frozenset(_NUMBERS + _INTEGERS)
 # What an entry without parameters is checked as (never changed): no dict made per entry.
-_NO_PARAMETERS: dict[str, Any] = {}
+_NO_PARAMETERS: Final[dict[str, Any]] = {}
 
 
 @dataclass

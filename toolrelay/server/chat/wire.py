@@ -31,11 +31,22 @@ from toolrelay.server.errors import APIError
 # function in the module's (about 450 instructions a call); and what it gives is
 # known as bytes where the build's environment has no orjson, joined as bytes.
 _dumps: Final[Callable[[Any], bytes]] = orjson.dumps
-KEEPALIVE = b": keep-alive\n\n"
-DONE = b"data: [DONE]\n\n"
-_ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+# Final, as the writer's other constants: compiled code reads each where it stands,
+# not from the module's dict at each use (docs/compiled.md).
+KEEPALIVE: Final = b": keep-alive\n\n"
+DONE: Final = b"data: [DONE]\n\n"
+_ZERO_USAGE: Final[dict[str, int]] = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 # The delta a stream opens with.
-_START_DELTA = _dumps({"role": "assistant", "content": None})
+_START_DELTA: Final = _dumps({"role": "assistant", "content": None})
+# What ends every choice chunk of a stream but its last, with ``usage: null`` when
+# usage was asked for and without; and the same after a content delta's text
+# (its object closed), and after a run's last text (its closing quote before).
+_TAIL: Final = b',"logprobs":null,"finish_reason":null}]}\n\n'
+_TAIL_USAGE: Final = b',"logprobs":null,"finish_reason":null}],"usage":null}\n\n'
+_CONTENT_TAIL: Final = b"}" + _TAIL
+_CONTENT_TAIL_USAGE: Final = b"}" + _TAIL_USAGE
+_RUN_TAIL: Final = b'"' + _CONTENT_TAIL
+_RUN_TAIL_USAGE: Final = b'"' + _CONTENT_TAIL_USAGE
 
 
 def completion_id() -> str:
@@ -81,29 +92,50 @@ class ChunkEncoder:
     keepalive = KEEPALIVE
 
     def __init__(self, model: str, include_usage: bool) -> None:
-        self._common: dict[str, Any] = {
-            "id": completion_id(),
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": model,
-        }
+        self._id = completion_id()
+        self._created = int(time.time())
+        self._model = model
         self.include_usage = include_usage
-        # Every chunk of the stream opens with the same keys, written once here.
-        opening = b"data: " + _dumps(self._common)[:-1]
+        # Every chunk of the stream opens with the same keys, written once here
+        # (as orjson writes ``_common``: keys in order, no spaces), in one build of
+        # the literal's pieces, where encoding the dict built it first.
+        id_json: bytes = _dumps(self._id)
+        model_json: bytes = _dumps(model)
+        opening = b'data: {"id":%b,"object":"chat.completion.chunk","created":%d,"model":%b' % (
+            id_json,
+            self._created,
+            model_json,
+        )
         self._head = opening + b',"choices":[{"index":0,"delta":'
-        self._tail = b',"logprobs":null,"finish_reason":null}]'
-        self._tail += b',"usage":null}\n\n' if include_usage else b"}\n\n"
         # Around a content delta's text, the most frequent chunk: two joins per chunk.
         self._content_head = self._head + b'{"content":'
-        self._content_tail = b"}" + self._tail
+        if include_usage:
+            self._tail = _TAIL_USAGE
+            self._content_tail = _CONTENT_TAIL_USAGE
+            self._run_tail = _RUN_TAIL_USAGE
+            self._finish_tail = b'}],"usage":null}\n\n'
+        else:
+            self._tail = _TAIL
+            self._content_tail = _CONTENT_TAIL
+            self._run_tail = _RUN_TAIL
+            self._finish_tail = b"}]}\n\n"
         # A run's chunks, each text between its quotes: the run in one join.
         self._run_head = self._content_head + b'"'
-        self._run_between = (b'"' + self._content_tail + self._run_head).decode()
-        self._run_tail = b'"' + self._content_tail
+        self._run_between = (self._run_tail + self._run_head).decode()
         # Around the finish reason and the usage: the stream's end without a dict.
         self._finish_head = self._head + b'{},"logprobs":null,"finish_reason":'
-        self._finish_tail = b'}],"usage":null}\n\n' if include_usage else b"}]}\n\n"
         self._usage_head = opening + b',"choices":[],"usage":'
+
+    @property
+    def _common(self) -> dict[str, Any]:
+        """The keys every chunk of the stream opens with (``_head`` writes them):
+        built only for a chunk made whole, rare, not for every stream."""
+        return {
+            "id": self._id,
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": self._model,
+        }
 
     def delta(self, delta: dict[str, Any]) -> bytes:
         return self._head + _dumps(delta) + self._tail
