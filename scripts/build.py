@@ -53,11 +53,12 @@ def _stale() -> list[str]:
     return stale
 
 
-def take_installed() -> bool:
+def take_installed(installed: Path, root: Path = ROOT) -> bool:
     """Take the extensions of a compiled, non-editable install of these very
-    sources into the tree (True), so that the editable install after it
-    (scripts/install) compiles nothing: the README's first set-up command
-    (``pip install .``) builds them, and its second would build them again.
+    sources (its site-packages: ``installed``) into the tree at ``root`` (True),
+    so that the editable install after it (scripts/install) compiles nothing:
+    the README's first set-up command (``pip install .``) builds them, and its
+    second would build them again.
 
     Only when every compiled module's installed source is byte for byte the
     tree's (the compiler is pinned in pyproject.toml, the options are
@@ -65,14 +66,13 @@ def take_installed() -> bool:
     if setup.why_pure() is not None:
         return False
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    installed = Path(sysconfig.get_paths()["platlib"])
-    pairs = [(installed / f"toolrelay__mypyc{suffix}", ROOT / f"toolrelay__mypyc{suffix}")]
+    pairs = [(installed / f"toolrelay__mypyc{suffix}", root / f"toolrelay__mypyc{suffix}")]
     for path in setup.compiled_paths():
         source = installed / path
-        if not source.is_file() or not filecmp.cmp(source, ROOT / path, shallow=False):
+        if not source.is_file() or not filecmp.cmp(source, root / path, shallow=False):
             return False
         built = path.removesuffix(".py") + suffix
-        pairs.append((installed / built, ROOT / built))
+        pairs.append((installed / built, root / built))
     if not all(source.is_file() for source, _ in pairs):
         return False
     for source, target in pairs:
@@ -107,5 +107,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--take-installed"]:
-        sys.exit(0 if take_installed() else 1)
+        sys.exit(0 if take_installed(Path(sysconfig.get_paths()["platlib"])) else 1)
     main()
