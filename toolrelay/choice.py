@@ -14,7 +14,7 @@ times cheaper than reading it. The read is a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final, Literal
@@ -22,6 +22,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from toolrelay.errors import RequestError
+from toolrelay.jsonbytes import dumps as _dumps
 from toolrelay.types import NO_TOOLS, DeclaredTools, Tool, ToolChoice, ToolSpec
 
 ChoiceMode = Literal["auto", "none", "required"]
@@ -63,10 +64,6 @@ _KEY_OPTIONS: Final[int] = (
     | orjson.OPT_PASSTHROUGH_DATETIME
     | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
-# orjson's writer, named Final: compiled code calls it with no lookup, where
-# ``orjson.dumps`` looks the module up in this module's dict and the function in
-# orjson's (docs/compiled.md); a list's key is written for every request with tools.
-_dumps: Final[Callable[..., bytes]] = orjson.dumps
 
 
 def resolve_tool_choice(tools: Sequence[Tool] | None, tool_choice: ToolChoice) -> ToolChoicePlan:

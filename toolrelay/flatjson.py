@@ -39,9 +39,8 @@ from mypy_extensions import mypyc_attr
 
 from toolrelay.repair import ATOM_HOLD, canonical_atom
 
-# Final, each of them: compiled code reads a Final name as a constant (or from a C
-# static), and any other module global from the module's dict, boxed, on every use
-# (the phases below, about 35 lookups for a call's arguments).
+# Final, each of them: read where it stands, where any other global is a dict
+# lookup on every use (docs/compiled.md): about 35 for a call's arguments.
 _SPACE: Final = re.compile(r"[ \t\r\n]*")
 _WHITESPACE: Final = " \t\r\n"
 # String text the writer writes as it stands: plain characters and the escapes it

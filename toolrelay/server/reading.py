@@ -17,8 +17,7 @@ from toolrelay.server.errors import invalid
 from toolrelay.stuck import Mode, parse_mode
 from toolrelay.types import DeclaredTools
 
-# Final, as every constant of the reading: compiled code reads it where it stands,
-# not from the module's dict at each use (docs/compiled.md).
+# Final, as every constant here: read where it stands (docs/compiled.md).
 _VALIDATE_MODES: Final = get_args(ValidateMode)
 _CONSTRAIN_MODES: Final = get_args(ConstrainMode)
 # toolrelay's own request fields: read here, never sent to a backend.

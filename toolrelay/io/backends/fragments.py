@@ -24,26 +24,20 @@ fragment. Anything else is decoded the usual way
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
 
 from toolrelay.io.backends.plain import bare_delta
+from toolrelay.jsonbytes import dumps as _dumps
+from toolrelay.jsonbytes import loads as _loads
 
-# (Final: compiled code reads a Final name as a constant or from a C static, any
-# other global from the module's dict on every read.)
+# Final, as every constant here: read where it stands (docs/compiled.md).
 # The length of ``data:``, which starts every line a frame is learned from.
 _FIELD: Final = len(b"data:")
 # Frames learned per stream at most: one a call, usually; a server whose frame
 # changes on every chunk costs a probe per learning, never more than this.
 _LEARNINGS: Final = 4
-# orjson's functions, named here: compiled code calls a Final name's value with no
-# lookup, where ``orjson.loads`` looks the module up in the module's dict and the
-# function in the module's (about 450 instructions a call); and what ``_dumps``
-# gives is known as bytes where the build's environment has no orjson.
-_loads: Final[Callable[[bytes], Any]] = orjson.loads
-_dumps: Final[Callable[[Any], bytes]] = orjson.dumps
 
 
 class ArgumentFrame:

@@ -19,7 +19,6 @@ import asyncio
 import functools
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
@@ -33,6 +32,7 @@ from toolrelay.io.backends.errors import BackendError, BackendTimeout, BackendUn
 from toolrelay.io.backends.fragments import ArgumentChunks, ArgumentFragment
 from toolrelay.io.backends.plain import ContentRun, PlainChunks
 from toolrelay.io.urls import redact_text, redact_url, with_query
+from toolrelay.jsonbytes import loads as _loads
 
 # Seconds a pooled connection to a backend may stay idle.
 _IDLE_SECONDS = 3.0
@@ -149,15 +149,8 @@ def _busy(why: str, shown: str) -> BackendError:
 
 # The events a stream's frame is learned from, at most: the role's, the first
 # content's (learned) and the next content's (in its frame: adopted). (Final, as
-# the constants below: compiled code reads a Final name as a constant or from a C
-# static, any other global from the module's dict on every read.)
+# every constant here: docs/compiled.md.)
 _TEACHING_EVENTS: Final = 3
-
-
-# orjson's reader, named here: compiled code calls a Final name's value with no
-# lookup, where ``orjson.loads`` looks the module up in the module's dict and the
-# function in the module's (about 450 instructions on every decoded line).
-_loads: Final[Callable[[bytes], Any]] = orjson.loads
 
 
 # What a chunk that carries calls holds: its key. (In a JSON string a quote is

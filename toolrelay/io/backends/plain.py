@@ -36,8 +36,7 @@ from typing import Any, Final, final
 
 import orjson
 
-# (The constants are Final: compiled code reads a Final name as a constant or from
-# a C static, any other global from the module's dict on every read.)
+# Final, as every constant here: read where it stands (docs/compiled.md).
 # What can end a JSON string or change its meaning: a quote, a backslash, a control character.
 _UNSAFE: Final = re.compile(rb'["\\\x00-\x1f]')
 # The same characters in decoded text.

@@ -32,8 +32,7 @@ from toolrelay.server.reading import make_round, model_name, own_options
 from toolrelay.server.turn import Turn
 from toolrelay.stuck import Mode
 
-# Final, as every constant of the reading: compiled code reads it where it stands,
-# not from the module's dict at each use (docs/compiled.md).
+# Final, as every constant here: read where it stands (docs/compiled.md).
 _CHOICES: Final = {"auto": "auto", "any": "required", "none": "none"}
 _THINKING: Final = ("enabled", "disabled", "adaptive")
 # Assistant blocks of tools Anthropic's servers ran: nothing a model server can replay.

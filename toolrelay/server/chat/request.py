@@ -29,8 +29,7 @@ from toolrelay.server.turn import Turn
 from toolrelay.stuck import Mode
 from toolrelay.types import DeclaredTools
 
-# Final, as every constant of the reading: compiled code reads it where it stands,
-# not from the module's dict at each use (docs/compiled.md).
+# Final, as every constant here: read where it stands (docs/compiled.md).
 _ROLES: Final = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _NUMBERS: Final = (
     "temperature",

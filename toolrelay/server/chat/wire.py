@@ -10,10 +10,7 @@ index per chunk, ``usage: null`` on every chunk only when usage was asked for.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any, Final
-
-import orjson
 
 from toolrelay.events import (
     ContentDelta,
@@ -24,15 +21,10 @@ from toolrelay.events import (
 )
 from toolrelay.io.ids import unique_hex
 from toolrelay.io.round import ContentRun, Finish, Reply
+from toolrelay.jsonbytes import dumps as _dumps
 from toolrelay.server.errors import APIError
 
-# orjson's writer, named here: compiled code calls a Final name's value with no
-# lookup, where ``orjson.dumps`` looks the module up in the module's dict and the
-# function in the module's (about 450 instructions a call); and what it gives is
-# known as bytes where the build's environment has no orjson, joined as bytes.
-_dumps: Final[Callable[[Any], bytes]] = orjson.dumps
-# Final, as the writer's other constants: compiled code reads each where it stands,
-# not from the module's dict at each use (docs/compiled.md).
+# Final, as every constant here: read where it stands (docs/compiled.md).
 KEEPALIVE: Final = b": keep-alive\n\n"
 DONE: Final = b"data: [DONE]\n\n"
 _ZERO_USAGE: Final[dict[str, int]] = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
