@@ -13,15 +13,19 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolrelay.io.ids import unique_hex
+from toolrelay.io import ids
 from toolrelay.server.asgi import send_json
 from toolrelay.server.errors import api_error
 from toolrelay.server.logs import NOTES, access_log, note
+
+# The ids' function as a global, read at each call: tests switch it (patch), where
+# a compiled module's function imported by name would be called directly.
+unique_hex: Callable[[], str] = ids.unique_hex
 
 # Final: compiled code reads them where they stand, not from the module's dict
 # (a lookup for each header the loop of _request_id compares).

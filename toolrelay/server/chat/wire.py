@@ -22,9 +22,13 @@ from toolrelay.events import (
     ToolCallArgumentsDelta,
     ToolCallStart,
 )
-from toolrelay.io.ids import unique_hex
+from toolrelay.io import ids
 from toolrelay.io.round import ContentRun, Finish, Reply
 from toolrelay.server.errors import APIError
+
+# The ids' function as a global, read at each call: tests switch it (patch), where
+# a compiled module's function imported by name would be called directly.
+unique_hex: Callable[[], str] = ids.unique_hex
 
 # orjson's writer, named here: compiled code calls a Final name's value with no
 # lookup, where ``orjson.dumps`` looks the module up in the module's dict and the
