@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from mypy_extensions import mypyc_attr
 from starlette.types import Message, Receive, Scope, Send
@@ -52,10 +52,13 @@ from toolrelay.server.agent import (
 from toolrelay.server.asgi import Headers, body_part, decode, read_body, send_json
 from toolrelay.server.errors import APIError, api_error
 from toolrelay.server.gateway import Gateway
-from toolrelay.server.logs import note
+from toolrelay.server.logs import NOTES
 from toolrelay.stuck import Mode
 
 log = logging.getLogger("toolrelay.server")
+# The scope's notes' key, Final: a constant where it is read, not looked up in the
+# module's dict at each use.
+_NOTES: Final = NOTES
 
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -196,7 +199,9 @@ class TurnRoute(Generic[TurnT]):
             if self.prepare is not None:
                 await self.prepare(body)
             turn = self.front.read(body, scope["headers"])
-            note(scope, model=turn.round.model)
+            # logs.note's work, written out here and below: its keyword arguments
+            # made a Python frame and a dict each time, twice a request.
+            scope.setdefault(_NOTES, {})["model"] = turn.round.model
             turn.round.affinity = affinity(gateway.settings, turn.round, scope["headers"])
             extra: dict[str, Any] = {}
             warn(extra, turn.warning)
@@ -218,7 +223,7 @@ class TurnRoute(Generic[TurnT]):
             if turn.stream:
                 return await self._stream(turn, extra, scope, exchange, tools)
             reply = await complete_turn(gateway, turn.round, tools)
-            note(scope, mode=reply.mode)
+            scope.setdefault(_NOTES, {})["mode"] = reply.mode
             warn(extra, reply.warning)
             await send_json(send, 200, self.front.answer(turn, reply, extra))
             return "ok"
@@ -261,7 +266,7 @@ class TurnRoute(Generic[TurnT]):
             # Errors up to Opened are answered with a status; later ones in the stream.
             (opened,) = await items.__anext__()
             if isinstance(opened, Opened) and opened.mode is not None:
-                note(scope, mode=opened.mode)
+                scope.setdefault(_NOTES, {})["mode"] = opened.mode
             encoder = self.front.encoder(turn)
             try:
                 await exchange.open_stream(
