@@ -42,14 +42,14 @@ from toolrelay.io.round import (
     stream_routed,
 )
 from toolrelay.io.settings import Settings
-from toolrelay.server import loop_guard
+from toolrelay.server import asgi, loop_guard
 from toolrelay.server.agent import (
     ServerTools,
     complete_agent_turn,
     server_tools,
     stream_agent_turn,
 )
-from toolrelay.server.asgi import Headers, body_part, decode, read_body, send_json
+from toolrelay.server.asgi import Headers, decode, read_body, send_json
 from toolrelay.server.errors import APIError, api_error
 from toolrelay.server.gateway import Gateway
 from toolrelay.server.logs import NOTES
@@ -59,6 +59,10 @@ log = logging.getLogger("toolrelay.server")
 # The scope's notes' key, Final: a constant where it is read, not looked up in the
 # module's dict at each use.
 _NOTES: Final = NOTES
+# The body's reading as a global, read at each call, where a compiled module's
+# function imported by name would be called directly: tests switch it (a bug that
+# escapes a front).
+body_part: Callable[[Message, int, int], bytes] = asgi.body_part
 
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
