@@ -110,7 +110,12 @@ def _auto_plan(declared: DeclaredTools) -> ToolChoicePlan:
     """The ``auto`` plan of ``declared``, made once per read (plans are frozen): most
     requests with tools leave the choice to the model, and a kept list's read is
     shared by every request that sends it."""
-    return declared.derived(_auto_plan, lambda: ToolChoicePlan("auto", declared, declared=declared))
+    plan: ToolChoicePlan | None = declared.made.get(_auto_plan)
+    if plan is None:
+        plan = declared.derived(
+            _auto_plan, lambda: ToolChoicePlan("auto", declared, declared=declared)
+        )
+    return plan
 
 
 def declared_tools(tools: Sequence[Tool] | None) -> DeclaredTools:

@@ -38,9 +38,19 @@ class ToolSet:
         # A read tool list (toolrelay.choice keeps agents' lists) is mapped once: the
         # map is never changed once made, and shared by every set of that read.
         if type(tools) is DeclaredTools:
-            self._by_name = tools.derived(_names_of, lambda: _names_of(tools))
+            # What the read made, read before asking derived (a Python frame).
+            made = tools.made
+            by_name: dict[str, Mapping[str, Any]] | None = made.get(_names_of)
+            if by_name is None:
+                by_name = tools.derived(_names_of, lambda: _names_of(tools))
+            self._by_name = by_name
             # Shared as the map is: a declared tool's compiled check, made at its first call.
-            self._validators = tools.derived(_validators_by_name, _validators_by_name)
+            validators: dict[str, jsonschema_rs.Validator | None] | None = made.get(
+                _validators_by_name
+            )
+            if validators is None:
+                validators = tools.derived(_validators_by_name, _validators_by_name)
+            self._validators = validators
         else:
             self._by_name = _names_of(tools)
             self._validators = {}

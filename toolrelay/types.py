@@ -111,13 +111,15 @@ class DeclaredTools(tuple[ToolSpec, ...]):
 
     def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
         # tuple.__new__ took the specs.
-        self._derived: dict[object, Any] = {}
+        # What derived made, by key: compiled callers read it before calling
+        # derived (a Python method: a frame each call, and their ``make`` made).
+        self.made: dict[object, Any] = {}
 
     def derived(self, key: object, make: Callable[[], _Derived]) -> _Derived:
         """What ``make`` derives from these specs (``key`` names it), made on first
         asking; when ``make`` raises, nothing is kept. Two threads asking at once
         may both make it: each gets an equal value."""
-        derived = self._derived
+        derived = self.made
         if key in derived:
             value: _Derived = derived[key]
             return value

@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.strategies import json_trees
-from toolrelay.choice import ToolChoicePlan, declared_tools, resolve_tool_choice
-from toolrelay.errors import RequestError
-from toolrelay.names import ToolSet
+from toolrelay.choice import ToolChoicePlan, _auto_plan, declared_tools, resolve_tool_choice
+from toolrelay.errors import RequestError, ToolrelayError
+from toolrelay.names import ToolSet, _names_of, _validators_by_name
 from toolrelay.rescue import render_tools_prompt
+from toolrelay.server.chat.request import _check_tools, _checked_tools
 from toolrelay.stuck.records import ToolCatalog
 
 _SCALARS = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8)
@@ -191,3 +192,39 @@ def test_a_kept_read_is_made_once() -> None:
     assert declared_tools(copy.deepcopy(tools)) is first
     assert declared_tools(first) is first  # a read passes through as it is
     assert render_tools_prompt(first) is render_tools_prompt(declared_tools(tools))
+
+
+@settings(max_examples=200, deadline=None)
+@given(tools=st.lists(_ENTRIES, max_size=4))
+def test_what_a_read_made_is_what_derived_gives(tools: list[Any]) -> None:
+    """The compiled readers take what a read made from its ``made`` before asking
+    ``derived`` (a Python frame): read first or again, a set's map and checks, the
+    auto plan and Chat's check are the ones ``derived`` keeps, and the map is a
+    fresh set's."""
+    try:
+        declared = declared_tools(copy.deepcopy(tools))
+    except RequestError:
+        return
+    for _ in range(2):  # made, then read from what was made
+        toolset = ToolSet(declared)
+        assert toolset._by_name is declared.derived(_names_of, dict)
+        assert toolset._validators is declared.derived(_validators_by_name, dict)
+        assert toolset._by_name == ToolSet(list(declared))._by_name
+        if declared:
+            plan = resolve_tool_choice(declared, None)
+            assert plan is declared.made[_auto_plan]
+            assert plan == ToolChoicePlan("auto", declared, declared=declared)
+    # Chat's check of the entries, kept with the read when it passed; a list that
+    # fails it fails again the same way (nothing kept).
+    first = _chat_checked(tools)
+    assert _chat_checked(tools) == first
+    if first[0] == "checked":
+        assert first[1] is declared and _check_tools in declared.made
+
+
+def _chat_checked(tools: list[Any]) -> tuple[str, Any]:
+    """Chat's read of a request's tools, or its error."""
+    try:
+        return "checked", _checked_tools(copy.deepcopy(tools))
+    except ToolrelayError as exc:
+        return "error", (type(exc), str(exc), getattr(exc, "param", None))

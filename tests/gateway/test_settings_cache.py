@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolrelay.io.settings import Settings
+from toolrelay.server.reading import own_options
 
 
 def test_round_options_are_cached_per_model_and_copied(tmp_path: Path) -> None:
@@ -19,15 +24,35 @@ def test_round_options_are_cached_per_model_and_copied(tmp_path: Path) -> None:
         "models": {"tiny": {"backend": "small", "validation": "warn"}},
     }
     path.write_text(json.dumps(config))
-    settings = Settings(config=str(path))
+    configured = Settings(config=str(path))
     fresh = Settings(config=str(path))
     for model in ("tiny", "other", "tiny", "other"):
-        options = settings.round_options(model)
+        options = configured.round_options(model)
         assert options == fresh._round_options(model)
         options["profile"] = "changed by a request"  # build_round adds its own choices
-    assert settings.round_options("tiny")["profile"] == "graded"
-    assert settings.round_options("tiny")["validate"] == "warn"
-    assert settings.round_options("other")["format"] == "hermes"
+    assert configured.round_options("tiny")["profile"] == "graded"
+    assert configured.round_options("tiny")["validate"] == "warn"
+    assert configured.round_options("other")["format"] == "hermes"
+
+
+_CONFIGURED = Settings(
+    backend="http://127.0.0.1:9/v1",
+    models={"tiny": {"validation": "warn", "profile": "graded"}, "big": {"format": "hermes"}},
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(models=st.lists(st.sampled_from(["tiny", "big", "other", "bench"]), max_size=8))
+def test_a_requests_options_are_the_settings_kept_or_not(models: list[str]) -> None:
+    """A request's reading takes round_options' kept options itself (the method is a
+    Python frame): cold or kept, they are what round_options gives, a copy that a
+    request's own choices do not reach."""
+    _CONFIGURED._lookups.options.clear()
+    for model in models:
+        options: dict[str, Any] = own_options({}, _CONFIGURED, model, None).round_options
+        assert options == _CONFIGURED._round_options(model)
+        options["profile"] = "changed by a request"
+        assert _CONFIGURED.round_options(model) == _CONFIGURED._round_options(model)
 
 
 def test_round_options_are_cached_per_backend_too(tmp_path: Path) -> None:

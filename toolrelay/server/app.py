@@ -42,7 +42,7 @@ from toolrelay.server.responses.store import ResponseStore, Store
 from toolrelay.server.session import websocket_endpoint
 from toolrelay.server.tools_api import ToolsApi, document
 from toolrelay.server.tracing import Traced, make_tracer, traces_wanted
-from toolrelay.server.turn import TurnRoute
+from toolrelay.server.turn import FrontLanes, TurnRoute
 
 
 class JSONResponse(Response):
@@ -179,12 +179,15 @@ def create_app(settings: Settings) -> Starlette:
     lanes = {"/v1/chat/completions": chat, "/v1/messages": messages, "/v1/responses": responses}
 
     def layers(app: ASGIApp) -> ASGIApp:
-        # Innermost: keys, request ids and the access log still apply to the lanes.
+        # Inside the lanes: only the lifespan and other paths than theirs pass it.
+        app = StartupFailure(app, startup_failure)
+        # Innermost of the rest: keys, request ids and the access log still apply
+        # to the lanes.
         app = FrontLanes(app, lanes)
         if settings.api_keys:
             keys = [*settings.api_keys, *([settings.admin_token] if settings.admin_token else [])]
             app = ApiKeys(app, keys=keys)
-        return StartupFailure(Envelope(app), startup_failure)
+        return Envelope(app)
 
     app = GatewayApp(
         layers,
@@ -229,28 +232,6 @@ class GatewayApp(Starlette):
 
     def build_middleware_stack(self) -> ASGIApp:
         return self.layers(super().build_middleware_stack())
-
-
-class FrontLanes:
-    """The fronts' ``POST`` endpoints, most of the traffic, reached without the
-    router (which tries the routes in turn) and Starlette's exception
-    middlewares (each one more wrapper around every send): each is a
-    :class:`TurnRoute`, which answers every failure itself in its front's
-    shape. Other paths and methods, and any request under a root path, go
-    through the router as before."""
-
-    def __init__(self, app: ASGIApp, lanes: dict[str, ASGIApp]) -> None:
-        self.app = app
-        self.lanes = lanes
-
-    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        # The app's coroutine is handed back, not awaited here: a pure choice of
-        # app, it is no frame on the request's path.
-        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
-            lane = self.lanes.get(scope["path"])
-            if lane is not None:
-                return lane(scope, receive, send)
-        return self.app(scope, receive, send)
 
 
 class StartupFailure:

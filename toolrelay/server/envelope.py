@@ -13,20 +13,25 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolrelay.io.ids import unique_hex
+from toolrelay.io import ids
 from toolrelay.server.asgi import send_json
 from toolrelay.server.errors import api_error
-from toolrelay.server.logs import NOTES, access_log, note
+from toolrelay.server.logs import NOTES, access_log
+
+# The ids' function as a global, read at each call: tests switch it (patch), where
+# a compiled module's function imported by name would be called directly.
+unique_hex: Callable[[], str] = ids.unique_hex
 
 # Final: compiled code reads them where they stand, not from the module's dict
 # (a lookup for each header the loop of _request_id compares).
 _SAFE_REQUEST_ID: Final = re.compile(rb"[\w.:/=+-]{1,128}")
 _REQUEST_ID: Final = b"x-request-id"
+_NOTES: Final = NOTES
 
 
 class Envelope:
@@ -44,7 +49,9 @@ class Envelope:
             return
         started = time.perf_counter()
         request_id = _request_id(scope)
-        note(scope, request_id=request_id.decode())
+        # logs.note's work written out: its keyword arguments made a Python frame
+        # and a dict of every request's.
+        scope.setdefault(_NOTES, {})["request_id"] = request_id.decode()
         status = 0
 
         def watched(message: Message) -> Awaitable[None]:
@@ -79,7 +86,7 @@ def _request_id(scope: Scope) -> bytes:
 
 
 def _log(scope: Scope, status: int, started: float, request_id: bytes) -> None:
-    notes = scope.get(NOTES, {})
+    notes = scope.get(_NOTES, {})
     method, path = scope["method"], scope["path"]
     model, mode = notes.get("model", "-"), notes.get("mode", "-")
     duration_ms = round((time.perf_counter() - started) * 1000, 1)

@@ -134,5 +134,7 @@ def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None
 
 
 def note(scope: Scope, **values: Any) -> None:
-    """Record facts about this request (``model``, ``mode``) for its access-log line."""
+    """Record facts about this request (``model``, ``mode``) for its access-log line.
+    The compiled request path (the envelope, the fronts' turn) writes its own into
+    ``scope[NOTES]`` directly: a call of this costs a Python frame."""
     scope.setdefault(NOTES, {}).update(values)

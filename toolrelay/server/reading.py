@@ -61,7 +61,10 @@ def own_options(
     """The sampling profile, the stuck detector's mode (the body field, else the
     header), the validation mode and constrained decoding, from any front's body,
     else the settings."""
-    configured = settings.round_options(model)  # a copy of its own: completed below
+    # A copy of its own (completed below) of the options round_options keeps for
+    # the model, read here first: the method is a Python frame every request.
+    kept = settings._lookups.options.get((model, None))
+    configured = dict(kept) if kept is not None else settings.round_options(model)
     # Most bodies choose none of the fields: each is then the model's own, not
     # looked up in the body (checked as a choice is all the same).
     chosen = not OWN_FIELDS.isdisjoint(body)

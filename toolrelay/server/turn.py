@@ -21,10 +21,10 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from mypy_extensions import mypyc_attr
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolrelay.balance import affinity_of_messages
 from toolrelay.errors import ToolrelayError
@@ -42,20 +42,27 @@ from toolrelay.io.round import (
     stream_routed,
 )
 from toolrelay.io.settings import Settings
-from toolrelay.server import loop_guard
+from toolrelay.server import asgi, loop_guard
 from toolrelay.server.agent import (
     ServerTools,
     complete_agent_turn,
     server_tools,
     stream_agent_turn,
 )
-from toolrelay.server.asgi import Headers, body_part, decode, read_body, send_json
+from toolrelay.server.asgi import Headers, decode, read_body, send_json
 from toolrelay.server.errors import APIError, api_error
 from toolrelay.server.gateway import Gateway
-from toolrelay.server.logs import note
+from toolrelay.server.logs import NOTES
 from toolrelay.stuck import Mode
 
 log = logging.getLogger("toolrelay.server")
+# The scope's notes' key, Final: a constant where it is read, not looked up in the
+# module's dict at each use.
+_NOTES: Final = NOTES
+# The body's reading as a global, read at each call, where a compiled module's
+# function imported by name would be called directly: tests switch it (a bug that
+# escapes a front).
+body_part: Callable[[Message, int, int], bytes] = asgi.body_part
 
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -196,7 +203,9 @@ class TurnRoute(Generic[TurnT]):
             if self.prepare is not None:
                 await self.prepare(body)
             turn = self.front.read(body, scope["headers"])
-            note(scope, model=turn.round.model)
+            # logs.note's work, written out here and below: its keyword arguments
+            # made a Python frame and a dict each time, twice a request.
+            scope.setdefault(_NOTES, {})["model"] = turn.round.model
             turn.round.affinity = affinity(gateway.settings, turn.round, scope["headers"])
             extra: dict[str, Any] = {}
             warn(extra, turn.warning)
@@ -218,7 +227,7 @@ class TurnRoute(Generic[TurnT]):
             if turn.stream:
                 return await self._stream(turn, extra, scope, exchange, tools)
             reply = await complete_turn(gateway, turn.round, tools)
-            note(scope, mode=reply.mode)
+            scope.setdefault(_NOTES, {})["mode"] = reply.mode
             warn(extra, reply.warning)
             await send_json(send, 200, self.front.answer(turn, reply, extra))
             return "ok"
@@ -261,7 +270,7 @@ class TurnRoute(Generic[TurnT]):
             # Errors up to Opened are answered with a status; later ones in the stream.
             (opened,) = await items.__anext__()
             if isinstance(opened, Opened) and opened.mode is not None:
-                note(scope, mode=opened.mode)
+                scope.setdefault(_NOTES, {})["mode"] = opened.mode
             encoder = self.front.encoder(turn)
             try:
                 await exchange.open_stream(
@@ -282,6 +291,29 @@ class TurnRoute(Generic[TurnT]):
         finally:
             # Closing the round closes the backend's stream (the client left, say).
             await items.aclose()
+
+
+class FrontLanes:
+    """The fronts' ``POST`` endpoints, most of the traffic, reached without the
+    router (which tries the routes in turn) and Starlette's exception
+    middlewares (each one more wrapper around every send): each is a
+    :class:`TurnRoute`, which answers every failure itself in its front's
+    shape. Other paths and methods, and any request under a root path, go
+    through the router as before. Compiled, as the envelope that calls it is:
+    no Python frame on every request."""
+
+    def __init__(self, app: ASGIApp, lanes: dict[str, ASGIApp]) -> None:
+        self.app = app
+        self.lanes = lanes
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # The app's coroutine is handed back, not awaited here: a pure choice of
+        # app, it is no frame on the request's path.
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            lane = self.lanes.get(scope["path"])
+            if lane is not None:
+                return lane(scope, receive, send)
+        return self.app(scope, receive, send)
 
 
 def affinity(settings: Settings, req: RoundRequest, headers: Headers) -> str | None:

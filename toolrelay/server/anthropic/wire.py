@@ -21,10 +21,14 @@ import orjson
 from mypy_extensions import mypyc_attr
 
 from toolrelay.events import Event, ToolCall, ToolCallStart
-from toolrelay.io.ids import unique_hex
+from toolrelay.io import ids
 from toolrelay.io.round import ContentRun, Finish, Reply
 from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
+
+# The ids' function as a global, read at each call: tests switch it (patch), where
+# a compiled module's function imported by name would be called directly.
+unique_hex: Callable[[], str] = ids.unique_hex
 
 PING = b'event: ping\ndata: {"type":"ping"}\n\n'
 # The stream's events are written around their values from byte templates (orjson

@@ -199,7 +199,8 @@ def _checked_tools(value: Any) -> DeclaredTools | None:
     except RequestError:
         _check_tools(value)  # this front's error, naming the entry
         raise
-    declared.derived(_check_tools, lambda: _check_tools(value))
+    if _check_tools not in declared.made:  # a kept read's entries: checked already
+        declared.derived(_check_tools, lambda: _check_tools(value))
     return declared
 
 

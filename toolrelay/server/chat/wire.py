@@ -10,6 +10,7 @@ index per chunk, ``usage: null`` on every chunk only when usage was asked for.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from toolrelay.events import (
@@ -19,10 +20,14 @@ from toolrelay.events import (
     ToolCallArgumentsDelta,
     ToolCallStart,
 )
-from toolrelay.io.ids import unique_hex
+from toolrelay.io import ids
 from toolrelay.io.round import ContentRun, Finish, Reply
 from toolrelay.jsonbytes import dumps as _dumps
 from toolrelay.server.errors import APIError
+
+# The ids' function as a global, read at each call: tests switch it (patch), where
+# a compiled module's function imported by name would be called directly.
+unique_hex: Callable[[], str] = ids.unique_hex
 
 # Final, as every constant here: read where it stands (docs/compiled.md).
 KEEPALIVE: Final = b": keep-alive\n\n"

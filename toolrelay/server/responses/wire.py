@@ -17,15 +17,20 @@ two alike).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import orjson
 
 from toolrelay.events import ToolCall, ToolCallStart
-from toolrelay.io.ids import unique_hex
+from toolrelay.io import ids
 from toolrelay.io.round import Finish, Reply
 from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
+
+# The ids' function as a global, read at each call: tests switch it (patch), where
+# a compiled module's function imported by name would be called directly.
+unique_hex: Callable[[], str] = ids.unique_hex
 
 KEEPALIVE = b": keep-alive\n\n"
 # The constants a stream reads are ``Final``: compiled, each a C static, where any
