@@ -36,6 +36,7 @@ from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import Store
+from toolrelay.server.responses.wire import echo_json
 from toolrelay.server.turn import Turn
 from toolrelay.stuck import Mode
 from toolrelay.types import DeclaredTools
@@ -110,6 +111,9 @@ class ResponsesTurn(Turn):
     custom: frozenset[str] = frozenset()
     # The model's name of a namespaced tool -> (namespace, the tool's own name).
     namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # ``echo_json(echo)`` when the read knows it ahead (a kept tool list's echo
+    # alone), written once for every request that echoes it; b"" when not.
+    echoed: bytes = b""
 
     # Written out: the one dataclass generates is Python even compiled (setup.py), an
     # interpreted frame for every request. The fields in their declared order, the
@@ -129,6 +133,7 @@ class ResponsesTurn(Turn):
         history: list[dict[str, Any]] = _NEW_LIST,
         custom: frozenset[str] = frozenset(),
         namespaced: dict[str, tuple[str, str]] = _NEW_NAMESPACED,
+        echoed: bytes = b"",
     ) -> None:
         self.round = round
         self.stream = stream
@@ -141,6 +146,7 @@ class ResponsesTurn(Turn):
         self.history = [] if history is _NEW_LIST else history
         self.custom = custom
         self.namespaced = {} if namespaced is _NEW_NAMESPACED else namespaced
+        self.echoed = echoed
 
 
 def read_responses(
@@ -274,6 +280,8 @@ def read_responses(
         history,
         frozenset(toolset.custom) if toolset.custom else _NO_CUSTOM,
         toolset.namespaced,
+        # A kept tool list's echo, when the request echoes nothing else.
+        toolset.echoed if len(echo) == 1 else b"",
     )
 
 
@@ -464,6 +472,8 @@ class _ToolSet:
         # read into specs (the round takes them, not keying the list again).
         self.echo: orjson.Fragment | None = None
         self.declared: DeclaredTools | None = None
+        # A kept read's: the response's echo of the list alone (``echo_json``).
+        self.echoed = b""
 
     def read(self, value: Any, where: str, namespace: str | None = None) -> None:
         if value is None:
@@ -537,6 +547,7 @@ def _kept_tools(key: bytes) -> _ToolSet:
     toolset = _ToolSet()
     toolset.read(orjson.loads(key), "tools")
     toolset.echo = orjson.Fragment(key)
+    toolset.echoed = echo_json({"tools": toolset.echo})
     if toolset.tools:
         with suppress(RequestError):
             toolset.declared = declared_tools(toolset.tools)

@@ -35,7 +35,7 @@ KEEPALIVE = b": keep-alive\n\n"
 # their values when the request leaves them out; a turn's ``echo`` holds those
 # it sets otherwise. The objects are written as they are by orjson and never
 # changed: one each for every response, not containers made and encoded each time.
-_ECHOED = {
+_ECHOED: Final[dict[str, Any]] = {
     "instructions": None,
     "max_output_tokens": None,
     "previous_response_id": None,
@@ -49,6 +49,21 @@ _ECHOED = {
     "tools": orjson.Fragment(b"[]"),
     "store": True,
 }
+
+
+def echo_json(echo: dict[str, Any]) -> bytes:
+    """The response's fields that repeat the request, ``echo`` over their
+    defaults (its keys are ``_ECHOED``'s), as the response's JSON holds them:
+    what a kept tool list's read writes once for every response that echoes it
+    (``ResponseBuilder``'s ``echoed``)."""
+    echoed = _ECHOED.copy()
+    echoed.update(echo)
+    written: bytes = orjson.dumps(echoed)
+    return written[1:-1]
+
+
+# The echo of a request that sets none of its fields (every stream without tools).
+_NO_ECHO: Final = echo_json({})
 # The usage's details: always these zeros (a model server reports neither cached
 # nor reasoning tokens apart). Written as they are by orjson and never changed:
 # one object each for every response, not two dicts made and encoded each time.
@@ -118,6 +133,7 @@ class ResponseBuilder(Blocks):
         custom: frozenset[str] = frozenset(),
         namespaced: dict[str, tuple[str, str]] | None = None,
         summary: bool = False,
+        echoed: bytes = b"",
     ) -> None:
         super().__init__(reasoning)
         # Calls of these (custom, freeform) tools are custom_tool_call items.
@@ -150,6 +166,9 @@ class ResponseBuilder(Blocks):
         # The started response's JSON (set by ``start``): its head, echo and model
         # are the completed response's.
         self._snapshot = b""
+        # ``echo_json(echo)`` when known ahead (a kept tool list's, or no echo at
+        # all), for ``start`` to write the response around it; b"" when not.
+        self._echoed = echoed or (b"" if echo else _NO_ECHO)
 
     def _emit(self, kind: str, **fields: Any) -> WireEvent:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -163,7 +182,22 @@ class ResponseBuilder(Blocks):
         """The stream's first events, ``response.created`` and
         ``response.in_progress``: both carry the response as it stands (the
         request's tools and instructions echoed in it, no output yet), encoded once."""
-        snapshot: bytes = orjson.dumps(self.response)
+        response = self.response
+        snapshot: bytes
+        if self._echoed and self._sequence == 0:
+            # Not yet changed: written around its echo, its id (hex after its
+            # prefix), creation time and model, where encoding the whole response
+            # walks its twenty keys.
+            response_id: str = response["id"]
+            created_at: int = response["created_at"]
+            model: bytes = orjson.dumps(response["model"])
+            snapshot = (
+                b'{"id":"%b","object":"response","created_at":%d,"status":"in_progress",'
+                b'"background":false,"error":null,"incomplete_details":null,%b,"model":%b,'
+                b'"output":[],"truncation":"disabled","usage":null,"user":null}'
+            ) % (response_id.encode(), created_at, self._echoed, model)
+        else:
+            snapshot = orjson.dumps(response)
         self._snapshot = snapshot
         self._sequence = 2
         return (
