@@ -29,7 +29,7 @@ from toolrelay.server.anthropic.wire import PING, MessageEncoder
 from toolrelay.server.blocks import Blocks, sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import input_messages, output_messages
-from toolrelay.server.responses.wire import _ECHOED, ResponseBuilder
+from toolrelay.server.responses.wire import _ECHOED, ResponseBuilder, echo_json
 
 PLAN = st.lists(
     st.one_of(
@@ -221,6 +221,21 @@ def test_a_completed_response_writes_its_echo_as_the_started_one(
 
     def builder_of() -> ResponseBuilder:
         return ResponseBuilder(model, echo, False)
+
+    fast = _responses_stream(True, builder_of, events, end, extra)
+    assert fast == _responses_stream(False, builder_of, events, end, extra)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ECHO, MODEL | MARKED, EVENTS, FINISH, EXTRA)
+def test_a_response_started_around_its_echo_written_ahead_is_the_general_bytes(
+    echo: dict[str, Any], model: str, events: list[Event], end: Finish, extra: dict[str, Any]
+) -> None:
+    """A response given its echo's JSON ahead (a kept tool list's read gives it)
+    starts, and completes, as the general path writes it, for any echo and model."""
+
+    def builder_of() -> ResponseBuilder:
+        return ResponseBuilder(model, echo, False, echoed=echo_json(echo))
 
     fast = _responses_stream(True, builder_of, events, end, extra)
     assert fast == _responses_stream(False, builder_of, events, end, extra)
