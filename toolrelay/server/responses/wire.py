@@ -17,6 +17,7 @@ two alike).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import orjson
@@ -30,6 +31,10 @@ from toolrelay.server.errors import APIError
 KEEPALIVE = b": keep-alive\n\n"
 # The constants a stream reads are ``Final``: compiled, each a C static, where any
 # other global is looked up in the module's dict at every use.
+# orjson's writer, named here: compiled code calls a Final name's value with no
+# lookup, where ``orjson.dumps`` looks the module up in the module's dict and the
+# function in the module's (about 450 instructions a call, some ten a stream).
+_dumps: Final[Callable[[Any], bytes]] = orjson.dumps
 
 # The response object's fields that repeat the request, in the API's order, and
 # their values when the request leaves them out; a turn's ``echo`` holds those
@@ -58,7 +63,7 @@ def echo_json(echo: dict[str, Any]) -> bytes:
     (``ResponseBuilder``'s ``echoed``)."""
     echoed = _ECHOED.copy()
     echoed.update(echo)
-    written: bytes = orjson.dumps(echoed)
+    written: bytes = _dumps(echoed)
     return written[1:-1]
 
 
@@ -83,7 +88,8 @@ _DELTAS: Final = {
 # ``bytes`` and ``int`` is one build of its pieces (CPyBytes_Build), where a module
 # constant's is the generic ``%`` (PyNumber_Remainder), some 1,000 instructions
 # dearer a formatting. orjson's ``dumps`` is untyped to the compiler (its stubs are
-# not in the build's environment): its results are named ``bytes`` first.
+# not in the build's environment): ``_dumps`` is typed, and its results are named
+# ``bytes`` too.
 # A text delta's SSE bytes before its sequence number, and after its text.
 _TEXT_DELTA_HEAD: Final = (
     b"event: response.output_text.delta\n"
@@ -190,14 +196,14 @@ class ResponseBuilder(Blocks):
             # walks its twenty keys.
             response_id: str = response["id"]
             created_at: int = response["created_at"]
-            model: bytes = orjson.dumps(response["model"])
+            model: bytes = _dumps(response["model"])
             snapshot = (
                 b'{"id":"%b","object":"response","created_at":%d,"status":"in_progress",'
                 b'"background":false,"error":null,"incomplete_details":null,%b,"model":%b,'
                 b'"output":[],"truncation":"disabled","usage":null,"user":null}'
             ) % (response_id.encode(), created_at, self._echoed, model)
         else:
-            snapshot = orjson.dumps(response)
+            snapshot = _dumps(response)
         self._snapshot = snapshot
         self._sequence = 2
         return (
@@ -264,8 +270,8 @@ class ResponseBuilder(Blocks):
         # as it stands before its arguments, which its open says too.
         # (The id's JSON is the id between quotes: it is hex after its prefix.)
         item_json = b'"%b"' % item_id.encode()
-        call_id: bytes = orjson.dumps(start.id)
-        name_json: bytes = orjson.dumps(name)
+        call_id: bytes = _dumps(start.id)
+        name_json: bytes = _dumps(name)
         self._call_json = item_json
         self._call_where = b',"item_id":%b,"output_index":%d,"delta":' % (item_json, index)
         self._call_name = name_json
@@ -286,7 +292,7 @@ class ResponseBuilder(Blocks):
             return sse(said) if said is not None else None
         sequence = self._sequence
         self._sequence += 1
-        fragment: bytes = orjson.dumps(text)
+        fragment: bytes = _dumps(text)
         return (
             b"event: response.function_call_arguments.delta\n"
             b'data: {"type":"response.function_call_arguments.delta","sequence_number":%d%b%b}\n\n'
@@ -298,7 +304,7 @@ class ResponseBuilder(Blocks):
         item = self._output[-1]
         item["status"] = "completed"
         arguments = item["arguments"] = call.arguments_json if call is not None else text or "{}"
-        said: bytes = orjson.dumps(arguments)
+        said: bytes = _dumps(arguments)
         sequence = self._sequence
         self._sequence += 2
         index = self._index
@@ -339,7 +345,7 @@ class ResponseBuilder(Blocks):
         self._item_id = item["id"]
         self._index = len(self._output) - 1
         if kind == "text":
-            self._item_json = orjson.dumps(self._item_id)
+            self._item_json = _dumps(self._item_id)
             # The item's id and index as every event of the item names them (``_where``).
             self._text_where = b'"item_id":%b,"output_index":%d' % (self._item_json, self._index)
             where = b',%b,"content_index":0,"delta":' % self._text_where
@@ -412,7 +418,7 @@ class ResponseBuilder(Blocks):
         # One formatting costs less than joining five pieces.
         sequence = self._sequence
         self._sequence += 1
-        written: bytes = orjson.dumps(text)
+        written: bytes = _dumps(text)
         return (
             b"event: response.output_text.delta\n"
             b'data: {"type":"response.output_text.delta","sequence_number":%d%b%b,'
@@ -528,7 +534,7 @@ class ResponseBuilder(Blocks):
         snapshot = self._snapshot
         if kind != "response.completed" or not snapshot:
             named = kind.encode()
-            whole: bytes = orjson.dumps(response)
+            whole: bytes = _dumps(response)
             return b'event: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}\n\n' % (
                 named,
                 named,
@@ -544,8 +550,8 @@ class ResponseBuilder(Blocks):
         # The output and usage, each encoded by itself (a dict of the four keys
         # after the echo, made to be encoded once, costs more): the truncation and
         # user are the started response's, which no stream changes.
-        output: bytes = orjson.dumps(response["output"])
-        usage: bytes = orjson.dumps(response["usage"])
+        output: bytes = _dumps(response["output"])
+        usage: bytes = _dumps(response["usage"])
         return (
             b'event: response.completed\ndata: {"type":"response.completed","sequence_number":%d,'
             b'"response":%b"status":"completed","background":false,"error":null,'
@@ -561,7 +567,7 @@ class ResponseBuilder(Blocks):
         _content_done(item, "text", text)
         sequence = self._sequence
         self._sequence += 3
-        said: bytes = orjson.dumps(text)
+        said: bytes = _dumps(text)
         where = self._text_where
         # Its text's two events and the item's.
         return (
@@ -776,7 +782,7 @@ def _message_item(text: str) -> dict[str, Any]:
 def custom_input(arguments: dict[str, Any]) -> str:
     """A custom tool call's input: its function's ``input``, as text."""
     value = arguments.get("input", "")
-    return value if isinstance(value, str) else orjson.dumps(value).decode()
+    return value if isinstance(value, str) else _dumps(value).decode()
 
 
 def _content_done(item: dict[str, Any], kind: Kind, text: str) -> dict[str, Any]:
