@@ -97,10 +97,11 @@ _TEXT_DELTA_HEAD: Final = (
 )
 _TEXT_DELTA_TAIL: Final = b',"logprobs":[]}\n\n'
 # A run's text deltas, each text between quotes: what stands before the first
-# one's number, between a text and the next one's number, and after the last text.
-_RUN_HEAD: Final = _TEXT_DELTA_HEAD
+# one's number, between a text and the next one's number, and after the last text
+# (as text, joined with the texts and encoded once).
+_RUN_HEAD: Final = _TEXT_DELTA_HEAD.decode()
 _RUN_BETWEEN: Final = (b'"' + _TEXT_DELTA_TAIL + _TEXT_DELTA_HEAD).decode()
-_RUN_TAIL: Final = b'"' + _TEXT_DELTA_TAIL
+_RUN_TAIL: Final = (b'"' + _TEXT_DELTA_TAIL).decode()
 # The started response's JSON (which ``start`` keeps) around its echo and model:
 # the length of its head without its id and creation time (both written as they
 # are: the id is hex, the time an int), of what stands from its status to its
@@ -429,14 +430,17 @@ class ResponseBuilder(Blocks):
         # Four pieces a delta, put in place by two slice assignments and joined
         # once: its number, what stands between it and the text, the text, what
         # stands between the text and the next number (after the last: the tail).
+        # The run's head and tail are among them, so that its bytes are copied
+        # once from the joined text: added to the bytes, each copies them again.
         sequence = self._sequence
         count = len(texts)
         self._sequence += count
         pieces = ["", self._run_where, "", _RUN_BETWEEN] * count
         pieces[0::4] = _numbers(sequence, sequence + count)
         pieces[2::4] = texts
-        pieces.pop()
-        return _RUN_HEAD + "".join(pieces).encode() + _RUN_TAIL
+        pieces[0] = _RUN_HEAD + pieces[0]
+        pieces[-1] = _RUN_TAIL
+        return "".join(pieces).encode()
 
     def close(self, kind: Kind, text: str, call: ToolCall | None) -> list[WireEvent]:
         item = self._output[-1]
