@@ -29,7 +29,13 @@ from toolrelay.server.anthropic.wire import PING, MessageEncoder
 from toolrelay.server.blocks import Blocks, sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import input_messages, output_messages
-from toolrelay.server.responses.wire import _ECHOED, ResponseBuilder, echo_json
+from toolrelay.server.responses.wire import (
+    _ECHOED,
+    ResponseBuilder,
+    _response,
+    _started_response,
+    echo_json,
+)
 
 PLAN = st.lists(
     st.one_of(
@@ -239,3 +245,18 @@ def test_a_response_started_around_its_echo_written_ahead_is_the_general_bytes(
 
     fast = _responses_stream(True, builder_of, events, end, extra)
     assert fast == _responses_stream(False, builder_of, events, end, extra)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ECHO, MODEL | MARKED)
+def test_a_started_response_is_the_general_one_in_progress(
+    echo: dict[str, Any], model: str
+) -> None:
+    """A stream's response as it starts, copied from its own skeleton, is the
+    general one with the outcome in progress: the same keys in the same order."""
+    with _numbered_ids():
+        started = _started_response("resp_0", model, echo)
+        general = _response("resp_0", model, echo, [], ("in_progress", None, None))
+        built = ResponseBuilder(model, echo, False).response
+    assert list(started.items()) == list(general.items())
+    assert list(built.items()) == list({**general, "id": built["id"]}.items())

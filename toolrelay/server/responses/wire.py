@@ -74,9 +74,15 @@ _NO_ECHO: Final = echo_json({})
 # one object each for every response, not two dicts made and encoded each time.
 _INPUT_DETAILS: Final = orjson.Fragment(b'{"cached_tokens":0,"cache_write_tokens":0}')
 _OUTPUT_DETAILS: Final = orjson.Fragment(b'{"reasoning_tokens":0}')
+# A response's usage, its counts (zeros here) set for each response.
+_USAGE: Final[dict[str, Any]] = {
+    "input_tokens": 0,
+    "input_tokens_details": _INPUT_DETAILS,
+    "output_tokens": 0,
+    "output_tokens_details": _OUTPUT_DETAILS,
+    "total_tokens": 0,
+}
 _INCOMPLETE: Final = {"length": "max_output_tokens", "content_filter": "content_filter"}
-# A streamed response's outcome until it finishes (status, details, usage).
-_IN_PROGRESS: Final = ("in_progress", None, None)
 _PREFIXES: Final = {"text": "msg_", "call": "fc_", "reasoning": "rs_"}
 _DELTAS: Final = {
     "text": "response.output_text.delta",
@@ -149,7 +155,7 @@ class ResponseBuilder(Blocks):
         self._namespaced = namespaced or {}
         # Reasoning as summary parts (reasoning.summary was asked for), not content.
         self._summary = summary
-        self.response = _response(_new_id("resp_"), model, echo, [], _IN_PROGRESS)
+        self.response = _started_response(_new_id("resp_"), model, echo)
         self._output: list[dict[str, Any]] = self.response["output"]
         self._sequence = 0
         # The open item's id and index, which every one of its events names.
@@ -682,6 +688,19 @@ def _response(
     return response
 
 
+def _started_response(response_id: str, model: str, echo: dict[str, Any]) -> dict[str, Any]:
+    """A streamed response as it starts, in progress, no output yet: ``_response``'s
+    with the outcome ``("in_progress", None, None)``, copied from a skeleton that
+    holds that outcome (three values not set again for every stream)."""
+    response = _STARTED_SKELETON.copy()
+    response["id"] = response_id
+    response["created_at"] = int(time.time())
+    response.update(echo)
+    response["model"] = model
+    response["output"] = []
+    return response
+
+
 # A response object's keys in the API's order, with the values no response
 # changes and the echo's defaults; the others (None here) are every response's own.
 _SKELETON: Final[dict[str, Any]] = {
@@ -699,6 +718,8 @@ _SKELETON: Final[dict[str, Any]] = {
     "usage": None,
     "user": None,
 }
+# A streamed response's, until it finishes: in progress, its details and usage None.
+_STARTED_SKELETON: Final[dict[str, Any]] = {**_SKELETON, "status": "in_progress"}
 
 
 def _reasoning_item(text: str, summary: bool) -> dict[str, Any]:
@@ -760,13 +781,12 @@ def _outcome(
     if type(given) is not int or type(made) is not int:
         given, made = _count(given), _count(made)
     incomplete = _INCOMPLETE.get(reason)
-    counts = {
-        "input_tokens": given,
-        "input_tokens_details": _INPUT_DETAILS,
-        "output_tokens": made,
-        "output_tokens_details": _OUTPUT_DETAILS,
-        "total_tokens": given + made,
-    }
+    # Copied and its counts set: a dict literal is built key by key, growing
+    # (2,100 instructions against 1,450, callgrind).
+    counts = _USAGE.copy()
+    counts["input_tokens"] = given
+    counts["output_tokens"] = made
+    counts["total_tokens"] = given + made
     if incomplete:
         return "incomplete", {"reason": incomplete}, counts
     return "completed", None, counts
