@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tests.fronts.replies import EXTRA, INT, REASONS, TEXT, USAGE
 from tests.fronts.segments import arguments, events_of
-from toolrelay.events import ContentDelta, Event
+from toolrelay.events import ContentDelta, Event, ToolCallStart
 from toolrelay.io.round import Finish
 from toolrelay.server.anthropic.wire import PING, MessageEncoder
 from toolrelay.server.blocks import Blocks, sse
@@ -32,6 +32,8 @@ from toolrelay.server.responses.request import input_messages, output_messages
 from toolrelay.server.responses.wire import (
     _ECHOED,
     ResponseBuilder,
+    _open_call_item,
+    _open_message_item,
     _response,
     _started_response,
     echo_json,
@@ -260,3 +262,29 @@ def test_a_started_response_is_the_general_one_in_progress(
         built = ResponseBuilder(model, echo, False).response
     assert list(started.items()) == list(general.items())
     assert list(built.items()) == list({**general, "id": built["id"]}.items())
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXT, TEXT, TEXT)
+def test_an_opened_item_is_its_literal(item_id: str, call_id: str, name: str) -> None:
+    """The items a stream opens, copied from their skeletons, are the literals
+    they stand for (the same keys in the same order), each message with a
+    content list of its own."""
+    call = _open_call_item(item_id, ToolCallStart(0, call_id, name))
+    assert list(call.items()) == [
+        ("id", item_id),
+        ("type", "function_call"),
+        ("call_id", call_id),
+        ("name", name),
+        ("arguments", ""),
+        ("status", "in_progress"),
+    ]
+    message, other = _open_message_item(item_id), _open_message_item(item_id)
+    assert list(message.items()) == [
+        ("id", item_id),
+        ("type", "message"),
+        ("role", "assistant"),
+        ("content", []),
+        ("status", "in_progress"),
+    ]
+    assert message["content"] is not other["content"]

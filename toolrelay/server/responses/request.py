@@ -99,6 +99,7 @@ _REFUSED: Final = {
     "conversation": "conversations are not stored; send previous_response_id or the items",
     "prompt": "stored prompt templates live on OpenAI's servers, not here",
 }
+_REFUSED_NAMES: Final = tuple(_REFUSED)
 
 
 @dataclass
@@ -161,8 +162,9 @@ def read_responses(
     auth: str | None = None,
 ) -> ResponsesTurn:
     model = model_name(body, settings)
-    # Three hash reads, compiled: less than a method of the keys' view called by name.
-    for key in _REFUSED:
+    # Three hash reads, compiled: less than a method of the keys' view called by name
+    # (and a tuple's items are read by their place, a dict's by a walk of its slots).
+    for key in _REFUSED_NAMES:
         if body.get(key):
             raise invalid(f"'{key}': {_REFUSED[key]}.", key)
     chat: dict[str, Any] = {"model": model}
