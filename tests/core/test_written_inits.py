@@ -108,6 +108,7 @@ _ARGUMENTS: dict[type, st.SearchStrategy[list[Any]]] = {
         st.lists(st.fixed_dictionaries({"role": _TEXT}), max_size=2),  # history
         st.frozensets(_TEXT, max_size=2),  # custom
         st.dictionaries(_TEXT, st.tuples(_TEXT, _TEXT), max_size=2),  # namespaced
+        st.binary(max_size=4),  # echoed
     ).map(list),
 }
 

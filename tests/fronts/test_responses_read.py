@@ -20,6 +20,7 @@ from toolrelay.server.errors import APIError
 from toolrelay.server.responses import request
 from toolrelay.server.responses.request import read_responses
 from toolrelay.server.responses.store import ResponseStore
+from toolrelay.server.responses.wire import _ECHOED
 
 SETTINGS = Settings()
 TEXT = st.text(alphabet=st.sampled_from(list(' \n"é{ab')), max_size=5)
@@ -222,3 +223,34 @@ def test_a_kept_tool_read_reads_as_a_fresh_one(tools: Any, items: Any, choice: A
     kept = [tools_outcome(body), tools_outcome(body)]
     with patch.object(request, "_kept_tools", fresh_tools):
         assert kept == [tools_outcome(body)] * 2
+
+
+def echo_as_written(echo: dict[str, Any]) -> bytes:
+    """The reference for a turn's ``echoed``: the echoed fields, ``echo``'s or
+    their defaults, in the response's order, as orjson writes them in it."""
+    return orjson.dumps({key: echo.get(key, value) for key, value in _ECHOED.items()})[1:-1]
+
+
+@settings(max_examples=400, deadline=None)
+@given(bodies(), or_wrong(TOOLS), st.booleans(), st.sampled_from([0, 8]))
+def test_a_read_writes_the_echo_ahead_for_a_kept_tool_list_alone(
+    body: dict[str, Any], tools: Any, with_tools: bool, capacity: int
+) -> None:
+    """The echo's JSON a read gives its turn (for the response's start) is the
+    echo as the response writes it, given exactly when the echo is a kept tool
+    list's (its JSON) alone."""
+    if with_tools:
+        body["tools"] = tools
+    try:
+        turn = read_responses(body, SETTINGS, chained_store() if capacity else ResponseStore(0))
+    except APIError:
+        return
+    kept_alone = list(turn.echo) == ["tools"] and type(turn.echo["tools"]) is orjson.Fragment
+    assert turn.echoed == (echo_as_written(turn.echo) if kept_alone else b"")
+
+
+def test_the_usual_request_with_tools_has_its_echo_written_ahead() -> None:
+    tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
+    body = {"model": "m", "input": "x", "stream": True, "tools": tools}
+    turn = read_responses(body, SETTINGS, ResponseStore(8))
+    assert turn.echoed == echo_as_written({"tools": tools})

@@ -23,13 +23,21 @@ from hypothesis import strategies as st
 
 from tests.fronts.replies import EXTRA, INT, REASONS, TEXT, USAGE
 from tests.fronts.segments import arguments, events_of
-from toolrelay.events import ContentDelta, Event
+from toolrelay.events import ContentDelta, Event, ToolCallStart
 from toolrelay.io.round import Finish
 from toolrelay.server.anthropic.wire import PING, MessageEncoder
 from toolrelay.server.blocks import Blocks, sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import input_messages, output_messages
-from toolrelay.server.responses.wire import _ECHOED, ResponseBuilder
+from toolrelay.server.responses.wire import (
+    _ECHOED,
+    ResponseBuilder,
+    _open_call_item,
+    _open_message_item,
+    _response,
+    _started_response,
+    echo_json,
+)
 
 PLAN = st.lists(
     st.one_of(
@@ -224,3 +232,59 @@ def test_a_completed_response_writes_its_echo_as_the_started_one(
 
     fast = _responses_stream(True, builder_of, events, end, extra)
     assert fast == _responses_stream(False, builder_of, events, end, extra)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ECHO, MODEL | MARKED, EVENTS, FINISH, EXTRA)
+def test_a_response_started_around_its_echo_written_ahead_is_the_general_bytes(
+    echo: dict[str, Any], model: str, events: list[Event], end: Finish, extra: dict[str, Any]
+) -> None:
+    """A response given its echo's JSON ahead (a kept tool list's read gives it)
+    starts, and completes, as the general path writes it, for any echo and model."""
+
+    def builder_of() -> ResponseBuilder:
+        return ResponseBuilder(model, echo, False, echoed=echo_json(echo))
+
+    fast = _responses_stream(True, builder_of, events, end, extra)
+    assert fast == _responses_stream(False, builder_of, events, end, extra)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ECHO, MODEL | MARKED)
+def test_a_started_response_is_the_general_one_in_progress(
+    echo: dict[str, Any], model: str
+) -> None:
+    """A stream's response as it starts, copied from its own skeleton, is the
+    general one with the outcome in progress: the same keys in the same order."""
+    with _numbered_ids():
+        started = _started_response("resp_0", model, echo)
+        general = _response("resp_0", model, echo, [], ("in_progress", None, None))
+        built = ResponseBuilder(model, echo, False).response
+    assert list(started.items()) == list(general.items())
+    assert list(built.items()) == list({**general, "id": built["id"]}.items())
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXT, TEXT, TEXT)
+def test_an_opened_item_is_its_literal(item_id: str, call_id: str, name: str) -> None:
+    """The items a stream opens, copied from their skeletons, are the literals
+    they stand for (the same keys in the same order), each message with a
+    content list of its own."""
+    call = _open_call_item(item_id, ToolCallStart(0, call_id, name))
+    assert list(call.items()) == [
+        ("id", item_id),
+        ("type", "function_call"),
+        ("call_id", call_id),
+        ("name", name),
+        ("arguments", ""),
+        ("status", "in_progress"),
+    ]
+    message, other = _open_message_item(item_id), _open_message_item(item_id)
+    assert list(message.items()) == [
+        ("id", item_id),
+        ("type", "message"),
+        ("role", "assistant"),
+        ("content", []),
+        ("status", "in_progress"),
+    ]
+    assert message["content"] is not other["content"]

@@ -192,8 +192,13 @@ class Blocks:
         held blank, none of its texts ending in one, is said as it came, all in
         one writing (:meth:`text_run_bytes`); any other goes text by text."""
         texts = run.texts
-        # (``rstrip`` gives back the very text when it ends in no blank.)
-        if self._kind == "text" and not self._blank and [*map(str.rstrip, texts)] == texts:
+        # Compiled, each text's ``rstrip`` is a C call and the loop no generator's
+        # (``map(str.rstrip, ...)`` calls the method through Python's protocol).
+        if (
+            self._kind == "text"
+            and not self._blank
+            and all(len(text.rstrip()) == len(text) for text in texts)
+        ):
             self._pieces += texts
             return self.text_run_bytes(texts)
         said = b"".join(filter(None, map(self.stream_event, map(ContentDelta, texts))))

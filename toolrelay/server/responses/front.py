@@ -83,6 +83,7 @@ def _builder(turn: ResponsesTurn) -> ResponseBuilder:
         turn.custom,
         turn.namespaced,
         turn.summary,
+        turn.echoed,
     )
 
 

@@ -21,10 +21,11 @@ are left out with a warning, or refused with ``builtin_tools: error``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -36,10 +37,14 @@ from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
 from toolrelay.server.responses.store import Store
+from toolrelay.server.responses.wire import echo_json
 from toolrelay.server.turn import Turn
 from toolrelay.stuck import Mode
 from toolrelay.types import DeclaredTools
 
+# orjson's writer, named here: compiled code calls a Final name's value with no
+# lookup, where ``orjson.dumps`` looks up the module and then the function.
+_dumps: Final[Callable[[Any], bytes]] = orjson.dumps
 # Tuples, not sets: a client may send any JSON value here, a list or an object too.
 _ROLES = ("assistant", "developer", "system", "user")
 _TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
@@ -89,11 +94,12 @@ _NO_CUSTOM: frozenset[str] = frozenset()
 _NEW_DICT: dict[str, Any] = {}
 _NEW_LIST: list[dict[str, Any]] = []
 _NEW_NAMESPACED: dict[str, tuple[str, str]] = {}
-_REFUSED = {
+_REFUSED: Final = {
     "background": "background responses are not supported: toolrelay answers while connected",
     "conversation": "conversations are not stored; send previous_response_id or the items",
     "prompt": "stored prompt templates live on OpenAI's servers, not here",
 }
+_REFUSED_NAMES: Final = tuple(_REFUSED)
 
 
 @dataclass
@@ -110,6 +116,9 @@ class ResponsesTurn(Turn):
     custom: frozenset[str] = frozenset()
     # The model's name of a namespaced tool -> (namespace, the tool's own name).
     namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # ``echo_json(echo)`` when the read knows it ahead (a kept tool list's echo
+    # alone), written once for every request that echoes it; b"" when not.
+    echoed: bytes = b""
 
     # Written out: the one dataclass generates is Python even compiled (setup.py), an
     # interpreted frame for every request. The fields in their declared order, the
@@ -129,6 +138,7 @@ class ResponsesTurn(Turn):
         history: list[dict[str, Any]] = _NEW_LIST,
         custom: frozenset[str] = frozenset(),
         namespaced: dict[str, tuple[str, str]] = _NEW_NAMESPACED,
+        echoed: bytes = b"",
     ) -> None:
         self.round = round
         self.stream = stream
@@ -141,6 +151,7 @@ class ResponsesTurn(Turn):
         self.history = [] if history is _NEW_LIST else history
         self.custom = custom
         self.namespaced = {} if namespaced is _NEW_NAMESPACED else namespaced
+        self.echoed = echoed
 
 
 def read_responses(
@@ -151,10 +162,11 @@ def read_responses(
     auth: str | None = None,
 ) -> ResponsesTurn:
     model = model_name(body, settings)
-    if not _REFUSED.keys().isdisjoint(body):  # looked at one by one when any is there
-        for key, why in _REFUSED.items():
-            if body.get(key):
-                raise invalid(f"'{key}': {why}.", key)
+    # Three hash reads, compiled: less than a method of the keys' view called by name
+    # (and a tuple's items are read by their place, a dict's by a walk of its slots).
+    for key in _REFUSED_NAMES:
+        if body.get(key):
+            raise invalid(f"'{key}': {_REFUSED[key]}.", key)
     chat: dict[str, Any] = {"model": model}
     # The response object's fields that repeat the request, where they differ
     # from the response's defaults (``wire._SKELETON``'s): a usual request's is
@@ -162,7 +174,7 @@ def read_responses(
     echo: dict[str, Any] = {}
     # Each typed field read through ``optional`` costs some 850 instructions: when
     # some are sent (a stream sends ``stream`` alone), only those sent are read.
-    typed = not _TYPED.isdisjoint(body)
+    typed = _sends_any(body, _TYPED)
     maximum = (
         optional(body, "max_output_tokens", int) if typed and "max_output_tokens" in body else None
     )
@@ -274,7 +286,15 @@ def read_responses(
         history,
         frozenset(toolset.custom) if toolset.custom else _NO_CUSTOM,
         toolset.namespaced,
+        # A kept tool list's echo, when the request echoes nothing else.
+        toolset.echoed if len(echo) == 1 else b"",
     )
+
+
+def _sends_any(body: dict[str, Any], names: frozenset[str]) -> bool:
+    """Whether ``body`` sends any of ``names``: compiled, a loop of hash reads, where
+    ``names.isdisjoint(body)`` is a method called by name."""
+    return any(key in names for key in body)  # compiled: a loop, no generator
 
 
 def _asked_reasoning(asked: dict[str, Any]) -> dict[str, Any]:
@@ -464,6 +484,8 @@ class _ToolSet:
         # read into specs (the round takes them, not keying the list again).
         self.echo: orjson.Fragment | None = None
         self.declared: DeclaredTools | None = None
+        # A kept read's: the response's echo of the list alone (``echo_json``).
+        self.echoed = b""
 
     def read(self, value: Any, where: str, namespace: str | None = None) -> None:
         if value is None:
@@ -513,13 +535,18 @@ def _read_tools(tools: Any, items: Any) -> _ToolSet:
     """The request's tools: the top-level ``tools``, then those of its
     ``additional_tools`` input items. A top-level list alone (the usual
     request: an agent sends the same list every turn) is read once, kept."""
-    added = [
-        (i, item)
-        for i, item in enumerate(items if isinstance(items, list) else ())
-        if isinstance(item, dict) and item.get("type") == "additional_tools"
-    ]
+    # Looked for in a list of items only: a string, the usual input, has none.
+    added = (
+        [
+            (i, item)
+            for i, item in enumerate(items)
+            if isinstance(item, dict) and item.get("type") == "additional_tools"
+        ]
+        if isinstance(items, list)
+        else []
+    )
     if not added and type(tools) is list and tools:
-        return _kept_tools(orjson.dumps(tools))
+        return _kept_tools(_dumps(tools))
     toolset = _ToolSet()
     toolset.read(tools, "tools")
     for i, item in added:
@@ -537,6 +564,7 @@ def _kept_tools(key: bytes) -> _ToolSet:
     toolset = _ToolSet()
     toolset.read(orjson.loads(key), "tools")
     toolset.echo = orjson.Fragment(key)
+    toolset.echoed = echo_json({"tools": toolset.echo})
     if toolset.tools:
         with suppress(RequestError):
             toolset.declared = declared_tools(toolset.tools)
