@@ -21,7 +21,6 @@ are left out with a warning, or refused with ``builtin_tools: error``
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -33,6 +32,7 @@ from toolrelay.choice import TOOL_LISTS_KEPT, declared_tools
 from toolrelay.errors import RequestError
 from toolrelay.io.round import RoundRequest
 from toolrelay.io.settings import Settings
+from toolrelay.jsonbytes import dumps as _dumps
 from toolrelay.server.errors import APIError, invalid
 from toolrelay.server.hosted import HostedTool, hosted_tools
 from toolrelay.server.reading import make_round, model_name, optional, own_options, wrong
@@ -42,9 +42,6 @@ from toolrelay.server.turn import Turn
 from toolrelay.stuck import Mode
 from toolrelay.types import DeclaredTools
 
-# orjson's writer, named here: compiled code calls a Final name's value with no
-# lookup, where ``orjson.dumps`` looks up the module and then the function.
-_dumps: Final[Callable[[Any], bytes]] = orjson.dumps
 # Tuples, not sets: a client may send any JSON value here, a list or an object too.
 _ROLES = ("assistant", "developer", "system", "user")
 _TEXT_PARTS = ("input_text", "output_text", "text", "refusal")

@@ -25,6 +25,7 @@ import orjson
 from toolrelay.events import ToolCall, ToolCallStart
 from toolrelay.io import ids
 from toolrelay.io.round import Finish, Reply
+from toolrelay.jsonbytes import dumps as _dumps
 from toolrelay.server.blocks import Blocks, Kind, WireEvent, sse
 from toolrelay.server.errors import APIError
 
@@ -33,12 +34,7 @@ from toolrelay.server.errors import APIError
 unique_hex: Callable[[], str] = ids.unique_hex
 
 KEEPALIVE = b": keep-alive\n\n"
-# The constants a stream reads are ``Final``: compiled, each a C static, where any
-# other global is looked up in the module's dict at every use.
-# orjson's writer, named here: compiled code calls a Final name's value with no
-# lookup, where ``orjson.dumps`` looks the module up in the module's dict and the
-# function in the module's (about 450 instructions a call, some ten a stream).
-_dumps: Final[Callable[[Any], bytes]] = orjson.dumps
+# The constants a stream reads are ``Final``: read where they stand (docs/compiled.md).
 
 # The response object's fields that repeat the request, in the API's order, and
 # their values when the request leaves them out; a turn's ``echo`` holds those
