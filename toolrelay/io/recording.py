@@ -2,8 +2,9 @@
 attempt sent to a backend, its raw answer or stream, and what was parsed.
 
 The round reports through :func:`recording`: the record of the request in
-progress, or None. The server sets it (a context variable) only while the
-inspector is on, so with it off the round pays one context-variable read per
+progress, or None. The server sets it (a context variable, ``CURRENT_RECORD``,
+which the compiled round reads itself: a C call, not a Python frame) only while
+the inspector is on, so with it off the round pays one context-variable read per
 backend attempt and makes no record object. A record keeps at most
 ``budget`` bytes of bodies, chunks and text (measured as JSON); past that, a
 piece is replaced by a note of its size.
@@ -30,12 +31,12 @@ from toolrelay.events import (
 # The reason a correction re-ask gives (counted as a repair in the list).
 CORRECTION = "correction re-ask"
 
-_CURRENT: ContextVar[RequestRecord | None] = ContextVar("toolrelay_recording", default=None)
+CURRENT_RECORD: ContextVar[RequestRecord | None] = ContextVar("toolrelay_recording", default=None)
 
 
 def recording() -> RequestRecord | None:
     """The record of the request being handled, when the inspector is on."""
-    return _CURRENT.get()
+    return CURRENT_RECORD.get()
 
 
 # Why the next attempt of this request is made; set by the round before a
@@ -175,11 +176,11 @@ class RequestRecord:
 
     def enter(self) -> Any:
         """Make this the record of the current context; returns the reset token."""
-        return _CURRENT.set(self)
+        return CURRENT_RECORD.set(self)
 
     @staticmethod
     def leave(token: Any) -> None:
-        _CURRENT.reset(token)
+        CURRENT_RECORD.reset(token)
 
     def finish(self, status: int, notes: dict[str, Any]) -> None:
         for entry in self.attempts:  # one the client left in the middle of, say
