@@ -19,6 +19,7 @@ from toolrelay.io.counters import Counters
 from toolrelay.io.round import Finish, Opened, RoundRequest, complete_round, stream_round
 from toolrelay.io.round.body import backend_body
 from toolrelay.io.round.opening import open_handling_refusals
+from toolrelay.io.round.streamed import stream_handling_fallbacks
 from toolrelay.io.settings import BackendConfig
 from toolrelay.server.background import BackgroundServer
 from toolrelay.simulator import Simulator, SimulatorConfig
@@ -144,3 +145,24 @@ def test_a_round_opens_its_stream_as_backend_open_stream_does(
     asyncio.run(run())
     assert len(asked) == 2
     assert asked[0] == asked[1]
+    # The URL's own query goes with the request, and none where it has none.
+    assert asked[0][1] == (b"k=v" if "?" in url else b"")
+
+
+@given(st.lists(st.sampled_from(["ask", "loses", "keeps", "forget"]), max_size=16))
+def test_a_round_holds_its_stream_where_holds_streams_does(steps: list[str]) -> None:
+    """stream_handling_fallbacks looks the fact up before it asks holds_streams: a
+    stream is held where holds_streams alone holds it, its re-checks counted alike."""
+    config = BackendConfig(url="http://127.0.0.1:9/v1", kind="openai")
+    alone, rounds = Backend(config, recheck_requests=3), Backend(config, recheck_requests=3)
+    req = RoundRequest.from_body({"model": "m", "messages": ASK_WEATHER, "tools": [WEATHER_TOOL]})
+    for step in steps:
+        if step == "ask":
+            held = alone.holds_streams("m")
+            round_ = stream_handling_fallbacks(rounds, req, Counters(), patience=None)
+            assert (round_.__name__ == "_stream_finished_reply") == held  # type: ignore[attr-defined]
+        for backend in (alone, rounds):
+            if step == "forget":
+                backend.facts.forget("m", "swallows_streamed_calls")
+            elif step != "ask":
+                backend.learn("m", "swallows_streamed_calls", step == "loses")
