@@ -95,6 +95,6 @@ def observe(
     backend: Backend, req: RoundRequest, mode: RoundMode, body: dict[str, Any], *, stream: bool
 ) -> ObservedAttempt | None:
     record = CURRENT_RECORD.get()
-    if record is None and not spans.tracing():
+    if record is None and spans.active_tracer is None:
         return None
     return ObservedAttempt(record, backend, req, mode, body, stream)
