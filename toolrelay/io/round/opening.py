@@ -86,8 +86,9 @@ async def _opened(
     observed = observe(backend, req, mode, body, stream=True)
     try:
         # A recorded or traced attempt keeps every chunk as the backend sent it.
-        # Backend.open_stream, written out: its Python frames (and its credentials')
-        # are not worth the one line.
+        # Backend.open_stream written out (its URL, the body streamed, the backend's own
+        # credentials winning): two Python frames fewer a round. tests/gateway/
+        # test_backend_api.py holds both to the same request.
         chunks = await backend.client.open_stream(
             backend.chat_url,
             {**body, "stream": True},
