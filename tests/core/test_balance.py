@@ -9,6 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolrelay.balance import Backoff, Member, affinity_of_messages, failed, pick, succeeded
+from toolrelay.io.backends import Backend
+from toolrelay.io.backends.pool import Fleet
+from toolrelay.io.settings import BackendConfig, Settings
 
 weights = st.lists(st.floats(min_value=0.1, max_value=10.0), min_size=1, max_size=6)
 
@@ -133,3 +136,26 @@ def test_failures_take_a_member_out_for_a_doubling_bounded_backoff(
     assert succeeded(member)
     assert not member.is_out(0.0) and member.failures == 0
     assert not succeeded(member)
+
+
+@given(
+    st.integers(min_value=-2, max_value=8),
+    st.one_of(st.just(0.0), st.floats(allow_nan=False, min_value=-10.0, max_value=1e10)),
+)
+def test_a_fleets_success_resets_and_tells_as_balances_does(
+    failures: int, out_until: float
+) -> None:
+    """Fleet.succeeded skips balance.succeeded where nothing is to reset: the member
+    ends as balance leaves it, and the listeners hear of it when balance says so."""
+    url = "http://127.0.0.1:9/v1"
+    backend = Backend(BackendConfig(url=url, kind="openai"))
+    fleet = Fleet([backend], Settings(backend=url, backend_kind="openai"))
+    told: list[str] = []
+    fleet.listeners.append(lambda changed, _: told.append(changed.name))
+    member = fleet.members[backend.name]
+    member.failures, member.out_until = failures, out_until
+    expected = Member(member.name, member.weight, failures=failures, out_until=out_until)
+    changed = succeeded(expected)
+    fleet.succeeded(backend)
+    assert (member.failures, member.out_until) == (expected.failures, expected.out_until)
+    assert told == ([backend.name] if changed else [])

@@ -8,13 +8,19 @@ content starts inside the reasoning and shows only ``</think>``.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, cast, get_args
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.gateway.support import stack
 from tests.weather import WEATHER_TOOL
+from toolrelay.io.backends.http import HttpClient
+from toolrelay.io.backends.probe import SHOWS_TEMPLATES, chat_template
+from toolrelay.io.settings import BackendKind
 
 SCENARIO = {
     "rules": [
@@ -88,3 +94,23 @@ def test_a_finished_answer_needs_no_lesson() -> None:
     message = reply.choices[0].message
     assert message.content == "\n\nIt is sunny in Oslo."
     assert (message.model_extra or {}).get("reasoning_content") == THOUGHT
+
+
+class _Unasked:
+    """A client that fails the test if a request is made through it."""
+
+    async def request_json(self, method: str, url: str, body: Any = None, auth: Any = None) -> Any:
+        raise AssertionError(f"asked {method} {url}")
+
+
+@given(
+    st.sampled_from([kind for kind in get_args(BackendKind) if kind not in SHOWS_TEMPLATES]),
+    st.text(min_size=1, max_size=20),
+)
+def test_a_kind_that_shows_no_template_has_none_unasked(kind: str, model: str) -> None:
+    """Backend.reasoning_open skips the template of a kind outside SHOWS_TEMPLATES:
+    chat_template gives None for it without a request."""
+    assert (
+        asyncio.run(chat_template(cast(HttpClient, _Unasked()), "http://127.0.0.1:9", kind, model))
+        is None
+    )

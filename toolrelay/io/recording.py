@@ -1,12 +1,13 @@
 """What one request did, for the inspector (``serve --inspector``): every
 attempt sent to a backend, its raw answer or stream, and what was parsed.
 
-The round reports through :func:`recording`: the record of the request in
-progress, or None. The server sets it (a context variable) only while the
-inspector is on, so with it off the round pays one context-variable read per
-backend attempt and makes no record object. A record keeps at most
-``budget`` bytes of bodies, chunks and text (measured as JSON); past that, a
-piece is replaced by a note of its size.
+The round reports to ``CURRENT_RECORD``'s value: the record of the request in
+progress, or None. The server sets it (a context variable, which the compiled
+round reads itself: a C call, where a function around it would be a Python
+frame) only while the inspector is on, so with it off the round pays one
+context-variable read per backend attempt and makes no record object. A record
+keeps at most ``budget`` bytes of bodies, chunks and text (measured as JSON);
+past that, a piece is replaced by a note of its size.
 """
 
 from __future__ import annotations
@@ -30,12 +31,8 @@ from toolrelay.events import (
 # The reason a correction re-ask gives (counted as a repair in the list).
 CORRECTION = "correction re-ask"
 
-_CURRENT: ContextVar[RequestRecord | None] = ContextVar("toolrelay_recording", default=None)
-
-
-def recording() -> RequestRecord | None:
-    """The record of the request being handled, when the inspector is on."""
-    return _CURRENT.get()
+# The record of the request being handled, when the inspector is on.
+CURRENT_RECORD: ContextVar[RequestRecord | None] = ContextVar("toolrelay_recording", default=None)
 
 
 # Why the next attempt of this request is made; set by the round before a
@@ -175,11 +172,11 @@ class RequestRecord:
 
     def enter(self) -> Any:
         """Make this the record of the current context; returns the reset token."""
-        return _CURRENT.set(self)
+        return CURRENT_RECORD.set(self)
 
     @staticmethod
     def leave(token: Any) -> None:
-        _CURRENT.reset(token)
+        CURRENT_RECORD.reset(token)
 
     def finish(self, status: int, notes: dict[str, Any]) -> None:
         for entry in self.attempts:  # one the client left in the middle of, say

@@ -15,18 +15,15 @@ from typing import Any
 
 from toolrelay.io.recording import CORRECTION
 
-# An opentelemetry.trace.Tracer when traces are on.
-_tracer: Any = None
+# An opentelemetry.trace.Tracer when traces are on (None: off); the compiled round
+# reads it to know whether an attempt is observed.
+active_tracer: Any = None
 
 
 def use_tracer(tracer: Any) -> None:
     """Spans from now on go to ``tracer`` (None: no spans)."""
-    global _tracer
-    _tracer = tracer
-
-
-def tracing() -> bool:
-    return _tracer is not None
+    global active_tracer
+    active_tracer = tracer
 
 
 def start_attempt(
@@ -34,7 +31,7 @@ def start_attempt(
 ) -> Any:
     """The span of one request to a backend (None when traces are off); end it
     with :func:`end_attempt`. A re-ask marks the request's span too."""
-    if _tracer is None:
+    if active_tracer is None:
         return None
     if why != "first":
         from opentelemetry import trace
@@ -45,7 +42,7 @@ def start_attempt(
         if why == CORRECTION:
             repairs = int(attributes.get("toolrelay.repairs", 0)) + 1
             request.set_attribute("toolrelay.repairs", repairs)
-    return _tracer.start_span(
+    return active_tracer.start_span(
         f"chat {model}",
         kind=_client_kind(),
         attributes={
@@ -99,9 +96,9 @@ def end_attempt(
 
 def tool_span(name: str, call_id: str) -> Any:
     """The span of one tool run, as a context manager (a no-op when traces are off)."""
-    if _tracer is None:
+    if active_tracer is None:
         return _NO_SPAN
-    return _tracer.start_as_current_span(
+    return active_tracer.start_as_current_span(
         f"execute_tool {name}",
         kind=_internal_kind(),
         attributes={
@@ -116,11 +113,11 @@ def turn_span(model: str, path: str) -> Any:
     """The span of one agent turn that is no HTTP request of its own (a ``/ws``
     session's turn: the root of its attempts and tool runs), as a context manager
     giving the span (None when traces are off)."""
-    if _tracer is None:
+    if active_tracer is None:
         return _NO_SPAN
     from opentelemetry.trace import SpanKind
 
-    return _tracer.start_as_current_span(
+    return active_tracer.start_as_current_span(
         "invoke_agent toolrelay",
         kind=SpanKind.SERVER,
         attributes={
@@ -135,7 +132,7 @@ def turn_span(model: str, path: str) -> Any:
 def under(span: Any) -> Any:
     """A context manager making ``span`` the current one: the parent of the spans
     made in a task other than the request's (the MCP SDK runs a call in its own)."""
-    if _tracer is None or span is None:
+    if active_tracer is None or span is None:
         return _NO_SPAN
     from opentelemetry.trace import use_span
 

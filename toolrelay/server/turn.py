@@ -31,6 +31,7 @@ from toolrelay.errors import ToolrelayError
 from toolrelay.events import Event
 from toolrelay.io.backends import BackendError
 from toolrelay.io.round import (
+    SERVED_BY,
     ContentRun,
     Finish,
     Opened,
@@ -38,7 +39,6 @@ from toolrelay.io.round import (
     RoundRequest,
     StreamItem,
     complete_routed,
-    served_by,
     stream_routed,
 )
 from toolrelay.io.settings import Settings
@@ -234,7 +234,7 @@ class TurnRoute(Generic[TurnT]):
         except Exception as exc:
             return await self._refuse(exc, send)
         finally:
-            loop_guard.counted(gateway.counters, turn.round.model, found, served_by())
+            loop_guard.counted(gateway.counters, turn.round.model, found, SERVED_BY.get())
 
     async def _refuse(self, exc: Exception, send: Send) -> str:
         """Answer ``exc`` before any stream started; the outcome for the counter."""

@@ -18,6 +18,7 @@ from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.facts import EVIDENCE, CapabilityCache, Fact
 from toolrelay.io.backends.http import ChunkStream, HttpClient, Limits
 from toolrelay.io.backends.probe import (
+    SHOWS_TEMPLATES,
     ChatTemplate,
     chat_template,
     detect_kind,
@@ -81,6 +82,10 @@ class Backend:
         url = split_url(config.url)
         # Without the URL's userinfo and query: those are credentials, sent by the client.
         self.base_url = url.base
+        # Read by the compiled round as attributes (each a Python frame less per
+        # round than a method): where its chat requests go, and whether the
+        # backend's own credentials replace the client's (see ``auth_for``).
+        self.chat_url = self.base_url + "/chat/completions"
         # The URL as it may be shown (/health, errors, logs): secrets hidden.
         self.shown_url = url.shown
         self.root_url = root_url(self.base_url)
@@ -90,14 +95,16 @@ class Backend:
             query=url.query,
             limits=limits,
         )
-        self._own_credentials = bool(config.api_key or url.authorization)
+        self.own_credentials = bool(config.api_key or url.authorization)
         self.facts = CapabilityCache(ttl=capability_ttl)
         # False: what answers teach serves their own request only (probes still count).
         self.learn_facts = learn_facts
         # A held-streams fact is tested again after this many requests or seconds.
         self.recheck_requests = recheck_requests
         self.recheck_seconds = recheck_seconds
-        self._kind: str | None = None if config.kind == "auto" else config.kind
+        # The server's kind once known (``kind`` detects it when configured as ``auto``):
+        # the compiled round reads it and awaits ``kind`` only while it is None.
+        self.known_kind: str | None = None if config.kind == "auto" else config.kind
         self._kind_lock = asyncio.Lock()
         # Per model: native rounds with tools since its last call (None: hint given).
         self._uncalled: dict[str, int | None] = {}
@@ -108,19 +115,17 @@ class Backend:
 
     async def kind(self) -> str:
         """The server's kind, detected once when configured as ``auto``."""
-        if self._kind is None:
+        if self.known_kind is None:
             async with self._kind_lock:
-                if self._kind is None:
-                    self._kind = await detect_kind(self.client, self.root_url)
-        return self._kind
+                if self.known_kind is None:
+                    self.known_kind = await detect_kind(self.client, self.root_url)
+        return self.known_kind
 
-    @property
-    def known_kind(self) -> str | None:
-        return self._kind
-
-    def _auth(self, client_auth: str | None) -> str | None:
-        # A configured key wins; without one the client's own credentials pass through.
-        return None if self._own_credentials else client_auth
+    def auth_for(self, client_auth: str | None) -> str | None:
+        """The ``Authorization`` a request sends: a configured key wins; without one
+        the client's own credentials pass through. (The compiled round writes this
+        out from ``own_credentials``.)"""
+        return None if self.own_credentials else client_auth
 
     async def complete(self, body: dict[str, Any], *, auth: str | None = None) -> dict[str, Any]:
         """POST ``/chat/completions`` without streaming and return the answer.
@@ -130,9 +135,7 @@ class Backend:
         body = {**body, "stream": False}
         # Servers reject stream_options on a request that does not stream.
         body.pop("stream_options", None)
-        answer = await self.client.request_json(
-            "POST", self.base_url + "/chat/completions", body, self._auth(auth)
-        )
+        answer = await self.client.request_json("POST", self.chat_url, body, self.auth_for(auth))
         if not isinstance(answer, dict):
             raise BackendError(502, "backend answered with something other than a JSON object")
         return answer
@@ -143,9 +146,9 @@ class Backend:
         """POST a streamed ``/chat/completions``; returns once the headers are in.
         ``plain``: content-only chunks come as their text (:class:`ChunkStream`)."""
         return await self.client.open_stream(
-            self.base_url + "/chat/completions",
+            self.chat_url,
             {**body, "stream": True},
-            self._auth(auth),
+            self.auth_for(auth),
             plain=plain,
         )
 
@@ -162,7 +165,7 @@ class Backend:
     async def list_models(self, *, auth: str | None = None) -> dict[str, Any]:
         """The backend's ``GET /models`` answer, as it gave it."""
         answer = await self.client.request_json(
-            "GET", self.base_url + "/models", auth=self._auth(auth)
+            "GET", self.base_url + "/models", auth=self.auth_for(auth)
         )
         if not isinstance(answer, dict):
             raise BackendError(502, "backend's model list is not a JSON object")
@@ -192,7 +195,7 @@ class Backend:
             return "rescue"
         native = self.facts.get(model, "native_tools")
         if native is None:
-            kind = await self.kind()
+            kind = self.known_kind or await self.kind()
             if kind not in _PROBED_KINDS:
                 return "native"
             probed = await probe_native_tools(self.client, self.root_url, kind, model)
@@ -231,7 +234,12 @@ class Backend:
         kwargs = body.get("chat_template_kwargs")
         if not isinstance(kwargs, dict):
             kwargs = {}
-        template = await self._chat_template(model)
+        # Only llama.cpp and Ollama show a template: other kinds are not asked.
+        template = (
+            await self._chat_template(model)
+            if self.known_kind is None or self.known_kind in SHOWS_TEMPLATES
+            else None
+        )
         if template is not None:
             key = (model, _kwargs_key(kwargs))
             if key not in self._template_opens:
@@ -285,7 +293,7 @@ class Backend:
         because its streams lose calls; every ``recheck_requests`` requests or
         ``recheck_seconds`` one is streamed anyway, to test the fact again."""
         fact: Fact = "swallows_streamed_calls"
-        if not self.knows(model, fact):
+        if not self.facts.get(model, fact):
             return False
         if self.facts.recheck_due(model, fact, self.recheck_requests, self.recheck_seconds):
             log.info(

@@ -649,7 +649,8 @@ class HttpClient:
         send = functools.partial(
             aiohttp.ClientSession.request,
             method=method,
-            url=with_query(url, self._query),
+            # with_query is Python: without a query of its own the URL goes as it is.
+            url=with_query(url, self._query) if self._query else url,
             data=data,
             headers=_headers(data is not None, auth),
             allow_redirects=self.limits.follow_redirects,

@@ -93,7 +93,9 @@ class Fleet:
         member = self.members[backend.name]
         self._recent[backend.name].append(True)
         self._checked_out.discard(backend.name)
-        if balance.succeeded(member):
+        # A member whose failures and time out are both 0 has nothing to reset, nor
+        # to tell: balance's Python function is called only for one that has.
+        if (member.failures != 0 or member.out_until != 0.0) and balance.succeeded(member):
             log.info("backend %s at %s answers: back in service", backend.name, backend.shown_url)
             self._changed(backend, member)
 

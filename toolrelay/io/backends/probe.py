@@ -127,6 +127,11 @@ class ChatTemplate:
     eos: str = ""
 
 
+# The kinds whose servers show their chat templates (to ``chat_template``);
+# every other kind's is None without a request.
+SHOWS_TEMPLATES = frozenset({"llamacpp", "ollama"})
+
+
 async def chat_template(
     client: HttpClient, root: str, kind: str, model: str
 ) -> ChatTemplate | None:

@@ -45,9 +45,10 @@ from toolrelay.io.round.request import (
     build_round,
     reply_events,
 )
-from toolrelay.io.round.routed import complete_routed, served_by, serving, stream_routed
+from toolrelay.io.round.routed import SERVED_BY, complete_routed, serving, stream_routed
 
 __all__ = [
+    "SERVED_BY",
     "TOOL_FIELDS",
     "ContentRun",
     "Finish",
@@ -59,7 +60,6 @@ __all__ = [
     "complete_round",
     "complete_routed",
     "reply_events",
-    "served_by",
     "serving",
     "stream_round",
     "stream_routed",

@@ -28,7 +28,7 @@ from toolrelay.events import ContentDelta, ToolCallStart
 from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
-from toolrelay.io.recording import next_attempt_because, recording
+from toolrelay.io.recording import CURRENT_RECORD, next_attempt_because
 from toolrelay.io.round.batches import Stage
 from toolrelay.io.round.body import injected_texts
 from toolrelay.io.round.checked import checked_stages, complete_checked, joined_warnings, usage_sum
@@ -72,7 +72,7 @@ async def complete_round(backend: Backend, req: RoundRequest, counters: Counters
     else:
         # Never empty-handed, nothing to check: the layers above the attempt are skipped.
         reply = await complete_without_tools(backend, req, counters)
-    record = recording()
+    record = CURRENT_RECORD.get()
     if record is not None:
         record.answer_out(len(reply.calls), reply.warning)
     return reply
@@ -117,7 +117,7 @@ def stream_round_stages(
     there, one generator fewer on each batch's path."""
     stages = checked_stages(backend, req, counters)
     # Nothing to re-ask without tools (a round without tools is never empty-handed).
-    if req.has_tools or recording() is not None:
+    if req.has_tools or CURRENT_RECORD.get() is not None:
         stages.append(_Answered(backend, req, counters))
     # The stages read events: no run reaches them.
     items = stream_handling_fallbacks(
@@ -216,7 +216,7 @@ class _Answered:
         self.req = req
         self.counters = counters
         self.spoke = False
-        self.record = recording()
+        self.record = CURRENT_RECORD.get()
         self.calls = 0
 
     def batch(self, batch: list[StreamItem]) -> list[StreamItem]:

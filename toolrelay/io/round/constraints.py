@@ -118,7 +118,8 @@ async def round_constraint(
 async def _chosen(
     backend: Backend, req: RoundRequest, mode: RoundMode, *, whole: bool
 ) -> Constraint | None:
-    kind = await backend.kind()
+    # Known once detected (or configured): ``kind``'s Python coroutine only until then.
+    kind = backend.known_kind or await backend.kind()
     tools = _constrained_tools(req)
     if req.correcting:
         whole = True
@@ -137,7 +138,9 @@ async def _chosen(
 async def _no_marker(backend: Backend, req: RoundRequest, mode: RoundMode) -> Constraint | None:
     """``tool_choice: "none"`` on the rescue path: a grammar (llama.cpp) of text
     without the call marker. Native rounds leave "none" to the server."""
-    if mode != "rescue" or not _usable(backend, req, await backend.kind(), "grammar"):
+    if mode != "rescue":
+        return None
+    if not _usable(backend, req, backend.known_kind or await backend.kind(), "grammar"):
         return None
     grammar = text_without(TOOL_CALL_OPEN)
     if grammar is None:

@@ -12,7 +12,7 @@ from typing import Any
 from toolrelay.events import CallRejected, Event, ToolCallEnd
 from toolrelay.io import spans
 from toolrelay.io.backends.backend import Backend, RoundMode
-from toolrelay.io.recording import RequestRecord, attempt_why, recording
+from toolrelay.io.recording import CURRENT_RECORD, RequestRecord, attempt_why
 from toolrelay.io.round.body import parse_format
 from toolrelay.io.round.request import Reply, RoundRequest, reply_events
 
@@ -94,7 +94,7 @@ class ObservedAttempt:
 def observe(
     backend: Backend, req: RoundRequest, mode: RoundMode, body: dict[str, Any], *, stream: bool
 ) -> ObservedAttempt | None:
-    record = recording()
-    if record is None and not spans.tracing():
+    record = CURRENT_RECORD.get()
+    if record is None and spans.active_tracer is None:
         return None
     return ObservedAttempt(record, backend, req, mode, body, stream)

@@ -36,7 +36,14 @@ def stream_handling_fallbacks(
     caller takes a read's plain content as one :class:`ContentRun` where
     nothing reads the content on the way (no parser, no echo cleaner)."""
     if req.has_tools and (
-        req.plan.mode == "required" or not req.stream_tools or backend.holds_streams(req.model)
+        req.plan.mode == "required"
+        or not req.stream_tools
+        # holds_streams holds none whose fact is not held: the fact's lookup (compiled)
+        # first spares the common request holds_streams' Python frame.
+        or (
+            backend.facts.get(req.model, "swallows_streamed_calls")
+            and backend.holds_streams(req.model)
+        )
     ):
         return _stream_finished_reply(backend, req, counters, patience)
     return _relay_single_stream(backend, req, counters, patience, runs)
