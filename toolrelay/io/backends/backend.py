@@ -64,9 +64,6 @@ _PROBED_KINDS = frozenset({"ollama", "llamacpp", "lmstudio"})
 
 
 class Backend:
-    # Native rounds with tools and never a call, after which a hint is logged.
-    UNCALLED_ROUNDS_HINT = 3
-
     def __init__(
         self,
         config: BackendConfig,
@@ -106,8 +103,9 @@ class Backend:
         # the compiled round reads it and awaits ``kind`` only while it is None.
         self.known_kind: str | None = None if config.kind == "auto" else config.kind
         self._kind_lock = asyncio.Lock()
-        # Per model: native rounds with tools since its last call (None: hint given).
-        self._uncalled: dict[str, int | None] = {}
+        # Per model: native rounds with tools and no call so far (None: the hint was
+        # given, or the model called); counted by the round's ``watch_silence``.
+        self.uncalled: dict[str, int | None] = {}
         # Per model: its chat template (None: the server shows none) and until when.
         self._templates: dict[str, tuple[float, ChatTemplate | None]] = {}
         # Per (model, chat_template_kwargs): does the rendered prompt open reasoning?
@@ -314,20 +312,6 @@ class Backend:
                 self.name,
                 model,
             )
-
-    def count_uncalled_round(self, model: str, called: bool) -> bool:
-        """Count a native round with tools; True once per model, when
-        ``UNCALLED_ROUNDS_HINT`` such rounds in a row brought no call at all."""
-        count = self._uncalled.get(model, 0)
-        if count is None:
-            return False
-        if called:
-            # A model that calls sees the tools: nothing to hint at, ever.
-            self._uncalled[model] = None
-            return False
-        count += 1
-        self._uncalled[model] = None if count >= self.UNCALLED_ROUNDS_HINT else count
-        return count >= self.UNCALLED_ROUNDS_HINT
 
     def knows(self, model: str, fact: Fact) -> bool:
         return bool(self.facts.get(model, fact))

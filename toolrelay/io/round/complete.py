@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from toolrelay.io.backends.backend import Backend, RoundMode
 from toolrelay.io.backends.errors import BackendError, Refusal
@@ -33,6 +33,9 @@ from toolrelay.io.round.observed import ObservedAttempt, observe
 from toolrelay.io.round.request import Reply, RoundRequest, has_tool_history
 
 log = logging.getLogger("toolrelay.rounds")
+
+# Native rounds with tools and never a call, after which a hint is logged.
+UNCALLED_ROUNDS_HINT: Final = 3
 
 _T = TypeVar("_T")
 
@@ -242,10 +245,22 @@ def _refusal(
 
 def watch_silence(backend: Backend, req: RoundRequest, mode: RoundMode, called: bool) -> None:
     """Hint, once per model, at a proxy that strips ``tools`` (or a model without
-    tool support): native rounds with tools that never once bring a call."""
+    tool support): ``UNCALLED_ROUNDS_HINT`` native rounds with tools in a row that
+    bring no call at all. (Counted here, compiled, in the backend's ``uncalled``: a
+    method of Backend would be a Python frame every round.)"""
     if mode != "native" or req.plan.mode == "none":
         return
-    if backend.count_uncalled_round(req.model, called):
+    uncalled = backend.uncalled
+    count = uncalled.get(req.model, 0)
+    if count is None:
+        return
+    if called:
+        # A model that calls sees the tools: nothing to hint at, ever.
+        uncalled[req.model] = None
+        return
+    count += 1
+    uncalled[req.model] = None if count >= UNCALLED_ROUNDS_HINT else count
+    if count >= UNCALLED_ROUNDS_HINT:
         log.warning(
             "model %s on backend %s has answered %d requests with tools without one tool "
             "call. If a proxy in front of the server strips `tools`, or the model has no "
@@ -254,7 +269,7 @@ def watch_silence(backend: Backend, req: RoundRequest, mode: RoundMode, called: 
             "--backend URL --model %s` tells which.",
             req.model,
             backend.name,
-            backend.UNCALLED_ROUNDS_HINT,
+            UNCALLED_ROUNDS_HINT,
             req.model,
         )
 
