@@ -21,6 +21,7 @@ from toolrelay.io.round.body import backend_body
 from toolrelay.io.round.opening import open_handling_refusals
 from toolrelay.io.round.streamed import stream_handling_fallbacks
 from toolrelay.io.settings import BackendConfig
+from toolrelay.server.asgi import read_body
 from toolrelay.server.background import BackgroundServer
 from toolrelay.simulator import Simulator, SimulatorConfig
 
@@ -90,12 +91,7 @@ def _refusing_backend(asked: list[tuple[str, bytes, bytes | None, bytes]]) -> An
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive, 1 << 20)
         auth = dict(scope["headers"]).get(b"authorization")
         asked.append((scope["path"], scope["query_string"], auth, body))
         headers = [(b"content-type", b"application/json")]
