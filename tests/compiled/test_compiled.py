@@ -10,6 +10,7 @@ errors, must be the same.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import json
 import os
@@ -54,6 +55,25 @@ def test_every_listed_module_runs_compiled_in_ci() -> None:
         module = sys.modules.get(path.removesuffix(".py").replace("/", "."))
         if module is not None:
             assert module.__file__ == str(_extension(path)), path
+
+
+@pytest.mark.skipif(PURE, reason="TOOLRELAY_PURE_PYTHON is set: nothing is compiled")
+def test_the_shared_library_exports_its_init_alone() -> None:
+    """setup.py builds the compiled modules with hidden symbols, so that their C
+    calls one another directly rather than through the PLT: the dynamic linker
+    finds the library's init function and none of the functions it holds (two
+    of mypyc's runtime helpers every build has stand for them)."""
+    library = PACKAGE.parent / f"toolrelay__mypyc{sysconfig.get_config_var('EXT_SUFFIX')}"
+    if not library.is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"no shared library at {library}")
+        pytest.skip("this install built no extensions (no C compiler?)")
+    if sys.platform == "win32":
+        pytest.skip("a DLL exports only what it declares")
+    loaded = ctypes.CDLL(str(library))
+    assert hasattr(loaded, "PyInit_toolrelay__mypyc")
+    for helper in ("CPy_AddTraceback", "CPyDict_GetItem"):
+        assert not hasattr(loaded, helper), helper
 
 
 class _PureWorker:
