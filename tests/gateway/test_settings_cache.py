@@ -47,12 +47,13 @@ def test_a_requests_options_are_the_settings_kept_or_not(models: list[str]) -> N
     """A request's reading takes round_options' kept options itself (the method is a
     Python frame): cold or kept, they are what round_options gives, a copy that a
     request's own choices do not reach."""
-    _CONFIGURED._lookups.options.clear()
+    _CONFIGURED.kept_round_options.clear()
     for model in models:
         options: dict[str, Any] = own_options({}, _CONFIGURED, model, None).round_options
         assert options == _CONFIGURED._round_options(model)
         options["profile"] = "changed by a request"
         assert _CONFIGURED.round_options(model) == _CONFIGURED._round_options(model)
+        assert _CONFIGURED.kept_round_options[(model, None)] == _CONFIGURED._round_options(model)
 
 
 def test_round_options_are_cached_per_backend_too(tmp_path: Path) -> None:

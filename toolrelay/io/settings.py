@@ -549,6 +549,14 @@ class Settings(BaseSettings):
         return _Lookups()
 
     @cached_property
+    def kept_round_options(self) -> dict[tuple[str, str | None], dict[str, Any]]:
+        """What ``round_options`` worked out, by model and backend name (None: the
+        model's own backend), for a reader that must not pay a Python frame a
+        request: read ``(model, None)`` here before calling it, copy what is found
+        (the kept dict is shared)."""
+        return self._lookups.options
+
+    @cached_property
     def model_names(self) -> ModelNames:
         """Client model names to backend ones: the aliases and the ``model`` catch-all."""
         return ModelNames(map(parse_alias, self.model_alias), self.model)

@@ -63,7 +63,7 @@ def own_options(
     else the settings."""
     # A copy of its own (completed below) of the options round_options keeps for
     # the model, read here first: the method is a Python frame every request.
-    kept = settings._lookups.options.get((model, None))
+    kept = settings.kept_round_options.get((model, None))
     configured = dict(kept) if kept is not None else settings.round_options(model)
     # Most bodies choose none of the fields: each is then the model's own, not
     # looked up in the body (checked as a choice is all the same).
