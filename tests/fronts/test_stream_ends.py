@@ -288,3 +288,61 @@ def test_an_opened_item_is_its_literal(item_id: str, call_id: str, name: str) ->
         ("status", "in_progress"),
     ]
     assert message["content"] is not other["content"]
+
+
+def _streamed(builder: ResponseBuilder, events: list[Event], end: Finish) -> bytes:
+    """The bytes of a whole stream of ``events`` ended by ``end``."""
+    written = [builder.start(), *(builder.stream_event(event) for event in events)]
+    return b"".join(filter(None, written)) + builder.finish_bytes(end, {})
+
+
+@settings(max_examples=400, deadline=None)
+@given(EVENTS, st.booleans(), st.sampled_from(["plain", "custom", "namespaced"]), FINISH)
+def test_a_first_item_kept_as_its_close_wrote_it_is_its_json(
+    events: list[Event], reasoning: bool, calls: str, end: Finish
+) -> None:
+    """The first output item's JSON kept at its close (for a stream of it alone
+    to complete with) is orjson's encoding of the item as the stream ends, for
+    any stream: every later event leaves it as it was."""
+    builder = ResponseBuilder(
+        "m",
+        {},
+        reasoning,
+        frozenset({"get_weather"} if calls == "custom" else ()),
+        namespaced={"get_weather": ("mcp", "weather")} if calls == "namespaced" else None,
+    )
+    _streamed(builder, events, end)
+    if builder._first_item:
+        assert builder._first_item == orjson.dumps(builder.response["output"][0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.tuples(st.just("text"), TEXT.filter(str.strip)), st.tuples(st.just("call"), arguments)
+    ),
+    st.lists(st.integers(0, 40), max_size=4),
+    FINISH,
+)
+def test_a_stream_of_one_item_completes_with_the_item_as_its_close_wrote_it(
+    item: tuple[str, Any], cuts: list[int], end: Finish
+) -> None:
+    """The usual stream, one message or one call, keeps its item's JSON at its
+    close (the completed output is then written from it, not encoded again), and
+    its bytes are the general path's (``test_a_responses_stream_is_the_general_bytes``
+    holds every other stream to them too)."""
+    events = events_of([item], cuts)
+
+    def builder_of() -> ResponseBuilder:
+        return ResponseBuilder("m", {"tools": [{"type": "function", "name": "get_weather"}]}, False)
+
+    with _numbered_ids():
+        builder = builder_of()
+        streamed = _streamed(builder, events, end)
+    output = builder.response["output"]
+    assert len(output) == 1
+    assert builder._first_item == orjson.dumps(output[0])
+    fast, _ = _responses_stream(True, builder_of, events, end, {})
+    general, _ = _responses_stream(False, builder_of, events, end, {})
+    assert b"".join(filter(None, fast)) == streamed
+    assert fast == general
