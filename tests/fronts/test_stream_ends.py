@@ -18,6 +18,7 @@ from typing import Any
 from unittest.mock import patch
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,12 +31,15 @@ from toolrelay.server.blocks import Blocks, sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import input_messages, output_messages
 from toolrelay.server.responses.wire import (
+    _COUNT_WRITTEN,
     _ECHOED,
     ResponseBuilder,
     _open_call_item,
     _open_message_item,
+    _outcome,
     _response,
     _started_response,
+    _usage_json,
     echo_json,
 )
 
@@ -346,3 +350,49 @@ def test_a_stream_of_one_item_completes_with_the_item_as_its_close_wrote_it(
     general, _ = _responses_stream(False, builder_of, events, end, {})
     assert b"".join(filter(None, fast)) == streamed
     assert fast == general
+
+
+# Counts of every size: the usual, those at and around the largest one written
+# in place and at orjson's bounds, and beyond them (which orjson refuses).
+EDGE = st.sampled_from(
+    [
+        _COUNT_WRITTEN - 1,
+        _COUNT_WRITTEN,
+        _COUNT_WRITTEN + 1,
+        -1,
+        -(2**63),
+        -(2**63) - 1,
+        2**63,
+        2**64 - 1,
+        2**64,
+    ]
+)
+COUNTS = (
+    st.none()
+    | st.integers(0, 10**6)
+    | EDGE
+    | INT
+    | st.integers()
+    | st.booleans()
+    | st.floats()
+    | st.text(max_size=2)
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    REASONS,
+    st.fixed_dictionaries({}, optional={"prompt_tokens": COUNTS, "completion_tokens": COUNTS}),
+)
+def test_a_usage_written_in_place_is_orjsons(reason: str, usage: dict[str, Any]) -> None:
+    """A finished response's usage written from its template is orjson's bytes
+    for any counts: the usual ones written in place, any other through orjson,
+    which refuses what it refused (an int beyond its range)."""
+    counts = _outcome(reason, usage)[2]
+    try:
+        expected = orjson.dumps(counts)
+    except orjson.JSONEncodeError:
+        with pytest.raises(orjson.JSONEncodeError):
+            _usage_json(counts)
+        return
+    assert _usage_json(counts) == expected
