@@ -18,6 +18,7 @@ from typing import Any
 from unittest.mock import patch
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,12 +31,15 @@ from toolrelay.server.blocks import Blocks, sse
 from toolrelay.server.errors import APIError
 from toolrelay.server.responses.request import input_messages, output_messages
 from toolrelay.server.responses.wire import (
+    _COUNT_WRITTEN,
     _ECHOED,
     ResponseBuilder,
     _open_call_item,
     _open_message_item,
+    _outcome,
     _response,
     _started_response,
+    _usage_json,
     echo_json,
 )
 
@@ -288,3 +292,107 @@ def test_an_opened_item_is_its_literal(item_id: str, call_id: str, name: str) ->
         ("status", "in_progress"),
     ]
     assert message["content"] is not other["content"]
+
+
+def _streamed(builder: ResponseBuilder, events: list[Event], end: Finish) -> bytes:
+    """The bytes of a whole stream of ``events`` ended by ``end``."""
+    written = [builder.start(), *(builder.stream_event(event) for event in events)]
+    return b"".join(filter(None, written)) + builder.finish_bytes(end, {})
+
+
+@settings(max_examples=400, deadline=None)
+@given(EVENTS, st.booleans(), st.sampled_from(["plain", "custom", "namespaced"]), FINISH)
+def test_a_first_item_kept_as_its_close_wrote_it_is_its_json(
+    events: list[Event], reasoning: bool, calls: str, end: Finish
+) -> None:
+    """The first output item's JSON kept at its close (for a stream of it alone
+    to complete with) is orjson's encoding of the item as the stream ends, for
+    any stream: every later event leaves it as it was."""
+    builder = ResponseBuilder(
+        "m",
+        {},
+        reasoning,
+        frozenset({"get_weather"} if calls == "custom" else ()),
+        namespaced={"get_weather": ("mcp", "weather")} if calls == "namespaced" else None,
+    )
+    _streamed(builder, events, end)
+    if builder._first_item:
+        assert builder._first_item == orjson.dumps(builder.response["output"][0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.tuples(st.just("text"), TEXT.filter(str.strip)), st.tuples(st.just("call"), arguments)
+    ),
+    st.lists(st.integers(0, 40), max_size=4),
+    FINISH,
+)
+def test_a_stream_of_one_item_completes_with_the_item_as_its_close_wrote_it(
+    item: tuple[str, Any], cuts: list[int], end: Finish
+) -> None:
+    """The usual stream, one message or one call, keeps its item's JSON at its
+    close (the completed output is then written from it, not encoded again), and
+    its bytes are the general path's (``test_a_responses_stream_is_the_general_bytes``
+    holds every other stream to them too)."""
+    events = events_of([item], cuts)
+
+    def builder_of() -> ResponseBuilder:
+        return ResponseBuilder("m", {"tools": [{"type": "function", "name": "get_weather"}]}, False)
+
+    with _numbered_ids():
+        builder = builder_of()
+        streamed = _streamed(builder, events, end)
+    output = builder.response["output"]
+    assert len(output) == 1
+    assert builder._first_item == orjson.dumps(output[0])
+    fast, _ = _responses_stream(True, builder_of, events, end, {})
+    general, _ = _responses_stream(False, builder_of, events, end, {})
+    assert b"".join(filter(None, fast)) == streamed
+    assert fast == general
+
+
+# Counts of every size: the usual, those at and around the largest one written
+# in place and at orjson's bounds, and beyond them (which orjson refuses).
+EDGE = st.sampled_from(
+    [
+        _COUNT_WRITTEN - 1,
+        _COUNT_WRITTEN,
+        _COUNT_WRITTEN + 1,
+        -1,
+        -(2**63),
+        -(2**63) - 1,
+        2**63,
+        2**64 - 1,
+        2**64,
+    ]
+)
+COUNTS = (
+    st.none()
+    | st.integers(0, 10**6)
+    | EDGE
+    | INT
+    | st.integers()
+    | st.booleans()
+    | st.floats()
+    | st.text(max_size=2)
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    REASONS,
+    st.fixed_dictionaries({}, optional={"prompt_tokens": COUNTS, "completion_tokens": COUNTS}),
+)
+def test_a_usage_written_in_place_is_orjsons(reason: str, usage: dict[str, Any]) -> None:
+    """A finished response's usage written from its template is orjson's bytes
+    for any counts: the usual ones written in place, any other through orjson,
+    which refuses what it refused (an int beyond its range)."""
+    counts = _outcome(reason, usage)[2]
+    try:
+        expected = orjson.dumps(counts)
+    except orjson.JSONEncodeError:
+        with pytest.raises(orjson.JSONEncodeError):
+            _usage_json(counts)
+        return
+    assert _usage_json(counts) == expected

@@ -163,22 +163,30 @@ class ResponseBuilder(Blocks):
         self._index = -1
         # The open message item's text delta between its sequence number and its
         # text; what stands between a run's number and its text, the opening quote
-        # included; and the item's id as JSON and its id and index as its events
-        # name them (set when the item opens).
+        # included; and the item's id (hex after its prefix: its JSON is it between
+        # quotes, which the templates hold) and its id and index as its events name
+        # them (set when the item opens).
         self._text_delta_where = b""
         self._run_where = ""
-        self._item_json = b""
+        self._text_item_id = b""
         self._text_where = b""
         # The open function_call item's delta between its sequence number and its
-        # fragment (b"" for a call said through the general path), its id and name
-        # (JSON) and the item up to its arguments (set when the call opens).
+        # fragment (b"" for a call said through the general path), its id (hex
+        # after its prefix, as the text item's) and name (JSON) and the item up to
+        # its arguments (set when the call opens).
         self._call_where = b""
-        self._call_json = b""
+        self._call_item_id = b""
         self._call_name = b""
         self._call_item_head = b""
         # The started response's JSON (set by ``start``): its head, echo and model
         # are the completed response's.
         self._snapshot = b""
+        # The first output item's JSON as its byte writer closed it (b"" until
+        # then, and for one closed through the general path): a stream of that
+        # item alone completes with it as its output, not the item encoded again.
+        # The item is not changed after its close, and only the first is kept
+        # (one value, not a list of every item's JSON carried through the stream).
+        self._first_item = b""
         # ``echo_json(echo)`` when known ahead (a kept tool list's, or no echo at
         # all), for ``start`` to write the response around it; b"" when not.
         self._echoed = echoed or (b"" if echo else _NO_ECHO)
@@ -249,12 +257,12 @@ class ResponseBuilder(Blocks):
         # The item's event and its part's.
         return (
             b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
-            b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message",'
+            b'"sequence_number":%d,"output_index":%d,"item":{"id":"%b","type":"message",'
             b'"role":"assistant","content":[],"status":"in_progress"}}\n\n'
             b'event: response.content_part.added\ndata: {"type":"response.content_part.added",'
             b'"sequence_number":%d,%b,"content_index":0,"part":{"type":"output_text","text":"",'
             b'"annotations":[],"logprobs":[]}}\n\n'
-        ) % (sequence, self._index, self._item_json, sequence + 1, self._text_where)
+        ) % (sequence, self._index, self._text_item_id, sequence + 1, self._text_where)
 
     def call_open_bytes(self, start: ToolCallStart) -> bytes | None:
         name = start.name
@@ -263,7 +271,7 @@ class ResponseBuilder(Blocks):
             return None
         # The item made here, not through _new_item and _other_item (two calls
         # less a call; the text block's templates not looked at).
-        item_id = _PREFIXES["call"] + unique_hex()
+        item_id = "fc_" + unique_hex()  # _PREFIXES["call"], not looked up
         item = _open_call_item(item_id, start)
         output = self._output
         output.append(item)
@@ -276,16 +284,15 @@ class ResponseBuilder(Blocks):
         # its deltas say between their number and fragment, its name, and the item
         # as it stands before its arguments, which its open says too.
         # (The id's JSON is the id between quotes: it is hex after its prefix.)
-        item_json = b'"%b"' % item_id.encode()
+        said_id = item_id.encode()
         call_id: bytes = _dumps(start.id)
         name_json: bytes = _dumps(name)
-        self._call_json = item_json
-        self._call_where = b',"item_id":%b,"output_index":%d,"delta":' % (item_json, index)
+        self._call_item_id = said_id
+        self._call_where = b',"item_id":"%b","output_index":%d,"delta":' % (said_id, index)
         self._call_name = name_json
-        self._call_item_head = head = b'{"id":%b,"type":"function_call","call_id":%b,"name":%b' % (
-            item_json,
-            call_id,
-            name_json,
+        self._call_item_head = head = (
+            b'{"id":"%b","type":"function_call","call_id":%b,"name":%b'
+            % (said_id, call_id, name_json)
         )
         return (
             b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
@@ -315,24 +322,26 @@ class ResponseBuilder(Blocks):
         sequence = self._sequence
         self._sequence += 2
         index = self._index
+        # The item's JSON, as its event says it (and, the first, as the output does).
+        written = b'%b,"arguments":%b,"status":"completed"}' % (self._call_item_head, said)
+        if index == 0:
+            self._first_item = written
         # The arguments' event and the item's.
         return (
             b"event: response.function_call_arguments.done\n"
             b'data: {"type":"response.function_call_arguments.done","sequence_number":%d,'
-            b'"item_id":%b,"output_index":%d,"name":%b,"arguments":%b}\n\n'
+            b'"item_id":"%b","output_index":%d,"name":%b,"arguments":%b}\n\n'
             b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
-            b'"sequence_number":%d,"output_index":%d,"item":%b,"arguments":%b,'
-            b'"status":"completed"}}\n\n'
+            b'"sequence_number":%d,"output_index":%d,"item":%b}\n\n'
         ) % (
             sequence,
-            self._call_json,
+            self._call_item_id,
             index,
             self._call_name,
             said,
             sequence + 1,
             index,
-            self._call_item_head,
-            said,
+            written,
         )
 
     def _new_item(self, kind: Kind, start: ToolCallStart | None) -> dict[str, Any]:
@@ -346,9 +355,10 @@ class ResponseBuilder(Blocks):
         self._item_id = item["id"]
         self._index = len(self._output) - 1
         if kind == "text":
-            self._item_json = _dumps(self._item_id)
+            # (The id's JSON is the id between quotes: it is hex after its prefix.)
+            said_id = self._text_item_id = self._item_id.encode()
             # The item's id and index as every event of the item names them (``_where``).
-            self._text_where = b'"item_id":%b,"output_index":%d' % (self._item_json, self._index)
+            self._text_where = b'"item_id":"%b","output_index":%d' % (said_id, self._index)
             where = b',%b,"content_index":0,"delta":' % self._text_where
             self._text_delta_where = where
             self._run_where = (where + b'"').decode()
@@ -520,26 +530,27 @@ class ResponseBuilder(Blocks):
         events, the whole response once); otherwise built whole."""
         if extra or (self._kind is not None and self._kind != "text"):
             return b"".join(map(sse, self.finish(finish, extra)))
-        out = b""
-        if self._kind is not None:
-            out = self._text_done(self._take_block()[1])
+        closed = self._text_done(self._take_block()[1]) if self._kind is not None else b""
         kind = self._finished(finish, extra)
         sequence = self._sequence
         self._sequence += 1
-        return out + self._ended(kind, sequence)
+        return self._ended(closed, kind, sequence)
 
-    def _ended(self, kind: str, sequence: int) -> bytes:
-        """The last event, ``kind``, numbered ``sequence``, with the whole response
-        (``finish_bytes``'s, no keys of toolrelay's own added). A completed stream
-        that ``start`` opened reuses the started response's head and echo: only
-        its output and usage are encoded (the response's other keys the stream
-        never changes)."""
+    def _ended(self, closed: bytes, kind: str, sequence: int) -> bytes:
+        """``closed`` (the events closing the open block, if any) and the last
+        event, ``kind``, numbered ``sequence``, with the whole response
+        (``finish_bytes``'s, no keys of toolrelay's own added), formatted as one:
+        the response's event is the stream's biggest, and adding it to the other
+        events copies both again. A completed stream that ``start`` opened reuses
+        the started response's head and echo: only its output and usage are
+        written (the response's other keys the stream never changes)."""
         response = self.response
         snapshot = self._snapshot
         if kind != "response.completed" or not snapshot:
             named = kind.encode()
             whole: bytes = _dumps(response)
-            return b'event: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}\n\n' % (
+            return b'%bevent: %b\ndata: {"type":"%b","sequence_number":%d,"response":%b}\n\n' % (
+                closed,
                 named,
                 named,
                 sequence,
@@ -551,17 +562,21 @@ class ResponseBuilder(Blocks):
         status_at = len(response_id) + len(str(created_at)) + _HEAD_LENGTH
         head = snapshot[:status_at]
         echo = snapshot[status_at + _STARTED_STATUS_LENGTH : len(snapshot) - _STARTED_TAIL_LENGTH]
-        # The output and usage, each encoded by itself (a dict of the four keys
+        # The output and usage, each written by itself (a dict of the four keys
         # after the echo, made to be encoded once, costs more): the truncation and
         # user are the started response's, which no stream changes.
-        output: bytes = _dumps(response["output"])
-        usage: bytes = _dumps(response["usage"])
+        # A stream of one item closed by its byte writer (the usual stream: one
+        # call, or one message) has its output as that close wrote the item.
+        items: list[dict[str, Any]] = response["output"]
+        first = self._first_item
+        output: bytes = b"[%b]" % first if first and len(items) == 1 else _dumps(items)
+        usage = _usage_json(response["usage"])
         return (
-            b'event: response.completed\ndata: {"type":"response.completed","sequence_number":%d,'
-            b'"response":%b"status":"completed","background":false,"error":null,'
-            b'"incomplete_details":null,%b,"output":%b,"truncation":"disabled","usage":%b,'
-            b'"user":null}}\n\n'
-        ) % (sequence, head, echo, output, usage)
+            b'%bevent: response.completed\ndata: {"type":"response.completed",'
+            b'"sequence_number":%d,"response":%b"status":"completed","background":false,'
+            b'"error":null,"incomplete_details":null,%b,"output":%b,"truncation":"disabled",'
+            b'"usage":%b,"user":null}}\n\n'
+        ) % (closed, sequence, head, echo, output, usage)
 
     def _text_done(self, text: str) -> bytes:
         """The open message item closed with ``text``: :meth:`close`'s events for
@@ -573,6 +588,14 @@ class ResponseBuilder(Blocks):
         self._sequence += 3
         said: bytes = _dumps(text)
         where = self._text_where
+        index = self._index
+        # The item's JSON, as its event says it (and, the first, as the output does).
+        written = (
+            b'{"id":"%b","type":"message","role":"assistant","content":[{"type":"output_text",'
+            b'"text":%b,"annotations":[],"logprobs":[]}],"status":"completed"}'
+        ) % (self._text_item_id, said)
+        if index == 0:
+            self._first_item = written
         # Its text's two events and the item's.
         return (
             b'event: response.output_text.done\ndata: {"type":"response.output_text.done",'
@@ -581,21 +604,8 @@ class ResponseBuilder(Blocks):
             b'"sequence_number":%d,%b,"content_index":0,"part":{"type":"output_text","text":%b,'
             b'"annotations":[],"logprobs":[]}}\n\n'
             b'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
-            b'"sequence_number":%d,"output_index":%d,"item":{"id":%b,"type":"message",'
-            b'"role":"assistant","content":[{"type":"output_text","text":%b,"annotations":[],'
-            b'"logprobs":[]}],"status":"completed"}}\n\n'
-        ) % (
-            sequence,
-            where,
-            said,
-            sequence + 1,
-            where,
-            said,
-            sequence + 2,
-            self._index,
-            self._item_json,
-            said,
-        )
+            b'"sequence_number":%d,"output_index":%d,"item":%b}\n\n'
+        ) % (sequence, where, said, sequence + 1, where, said, sequence + 2, index, written)
 
     def _finished(self, finish: Finish, extra: dict[str, Any]) -> str:
         """The response's status, why it is incomplete and its usage set, with
@@ -808,6 +818,36 @@ def _outcome(
     if incomplete:
         return "incomplete", {"reason": incomplete}, counts
     return "completed", None, counts
+
+
+# The largest count ``_usage_json`` writes in place: the largest int mypyc holds
+# unboxed (2**62 - 1), so that its checks are comparisons of machine words, well
+# within what orjson writes as it is (up to 2**64 - 1).
+_COUNT_WRITTEN: Final = 4611686018427387903
+
+
+def _usage_json(usage: dict[str, Any]) -> bytes:
+    """``orjson.dumps(usage)`` of a finished response's usage (``_outcome``'s):
+    the usual counts, ints from 0 to ``_COUNT_WRITTEN``, written into its
+    template (1,600 instructions, callgrind, where orjson's call and its walk of
+    the usage and its details cost some 2,100); any other through orjson (which
+    refuses an int out of its range, as it did)."""
+    given = usage["input_tokens"]
+    made = usage["output_tokens"]
+    if (
+        type(given) is int
+        and type(made) is int
+        and 0 <= given <= _COUNT_WRITTEN
+        and 0 <= made <= _COUNT_WRITTEN
+    ):
+        # The total is the two counts' sum (``_outcome``'s), not read again.
+        return (
+            b'{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0,'
+            b'"cache_write_tokens":0},"output_tokens":%d,'
+            b'"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}'
+        ) % (given, made, given + made)
+    written: bytes = _dumps(usage)
+    return written
 
 
 def _message_item(text: str) -> dict[str, Any]:
