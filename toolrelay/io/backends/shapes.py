@@ -99,12 +99,14 @@ class _Shape:
         "between",
         "calls",
         "choice",
+        "choice_nested",
         "head",
         "holes",
         "length",
         "starts",
         "tail",
         "usage",
+        "usage_nested",
         "used",
     )
 
@@ -130,6 +132,8 @@ class _Shape:
         self.usage: dict[str, Any] | None = usage if type(usage) is dict and usage else None
         if self.usage is None and self.choice is not None and _inert(self.choice):
             self.choice = None
+        self.choice_nested = _nested(self.choice)
+        self.usage_nested = _nested(self.usage)
         self.used = False  # it read a line: it keeps its place
 
     def read(self, line: bytes) -> dict[str, Any] | None:
@@ -155,9 +159,9 @@ class _Shape:
         self.used = True
         read: dict[str, Any] = {}
         if self.choice is not None:
-            read["choices"] = [_copied(self.choice)]
+            read["choices"] = [_fresh(self.choice, self.choice_nested)]
         if self.usage is not None:
-            usage: dict[str, Any] = _copied(self.usage)
+            usage = _fresh(self.usage, self.usage_nested)
             for hole in self.holes:
                 if hole.usage:
                     usage[hole.key] = _number(line, hole.start, hole.end)
@@ -174,6 +178,22 @@ class _Shape:
         return False
 
 
+def _nested(values: dict[str, Any] | None) -> list[str]:
+    """The keys of ``values`` that hold a dict or a list."""
+    if values is None:
+        return []
+    return [key for key, value in values.items() if type(value) is dict or type(value) is list]
+
+
+def _fresh(values: dict[str, Any], nested: list[str]) -> dict[str, Any]:
+    """``values`` made again (:func:`_copied`), told the keys that hold a dict or a
+    list (``nested``): a copy of it, those made again too."""
+    made = values.copy()
+    for key in nested:
+        made[key] = _copied(values[key])
+    return made
+
+
 def _number(line: bytes, start: int, end: int) -> int:
     """The integer whose digits stand in ``line`` from ``start`` to ``end``."""
     value = 0
@@ -185,17 +205,22 @@ def _number(line: bytes, start: int, end: int) -> int:
 class LineShapes:
     """The shapes of one backend's lines that carry no text (its streams' share)."""
 
-    __slots__ = ("_failures", "_shapes", "calls")
+    __slots__ = ("_by_length", "_failures", "_shapes", "calls")
 
     def __init__(self) -> None:
         self._shapes: list[_Shape] = []
+        # The shapes by their lines' length: most lines are of none (one lookup).
+        self._by_length: dict[int, list[_Shape]] = {}
         self._failures = _FAILURES
         self.calls = False  # the line read last holds the key of calls
 
     def read(self, line: bytes) -> dict[str, Any] | None:
         """What the round's chunk reader reads of an SSE line's chunk, when the line
         is in a learned shape (:meth:`_Shape.read`); None: decode it the usual way."""
-        for shape in self._shapes:
+        shapes = self._by_length.get(len(line))
+        if shapes is None:
+            return None
+        for shape in shapes:
             read = shape.read(line)
             if read is not None:
                 self.calls = shape.holds_calls(line)
@@ -218,11 +243,16 @@ class LineShapes:
         shape = _learned(payload, chunk, line)
         if shape is None:
             self._failures -= 1
-        elif place == len(shapes):
+            return
+        if place == len(shapes):
             shapes.append(shape)
         else:
             self._failures -= 1  # the one it replaces was learned in vain
             shapes[place] = shape
+        by_length: dict[int, list[_Shape]] = {}
+        for known in shapes:
+            by_length.setdefault(known.length, []).append(known)
+        self._by_length = by_length
 
 
 def _unused(shapes: list[_Shape]) -> int:
@@ -241,11 +271,12 @@ def _streams_own(chunk: dict[str, Any]) -> bool:
     delta = choices[0].get("delta")
     if not isinstance(delta, dict):
         return False
+    # (The calls first: on a stream with tools the lines decoded are its calls'.)
     return bool(
-        delta.get("content")
+        delta.get("tool_calls")
+        or delta.get("content")
         or delta.get("reasoning_content")
         or delta.get("reasoning")
-        or delta.get("tool_calls")
     )
 
 
