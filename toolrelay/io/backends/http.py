@@ -42,7 +42,8 @@ RETRY_AFTER = 1
 # An upstream chunk: decoded, or (a stream opened with ``plain=True``) the text
 # of a content-only chunk, read without decoding it, or a read's run of them
 # (:mod:`.plain`), or a call's argument fragment in its frame, read without
-# decoding the chunk (:mod:`.fragments`).
+# decoding the chunk (:mod:`.fragments`), or what the round's chunk reader reads
+# of a chunk in a shape an earlier stream taught (:mod:`.shapes`).
 Chunk = dict[str, Any] | str | ContentRun | ArgumentFragment
 
 
