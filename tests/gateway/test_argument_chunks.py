@@ -39,6 +39,7 @@ from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.fragments import ArgumentChunks, argument_fragment
 from toolrelay.io.backends.http import ChunkStream, Limits
 from toolrelay.io.backends.native import NativeStream
+from toolrelay.io.backends.shapes import LineShapes
 from toolrelay.io.round.body import ChunkReader
 from toolrelay.io.round.request import StreamItem
 from toolrelay.names import ToolSet
@@ -483,3 +484,333 @@ def test_a_usage_that_is_not_an_object_is_none() -> None:
         reader = ChunkReader(None, None, None)
         reader.take({"choices": [], "usage": usage}, [])
         assert reader.usage == taken
+
+
+# Lines read across a backend's streams through their learned shapes
+# (toolrelay.io.backends.shapes), against decoding every line.
+
+# A stream's id: vLLM's, the model's or a number's bytes (a look-alike of another
+# value), empty, escaped when written (a quote, a backslash, a control
+# character, a line separator), unicode, anything.
+STREAM_IDS = st.one_of(
+    st.builds("chatcmpl-{:016x}".format, st.integers(0, 2**64 - 1)),
+    st.builds("chatcmpl-{:016x}".format, st.integers(0, 2**64 - 1)),
+    st.builds("chatcmpl-{:x}".format, st.integers(0, 2**64)),
+    st.sampled_from(["m", "30", "7", "", 'a"b', "a\\b", "a\nb", "\u2028", "é😀"]),
+    st.text(max_size=5),
+)
+# Usage numbers: mostly of two digits (often the same as another's, and of the
+# same length as the last stream's), any, past the digits a hole holds,
+# negative, a boolean, a float.
+NUMBERS = st.one_of(
+    st.integers(10, 99),
+    st.integers(10, 99),
+    st.integers(10, 99),
+    st.integers(0, 10**12),
+    st.sampled_from([0, 10**17, 10**18, 10**19 - 1, -1, True, 1.5, 2.0]),
+)
+# ``created``: mostly a time's seconds (ten digits), or any such number.
+CREATED = st.one_of(st.integers(10**9, 10**10 - 1), st.integers(10**9, 10**10 - 1), NUMBERS)
+# What may stand in a learned shape's hole instead of a value written as orjson
+# writes it: escapes, a quote, numbers orjson writes otherwise or not at all,
+# more digits than a hole holds, blanks, a control character, bytes that are not
+# UTF-8, a lone surrogate, nothing.
+ODD_HOLES = [
+    b"\\u0041",
+    b'a\\"b',
+    b'a"b',
+    b"017",
+    b"-1",
+    b"1.0",
+    b"1e3",
+    b"1" * 25,
+    b" 1",
+    b"a\x01b",
+    b"a\xffb",
+    b"\\ud800",
+    b"",
+    b"1,2",
+]
+FINISH_REASONS = st.sampled_from(["tool_calls", "tool_calls", "stop", "length", None, ""])
+
+
+def _server_chunk(server: dict[str, Any], stream: dict[str, Any], body: dict[str, Any]) -> bytes:
+    """A chunk as ``server`` writes it in ``stream``: its id and created, ``body``
+    (choices, usage) after them or before them, compact or spaced, escaped or not,
+    now and then with its id twice (the last one counts)."""
+    top: dict[str, Any] = {"id": stream["id"], "object": "chat.completion.chunk"}
+    top["created"] = stream["created"]
+    top["model"] = server["model"]
+    if server["created_first"]:
+        top = {"created": top.pop("created"), **top}
+    chunk = {**body, **top} if server["body_first"] else {**top, **body}
+    separators = (", ", ": ") if server["spaced"] else (",", ":")
+    written = json.dumps(chunk, ensure_ascii=server["ascii"], separators=separators).encode()
+    if server["twice"]:
+        written = b'{"id":"twice",' + written[1:]
+    return written
+
+
+@st.composite
+def servers(draw: st.DrawFn) -> dict[str, Any]:
+    """How one backend writes its chunks: mostly as orjson does (vLLM's, SGLang's),
+    the id and created first; spaced, escaped, the choices first, created before
+    the id, an id twice sometimes."""
+    return {
+        "model": draw(st.sampled_from(["sim/bench", "m", "30", "chatcmpl-1f"])),
+        "created_first": draw(st.sampled_from([False, False, True])),
+        "body_first": draw(st.sampled_from([False, False, False, True])),
+        "spaced": draw(st.sampled_from([False, False, False, True])),
+        "ascii": draw(st.booleans()),
+        "twice": draw(st.sampled_from([False] * 7 + [True])),
+    }
+
+
+def _choice(delta: dict[str, Any], reason: Any = None, **more: Any) -> dict[str, Any]:
+    choice = {"index": 0, **more, "delta": delta, "logprobs": None, "finish_reason": reason}
+    return {"choices": [choice]}
+
+
+@st.composite
+def backend_streams(draw: st.DrawFn) -> list[list[bytes]]:
+    """A backend's streams (each its lines' payloads): each with its own id and
+    created, the role's chunk, content or a call, a finish and a usage chunk with
+    its own numbers (details nested sometimes), reasoning now and then, a
+    stream's own line with odd bytes in a hole of the first stream's."""
+    server = draw(servers())
+    streams: list[list[bytes]] = []
+    for _ in range(draw(st.integers(2, 4))):
+        if draw(st.booleans()):  # often the same as a decoy's
+            stream = {"id": draw(st.sampled_from(["chatcmpl-1", "chatcmpl-2"]))}
+            stream["created"] = draw(st.integers(0, 2))
+        else:
+            stream = {"id": draw(STREAM_IDS), "created": draw(CREATED)}
+        out: list[bytes] = []
+        kinds = ["role", "content", "reasoning", "call", "odd", "stop reason"]
+        kinds += ["finish", "usage"] * 3 + ["decoy"] * 2
+        for kind in draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=6)):
+            if kind == "role":
+                body = _choice({"role": "assistant", "content": ""}) | {"usage": None}
+                out.append(_server_chunk(server, stream, body))
+            elif kind == "content":
+                body = _choice({"content": draw(st.sampled_from(["Hi", "30", "m", ""]))})
+                out.append(_server_chunk(server, stream, body))
+            elif kind == "reasoning":
+                body = _choice({"reasoning_content": draw(st.sampled_from(["hm", ""]))})
+                out.append(_server_chunk(server, stream, body))
+            elif kind == "call":
+                start = {"index": 0, "id": "call_1", "type": "function"}
+                start["function"] = {"name": "get_weather"}
+                out.append(_server_chunk(server, stream, _choice({"tool_calls": [start]})))
+                fragment = _entry(0, draw(st.sampled_from(ARGUMENTS)))
+                out.append(_server_chunk(server, stream, _choice({"tool_calls": [fragment]})))
+            elif kind in ("finish", "stop reason", "decoy"):
+                # A decoy: the choice's own id and created, a stream's look-alikes,
+                # before the stream's own when the choices come first.
+                decoys = {"id": draw(st.sampled_from(["chatcmpl-1", "chatcmpl-2"]))}
+                decoys["created"] = draw(st.integers(0, 2))
+                more = decoys if kind == "decoy" else {}
+                body = _choice({}, draw(FINISH_REASONS), **more) | {"usage": None}
+                if kind == "stop reason":
+                    body["choices"][0]["stop_reason"] = draw(st.sampled_from(["END", 7, None]))
+                out.append(_server_chunk(server, stream, body))
+            elif kind == "usage":
+                usage = {
+                    key: draw(NUMBERS)
+                    for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+                }
+                if draw(st.sampled_from([False, False, True])):
+                    usage["prompt_tokens_details"] = {"cached_tokens": draw(NUMBERS)}
+                body = {"choices": [], "usage": usage}
+                out.append(_server_chunk(server, stream, body))
+            else:
+                # The stream's role chunk with odd bytes where its id or created
+                # stands, as many as there (the length a shape's hole has).
+                role = _choice({"role": "assistant", "content": ""}) | {"usage": None}
+                written = _server_chunk(server, stream, role)
+                odd = draw(st.sampled_from(ODD_HOLES))
+                if draw(st.booleans()) and isinstance(stream["id"], str):
+                    token = json.dumps(stream["id"]).encode()[1:-1]
+                    filled = (odd + b"a" * len(token))[: max(len(token), 1)]
+                    out.append(written.replace(b'"%s"' % token, b'"%s"' % filled, 1))
+                else:
+                    token = json.dumps(stream["created"]).encode()
+                    filled = (odd + b"0" * len(token))[: len(token)]
+                    out.append(written.replace(b":%s," % token, b":%s," % filled, 1))
+        streams.append(out)
+    return streams
+
+
+async def _stream_events(
+    body: list[bytes], plain: bool, shapes: LineShapes | None
+) -> tuple[list[Any], dict[str, Any]]:
+    """:func:`_events` of one stream, read with the backend's ``shapes``; the kept
+    choice of the finish too."""
+    reader = ChunkReader(
+        lambda: stream_parser(TOOLS, "auto", reasoning_open=False),
+        lambda: NativeStream(ToolSet(TOOLS)),
+        None,
+    )
+    response: Any = _Body(list(body))
+    stream = ChunkStream(response, "test", Limits(), None, time.monotonic(), plain, shapes)
+    items: list[Any] = []
+    try:
+        async for batch in stream:
+            out: list[StreamItem] = []
+            for chunk in batch:
+                reader.take(chunk, out)
+            items += _normal(out)
+        end: list[StreamItem] = []
+        reader.close(end)
+        items += _normal(end)
+    except BackendError as exc:
+        items.append(("error", exc.reason))
+    state = {
+        "raw": reader.raw,
+        "finish": reader.finish,
+        "finish_choice": reader.finish_choice,
+        "usage": reader.usage,
+        "calls": reader.calls,
+        "rejected": reader.rejected,
+        "saw_text": reader.saw_text,
+    }
+    return items, state
+
+
+@st.composite
+def backend_reads(draw: st.DrawFn) -> list[list[bytes]]:
+    """A backend's streams, each cut into reads, its lines in one form."""
+    before, after = draw(LINE_FORMS)
+    bodies = []
+    for payloads_ in draw(backend_streams()):
+        events = [before + payload + after + b"\n\n" for payload in payloads_]
+        events.append(b"data: [DONE]\n\n")
+        bodies.append(cut_into_reads(draw, events))
+    return bodies
+
+
+@settings(max_examples=700, deadline=None)
+@given(backend_reads())
+def test_streams_read_through_a_backends_shapes_give_the_events_of_decoded_ones(
+    bodies: list[list[bytes]],
+) -> None:
+    """A backend's streams, one after the other, with the shapes learned from the
+    earlier ones: each gives the same events, in order, and the same kept values
+    (usage, the finish's choice) as with every line decoded; and what a reader
+    keeps of one stream no other stream's reading changes."""
+    shapes = LineShapes()
+    fast = [asyncio.run(_stream_events(body, True, shapes)) for body in bodies]
+    kept = orjson.dumps([state for _, state in fast])
+    again = [asyncio.run(_stream_events(body, True, shapes)) for body in bodies]
+    slow = [asyncio.run(_stream_events(body, False, None)) for body in bodies]
+    assert fast == slow
+    assert again == slow
+    assert orjson.dumps([state for _, state in fast]) == kept
+
+
+def _reader_reads(chunk: dict[str, Any]) -> tuple[list[StreamItem], Any, Any, Any, list[str]]:
+    """What the round's chunk reader makes of ``chunk`` and keeps."""
+    reader = ChunkReader(None, lambda: NativeStream(ToolSet(TOOLS)), None)
+    out: list[StreamItem] = []
+    reader.take(chunk, out)
+    return out, reader.usage, reader.finish, reader.finish_choice, reader.raw
+
+
+def _made(value: Any) -> list[Any]:
+    """The dicts and lists of a decoded value, itself among them."""
+    if isinstance(value, dict):
+        return [value, *(made for item in value.values() for made in _made(item))]
+    if isinstance(value, list):
+        return [value, *(made for item in value for made in _made(item))]
+    return []
+
+
+@settings(max_examples=700, deadline=None)
+@given(backend_streams(), LINE_FORMS)
+def test_a_line_read_through_a_shape_is_what_the_reader_reads_of_its_chunk(
+    streams: list[list[bytes]], form: tuple[bytes, bytes]
+) -> None:
+    """Line by line, over a backend's streams: whatever a shape reads is what the
+    chunk reader reads of the decoded line (its first choice and its usage, as
+    decoded; none where it reads nothing of them), made anew for each line, and
+    whether the line holds the key of calls; a line no shape reads teaches them."""
+    before, after = form
+    shapes = LineShapes()
+    handed: list[Any] = []  # every dict and list handed on (kept: their ids stay theirs)
+    for payloads_ in streams:
+        for payload in payloads_:
+            line = before + payload + after
+            read = shapes.read(line)
+            try:
+                decoded = orjson.loads(line[5:].strip())
+            except orjson.JSONDecodeError:
+                assert read is None
+                continue
+            if read is None:
+                if isinstance(decoded, dict):
+                    shapes.learn(line[5:].strip(), decoded, line)
+                continue
+            assert _reader_reads(read) == _reader_reads(decoded)
+            assert set(read) <= {"choices", "usage"}
+            if "choices" in read:
+                assert read["choices"] == [decoded["choices"][0]]
+            if "usage" in read:
+                assert read["usage"] == decoded["usage"]
+            assert shapes.calls == (b'"tool_calls"' in line)
+            made = _made(read)
+            assert not {id(value) for value in made} & {id(value) for value in handed}
+            handed += made
+
+
+def test_a_later_streams_role_finish_and_usage_are_read_through_their_shapes() -> None:
+    """By hand, the bench's lines: the second stream's role, finish and usage lines
+    (another id, created and usage numbers of the same lengths) are read through
+    the first stream's shapes, as what the reader reads of them (the role's:
+    nothing); its call's lines are not (a stream's own)."""
+    head = b'{"id":"chatcmpl-%s","object":"chat.completion.chunk","created":%d,"model":"sim/bench",'
+    opened = (
+        b'"choices":[{"index":0,"delta":{%s},"logprobs":null,"finish_reason":%s}],"usage":null}'
+    )
+    role = head + opened % (b'"role":"assistant","content":""', b"null")
+    call = b'"index":0,"id":"call_1","type":"function"'
+    call += b',"function":{"name":"get_weather","arguments":""}'
+    start = head + opened % (b'"tool_calls":[{' + call + b"}]", b"null")
+    finish = head + opened % (b"", b'"tool_calls"')
+    usage = head + b'"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":7,'
+    usage += b'"total_tokens":%d}}'
+    shapes = LineShapes()
+    first = [role % (b"0a", 1), start % (b"0a", 1), finish % (b"0a", 1)]
+    first.append(usage % (b"0a", 1, 30, 37))
+    for payload in first:
+        assert shapes.read(b"data: " + payload) is None
+        shapes.learn(payload, orjson.loads(payload), b"data: " + payload)
+    second = [role % (b"9b", 2), start % (b"9b", 2), finish % (b"9b", 2)]
+    second.append(usage % (b"9b", 2, 12, 19))
+    read = [shapes.read(b"data: " + payload) for payload in second]
+    assert read[0] == {} and read[1] is None
+    assert read[2] == {"choices": orjson.loads(second[2])["choices"]}
+    assert read[3] == {"usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19}}
+    # Not a value orjson writes so where the id stands: decoded the usual way.
+    assert shapes.read(b"data: " + role.replace(b"chatcmpl-%s", b"a\\u0041") % 2) is None
+    # Nor a line in another form (a blank after it), nor one whose values are of
+    # other lengths: decoded too.
+    assert shapes.read(b"data: " + finish % (b"9b", 2) + b" ") is None
+    assert shapes.read(b"data: " + finish % (b"9b", 20)) is None
+
+
+def test_a_look_alike_before_the_streams_own_values_is_no_hole() -> None:
+    """By hand: the choices first, the finish's choice holding an id and a created
+    of the stream's own values, which a search for them finds first. The probe
+    finds the holes are not the stream's own: no shape is learned from it, and a
+    later stream's line whose choice holds other values is decoded the usual way
+    (were it read through holes there, its choice would be the first one's)."""
+    line = b'data: {"choices":[{"index":0,"id":"chatcmpl-1","created":%d,"delta":{},'
+    line += b'"finish_reason":"stop"}],"id":"chatcmpl-1","object":"chat.completion.chunk",'
+    line += b'"created":%d,"model":"m","usage":null}'
+    shapes = LineShapes()
+    first = line % (0, 0)
+    shapes.learn(first[6:], orjson.loads(first[6:]), first)
+    later = line % (2, 0)
+    read = shapes.read(later)
+    assert read is None or read == {"choices": orjson.loads(later[6:])["choices"]}
+    assert shapes.read(first) is None  # nothing learned

@@ -31,6 +31,7 @@ from mypy_extensions import mypyc_attr
 from toolrelay.io.backends.errors import BackendError, BackendTimeout, BackendUnreachable
 from toolrelay.io.backends.fragments import ArgumentChunks, ArgumentFragment
 from toolrelay.io.backends.plain import ContentRun, PlainChunks
+from toolrelay.io.backends.shapes import LineShapes
 from toolrelay.io.urls import redact_text, redact_url, with_query
 from toolrelay.jsonbytes import loads as _loads
 
@@ -41,7 +42,8 @@ RETRY_AFTER = 1
 # An upstream chunk: decoded, or (a stream opened with ``plain=True``) the text
 # of a content-only chunk, read without decoding it, or a read's run of them
 # (:mod:`.plain`), or a call's argument fragment in its frame, read without
-# decoding the chunk (:mod:`.fragments`).
+# decoding the chunk (:mod:`.fragments`), or what the round's chunk reader reads
+# of a chunk in a shape an earlier stream taught (:mod:`.shapes`).
 Chunk = dict[str, Any] | str | ContentRun | ArgumentFragment
 
 
@@ -191,7 +193,11 @@ class ChunkStream:
     that carries nothing but content in the frame of an earlier one comes
     as its text (a ``str``), read without decoding (:mod:`.plain`), and one
     that carries nothing but a call's argument fragment in the frame of an
-    earlier one as an :data:`ArgumentFragment` (:mod:`.fragments`). A stream
+    earlier one as an :data:`ArgumentFragment` (:mod:`.fragments`); with
+    ``shapes`` (the backend's), a chunk that carries no text or call, in the
+    shape of one of an earlier stream's, is read without decoding it and comes
+    as what the round's chunk reader reads of it (:mod:`.shapes`: its first
+    choice and its usage; nothing, the role's). A stream
     of calls drops its content frame at its first chunk that carries calls:
     a call's lines are never content-only, so trying it would not pay.
 
@@ -214,10 +220,12 @@ class ChunkStream:
         slots: _Slots | None,
         started: float,
         plain: bool = False,
+        shapes: LineShapes | None = None,
     ) -> None:
         self._response = response
         self._plain = PlainChunks() if plain else None
         self._fragments = ArgumentChunks() if plain else None
+        self._shapes = shapes
         self._shown = shown
         self._limits = limits
         self._slots: _Slots | None = slots
@@ -374,6 +382,7 @@ class ChunkStream:
         batch: list[Chunk] = []
         plain = self._plain
         fragments = self._fragments
+        shapes = self._shapes
         for line in lines:
             if not line:
                 continue  # the blank line after each event, the most frequent line
@@ -386,6 +395,13 @@ class ChunkStream:
                 fragment = fragments.read(line)
                 if fragment is not None:
                     batch.append(fragment)
+                    continue
+            if shapes is not None:
+                shaped = shapes.read(line)
+                if shaped is not None:
+                    if plain is not None and shapes.calls:
+                        self._plain = plain = None  # as decoding it would (below)
+                    batch.append(shaped)
                     continue
             if not line.startswith(b"data:"):
                 continue  # comments, event: lines
@@ -419,6 +435,8 @@ class ChunkStream:
                     self._plain = plain = None
             if fragments is not None:
                 fragments.learn(payload, chunk, line)
+            if shapes is not None:
+                shapes.learn(payload, chunk, line)
             batch.append(chunk)
         return batch
 
@@ -526,6 +544,8 @@ class HttpClient:
         self._session: aiohttp.ClientSession | None = None
         self._unpooled_session: aiohttp.ClientSession | None = None
         self._slots: _Slots | None = None
+        # The shapes of the lines its streams repeat (learned from any, read in all).
+        self._shapes = LineShapes()
 
     def _connection(self) -> tuple[aiohttp.ClientSession, _Slots]:
         """The session and the slots that bound its requests, created lazily:
@@ -629,7 +649,9 @@ class HttpClient:
             response.close()
             slots.release()
             raise
-        stream = ChunkStream(response, shown, self.limits, slots, started, plain)
+        stream = ChunkStream(
+            response, shown, self.limits, slots, started, plain, self._shapes if plain else None
+        )
         stream.watch()
         return stream
 
