@@ -32,11 +32,13 @@ from toolrelay.io.backends.pool import fails_backend
 from toolrelay.io.counters import Counters
 from toolrelay.io.round.batches import (
     Batches,
+    Ending,
     Judge,
     Lease,
     RoutedBatches,
     Stage,
     StreamRead,
+    ends,
     passed,
 )
 from toolrelay.io.round.complete import complete_handling_required
@@ -143,6 +145,7 @@ class RoutedStream:
         self._items: Batches | None = None  # the round's batches, while open
         self._lease: Lease | None = None
         self._routed: RoutedBatches | None = None
+        self._finished = False  # the round's last batch (with the Finish) went out
 
     def __aiter__(self) -> RoutedStream:
         return self
@@ -158,16 +161,23 @@ class RoutedStream:
         routed = self._routed
         assert lease is not None and routed is not None
         try:
-            while True:
+            # The round's batch with the Finish is its last: asked again, the round
+            # would only end its iteration (in compiled code an exception costs a
+            # traceback entry in each function it passes), so it is not asked.
+            while not self._finished:
                 try:
                     batch = await items.__anext__()
                 except StopAsyncIteration:
                     break
+                finished = ends(batch)
                 out = routed.batch(batch)
                 if out is None:  # the last batch, through stages that may re-ask
                     out = await routed.last(batch)
                 if out:  # a batch a stage leaves empty goes no further
+                    self._finished = finished
                     return out
+                if finished:
+                    break
             lease.end()
         except BaseException as exc:
             self._items = None
@@ -257,6 +267,7 @@ class StreamRelay:
         self._observed: ObservedAttempt | None = None
         self._constraint: Constraint | None = None
         self._read: StreamRead | None = None  # from the first read after Opened on
+        self._drained = False  # the stream's last read came: it is closed, not read again
 
     # An async generator's name (this relay was ``_relay_single_stream``): which
     # relay a round took is told by it, as of the finished reply's generator.
@@ -302,8 +313,10 @@ class StreamRelay:
                     self._runs,
                 )
                 self._read = read
+            # Read by name: a test switches ChunkStream.ended (the general path).
+            ending: Ending = chunks
             try:
-                while True:
+                while not self._drained:
                     try:
                         batch = await chunks.__anext__()
                     except StopAsyncIteration:
@@ -311,6 +324,10 @@ class StreamRelay:
                     out = read.read(batch)
                     if out is None:  # the last read: its items go out with the end
                         break
+                    # The read brought the [DONE]: the next would only close the stream
+                    # and end its iteration (an exception, dear in compiled code), so
+                    # the stream is closed here instead.
+                    self._drained = ending.ended
                     if out:
                         return out
             except BackendError as exc:
