@@ -19,12 +19,18 @@ from unittest.mock import patch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.gateway.inspected import WEATHER
 from tests.gateway.rawbackend import Pieces, RawBackend, serving, sse_event
 from toolrelay.events import ContentDelta
 from toolrelay.io.backends import Backend
+from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.backends.http import ChunkStream
 from toolrelay.io.counters import Counters
 from toolrelay.io.round import ContentRun, Finish, Opened, RoundRequest, stream_round
+from toolrelay.io.round.batches import StreamRead
+from toolrelay.io.round.complete import complete_handling_required
+from toolrelay.io.round.opening import open_handling_refusals
+from toolrelay.io.round.relays import StreamRelay
 from toolrelay.io.round.request import StreamItem
 from toolrelay.io.settings import BackendConfig
 
@@ -140,3 +146,101 @@ def test_the_relay_tells_events_by_their_type() -> None:
         assert getattr(kind, "__final__", False) or _refuses_subclasses(kind)
     events = [kind for kind in get_args(StreamItem) if kind not in told]
     assert all(not issubclass(kind, told) for kind in events)
+
+
+async def _generator_relay(
+    backend: Backend, req: RoundRequest, counters: Counters, patience: float | None, runs: bool
+) -> Any:
+    """``_relay_single_stream`` as it was, an async generator: the reference of
+    :class:`~toolrelay.io.round.relays.StreamRelay`."""
+    mode, (chunks, observed, constraint) = await open_handling_refusals(
+        backend, req, counters, patience
+    )
+    async with chunks:
+        yield [Opened(mode)]
+        has_tools = req.has_tools
+        if has_tools:
+            counters.inc("rounds", mode)
+        opened = has_tools and await backend.reasoning_open(req.model, req.body, req.reasoning_open)
+        read = StreamRead(backend, req, counters, mode, chunks, observed, constraint, opened, runs)
+        try:
+            async for batch in chunks:
+                out = read.read(batch)
+                if out is None:
+                    break
+                if out:
+                    yield out
+        except BackendError as exc:
+            read.broke(exc)
+            raise
+    last = read.end()
+    if last is None:
+        last = read.reasked(await complete_handling_required(backend, req, counters))
+    yield last
+
+
+async def _relayed(relay: bool, body: dict[str, Any], stop_after: int | None) -> list[Any]:
+    """What a consumer that stops after ``stop_after`` batches (None: never) sees, the
+    counters the round left, and the iteration's end after the consumer closed it."""
+    backend = Backend(BackendConfig(url=_BACKEND.url + "/v1", kind="openai"))
+    req, counters = RoundRequest.from_body(body), Counters()
+    stream: Any = (
+        StreamRelay(backend, req, counters, None, True)
+        if relay
+        else _generator_relay(backend, req, counters, None, True)
+    )
+    seen: list[Any] = []
+    try:
+        if stop_after != 0:
+            async for batch in stream:
+                seen.append(batch)
+                if len(seen) == stop_after:
+                    break
+    except Exception as exc:  # a broken stream's error, or the re-ask's, as its text
+        seen.append(("error", str(exc)))
+    finally:
+        await stream.aclose()
+        try:
+            await stream.__anext__()
+        except StopAsyncIteration:
+            seen.append("ended")
+        await backend.aclose()
+    return [seen, counters.snapshot()]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    _EVENTS,
+    _ENDS,
+    st.lists(st.integers(0, 10_000), max_size=5),
+    st.none() | st.integers(0, 3),
+    st.booleans(),
+)
+def test_the_compiled_relay_gives_what_the_generator_gave(
+    events: list[bytes], end: bytes, cuts: list[int], stop_after: int | None, tools: bool
+) -> None:
+    """Whatever the backend streams, however its bytes fall into reads, and wherever
+    the consumer stops: :class:`StreamRelay` gives the items (or error) the
+    generator it replaced gave, leaves the same counters, and ends once closed.
+    How the bytes fell into reads (and so into batches) follows the clock: the
+    whole stream is compared item by item, and a consumer that stopped after a
+    batch past Opened saw a beginning of the whole stream's items."""
+    _SERVED.pieces = _cut(b"".join(events) + end, cuts)
+    body = {**_BODY, "tools": [WEATHER]} if tools else _BODY
+    whole = _flat(asyncio.run(_relayed(False, body, None)))
+    if stop_after is None or stop_after <= 1:  # no read after Opened, or all
+        reference = (
+            whole if stop_after is None else _flat(asyncio.run(_relayed(False, body, stop_after)))
+        )
+        assert _flat(asyncio.run(_relayed(True, body, stop_after))) == reference
+        return
+    (seen, _counters) = _flat(asyncio.run(_relayed(True, body, stop_after)))
+    assert seen[-1] == "ended"
+    assert seen[:-1] == whole[0][: len(seen) - 1]
+
+
+def _flat(relayed: list[Any]) -> list[Any]:
+    """The items seen in order (an error, and the end, as items), and the counters."""
+    seen, counters = relayed
+    items = [item for batch in seen for item in (batch if isinstance(batch, list) else [batch])]
+    return [items, counters]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Protocol, TypeVar
 
@@ -41,6 +41,7 @@ from toolrelay.io.round import (
     complete_routed,
     stream_routed,
 )
+from toolrelay.io.round.batches import Batches
 from toolrelay.io.settings import Settings
 from toolrelay.server import asgi, loop_guard
 from toolrelay.server.agent import (
@@ -136,9 +137,7 @@ def complete_turn(
     return complete_routed(gateway.backends.pool_for(req.model), req, gateway.counters)
 
 
-def stream_turn(
-    gateway: Gateway, req: RoundRequest, tools: ServerTools | None = None
-) -> AsyncGenerator[list[StreamItem], None]:
+def stream_turn(gateway: Gateway, req: RoundRequest, tools: ServerTools | None = None) -> Batches:
     """The turn's answer as batches of items: ``[Opened()]`` first (errors before
     it are refusals to start), the last batch ending with one :class:`Finish`."""
     if tools is not None:

@@ -20,15 +20,16 @@ calling the next)::
     answered   complete_round / stream_round: a round that leaves nothing is
                asked again plainly (never "" where the backend wrote something)
     checked    complete_checked / checked_stages: calls checked, one correction re-ask
-               (the stream's stages, and answered's, run in one loop, stream_routed's
-               or staged's: staged.py)
+               (the stream's stages, and answered's, run in one loop, the routed
+               relay's or staged's: staged.py)
     complete   complete_handling_required -> _complete_handling_refusals
                -> _complete_single_attempt; a round without tools:
                complete_without_tools -> _complete_single_attempt
-    streamed   stream_handling_fallbacks -> _relay_single_stream (opened by
+    streamed   stream_handling_fallbacks -> relays' StreamRelay (opened by
                opening's open_handling_refusals)
-    batches    the streamed generators' work on each batch and stream, compiled
-               (the generators, which mypyc cannot compile, only await and yield)
+    relays     the routed and the stream's relays, compiled async iterators (an
+               async generator, which mypyc cannot compile, would be interpreted)
+    batches    the relays' and generators' work on each batch and stream, compiled
     body       what the backend is sent, and how its answer is read
     request    the round's data and its one builder
 """

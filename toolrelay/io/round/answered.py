@@ -17,7 +17,7 @@ client gets what the backend wrote with the markup removed rather than
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from mypy_extensions import mypyc_attr
@@ -29,7 +29,7 @@ from toolrelay.io.backends.backend import Backend
 from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
 from toolrelay.io.recording import CURRENT_RECORD, next_attempt_because
-from toolrelay.io.round.batches import Stage
+from toolrelay.io.round.batches import Batches, Stage
 from toolrelay.io.round.body import injected_texts
 from toolrelay.io.round.checked import checked_stages, complete_checked, joined_warnings, usage_sum
 from toolrelay.io.round.complete import complete_without_tools
@@ -85,7 +85,7 @@ def stream_round(
     *,
     patience: float | None = 10.0,
     runs: bool = False,
-) -> AsyncGenerator[list[StreamItem], None]:
+) -> Batches:
     """One streamed round, in batches: ``[Opened()]``, then lists of events,
     the last list ending with one :class:`Finish`.
 
@@ -110,7 +110,7 @@ def stream_round_stages(
     *,
     patience: float | None,
     runs: bool,
-) -> tuple[AsyncGenerator[list[StreamItem], None], list[Stage]]:
+) -> tuple[Batches, list[Stage]]:
     """:func:`stream_round`'s batches before its stages, and the stages, in the
     order each batch passes them (:func:`~toolrelay.io.round.batches.passed`): for
     a caller that reads the batches in a loop of its own and runs the stages

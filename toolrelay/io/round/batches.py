@@ -1,10 +1,10 @@
-"""What the streamed round's generators do with each batch and each stream, as
+"""What the streamed round's relays do with each batch and each stream, as
 plain (compiled) code.
 
-The generators that carry a streamed round's batches (:mod:`.streamed`,
-:mod:`.routed`, :mod:`.staged`) cannot be compiled: mypyc does not compile
-async generators. Each line they run is interpreted, for every batch of every
-stream; so they only await and yield, and the work between is here:
+The relays that carry a streamed round's batches (:mod:`.relays`) are compiled
+async iterators, and the rarer generators (:mod:`.streamed`'s finished reply,
+:mod:`.staged`) cannot be compiled: mypyc does not compile async generators, so
+they only await and yield. The work on each batch and stream is here:
 
 - :func:`passed`, :func:`passed_last`: a batch through the round's stages (the
   layers above it: the calls checked, the round answered);
@@ -16,7 +16,7 @@ stream; so they only await and yield, and the work between is here:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from functools import partial
 from typing import Any, Protocol
 
@@ -61,6 +61,17 @@ log = logging.getLogger("toolrelay.rounds")
 
 
 # --- the stages -------------------------------------------------------------------
+
+
+class Batches(Protocol):
+    """A streamed round's batches as its consumers read them: an async generator,
+    or one of the compiled relays (:mod:`.relays`), closed by its consumer."""
+
+    def __aiter__(self) -> AsyncIterator[list[StreamItem]]: ...
+
+    def __anext__(self) -> Awaitable[list[StreamItem]]: ...
+
+    def aclose(self) -> Awaitable[None]: ...
 
 
 class Stage(Protocol):
@@ -127,8 +138,9 @@ class RoutedBatches:
     """The routed layer's duties on a round's batches after its :class:`Opened`:
     each through the round's stages, and, once the batch with the
     :class:`Finish` is through, the backend's lease ended and the round's quality
-    recorded (before the client reads it). Its generator only reads, awaits
-    :meth:`last` when :meth:`batch` says so, and yields."""
+    recorded (before the client reads it). Its relay
+    (:class:`~toolrelay.io.round.relays.RoutedStream`) reads, awaits :meth:`last`
+    when :meth:`batch` says so, and gives the batch on."""
 
     def __init__(
         self,
@@ -190,9 +202,9 @@ class Ending(Protocol):
 class StreamRead:
     """A streamed round's reading from its first read to its :class:`Finish`: each
     read's chunks into items (:meth:`read`), its breaking (:meth:`broke`), and
-    what its end teaches, counts and sends (:meth:`end`). Its generator
-    (:func:`~toolrelay.io.round.streamed._relay_single_stream`) opens the
-    stream, awaits the reads and yields what this gives."""
+    what its end teaches, counts and sends (:meth:`end`). Its relay
+    (:class:`~toolrelay.io.round.relays.StreamRelay`) opens the stream, awaits
+    the reads and gives on what this gives."""
 
     def __init__(
         self,

@@ -1,8 +1,8 @@
 """A streamed round's opening: the backend's stream opened in the round's mode,
 with its refusals handled, and its first read awaited
 (:func:`open_handling_refusals`, which the relay,
-:func:`~toolrelay.io.round.streamed._relay_single_stream`, awaits). Coroutines,
-not generators: compiled, unlike the relay.
+:class:`~toolrelay.io.round.relays.StreamRelay`, awaits). Coroutines, not
+generators: compiled, as the relay is.
 """
 
 from __future__ import annotations

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 
-from toolrelay.io.round.batches import Stage, ends, passed, passed_last
+from toolrelay.io.round.batches import Batches, Stage, ends, passed, passed_last
 from toolrelay.io.round.request import StreamItem
 
 
-async def staged(
-    items: AsyncGenerator[list[StreamItem], None], stages: Sequence[Stage]
-) -> AsyncGenerator[list[StreamItem], None]:
+async def staged(items: Batches, stages: Sequence[Stage]) -> AsyncGenerator[list[StreamItem], None]:
     """``items`` through the stages, the batches they leave empty left out."""
     try:
         async for batch in items:

@@ -1,11 +1,12 @@
 """The streamed path of a round, in layers as httpx's ``send`` is:
 
-``stream_handling_fallbacks`` -> ``_relay_single_stream``, which opens the
-stream with :func:`~.opening.open_handling_refusals` (a coroutine, not a
-generator around the relay: a batch passes through one frame fewer), each one
-function calling the next. Batches of items come out: ``[Opened()]`` first, the
-last batch ending with one :class:`Finish`. The generators only await and yield:
-the work between is compiled (:mod:`.opening`, :mod:`.batches`).
+``stream_handling_fallbacks`` -> :class:`~.relays.StreamRelay`, which opens the
+stream with :func:`~.opening.open_handling_refusals` (a coroutine, not a layer
+around the relay: a batch passes through one frame fewer), each one calling the
+next. Batches of items come out: ``[Opened()]`` first, the last batch ending
+with one :class:`Finish`. The relay is compiled (:mod:`.relays`, its work on
+each read in :mod:`.batches`); the finished reply's stream, rare, stays a
+generator here.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import asyncio
 from collections.abc import AsyncGenerator
 
 from toolrelay.io.backends.backend import Backend
-from toolrelay.io.backends.errors import BackendError
 from toolrelay.io.counters import Counters
-from toolrelay.io.round.batches import StreamRead, finish_of
+from toolrelay.io.round.batches import Batches, finish_of
 from toolrelay.io.round.complete import complete_handling_required
-from toolrelay.io.round.opening import open_handling_refusals
+from toolrelay.io.round.relays import StreamRelay
 from toolrelay.io.round.request import Opened, RoundRequest, StreamItem, reply_events
 
 
@@ -29,7 +29,7 @@ def stream_handling_fallbacks(
     *,
     patience: float | None,
     runs: bool = False,
-) -> AsyncGenerator[list[StreamItem], None]:
+) -> Batches:
     """A streamed round (its calls not checked yet). A required call may need a
     re-ask, and a backend known (or configured) to lose streamed calls is asked
     without streaming: the finished reply is streamed instead. ``runs``: the
@@ -46,7 +46,7 @@ def stream_handling_fallbacks(
         )
     ):
         return _stream_finished_reply(backend, req, counters, patience)
-    return _relay_single_stream(backend, req, counters, patience, runs)
+    return StreamRelay(backend, req, counters, patience, runs)
 
 
 async def _stream_finished_reply(
@@ -63,37 +63,3 @@ async def _stream_finished_reply(
     if done:
         yield [Opened(reply.mode)]
     yield [*reply_events(reply), finish_of(reply, reply.usage)]
-
-
-async def _relay_single_stream(
-    backend: Backend, req: RoundRequest, counters: Counters, patience: float | None, runs: bool
-) -> AsyncGenerator[list[StreamItem], None]:
-    """The stream, opened (:func:`open_handling_refusals`) and read into items
-    (:class:`StreamRead`: this generator only awaits and yields, its work is
-    compiled). Opening it here, not in a generator of its own around this one,
-    saves each batch a frame to pass through."""
-    mode, (chunks, observed, constraint) = await open_handling_refusals(
-        backend, req, counters, patience
-    )
-    # Inside: a caller that stops right after Opened closes the backend's stream.
-    async with chunks:
-        yield [Opened(mode)]
-        has_tools = req.has_tools  # a property: read once
-        if has_tools:
-            counters.inc("rounds", mode)
-        opened = has_tools and await backend.reasoning_open(req.model, req.body, req.reasoning_open)
-        read = StreamRead(backend, req, counters, mode, chunks, observed, constraint, opened, runs)
-        try:
-            async for batch in chunks:
-                out = read.read(batch)
-                if out is None:  # the last read: its items go out with the end
-                    break
-                if out:
-                    yield out
-        except BackendError as exc:
-            read.broke(exc)
-            raise
-    last = read.end()
-    if last is None:  # came back empty: asked once without streaming
-        last = read.reasked(await complete_handling_required(backend, req, counters))
-    yield last
