@@ -269,12 +269,6 @@ class StreamRelay:
         self._read: StreamRead | None = None  # from the first read after Opened on
         self._drained = False  # the stream's last read came: it is closed, not read again
 
-    # An async generator's name (this relay was ``_relay_single_stream``): which
-    # relay a round took is told by it, as of the finished reply's generator.
-    @property
-    def __name__(self) -> str:
-        return "_relay_single_stream"
-
     def __aiter__(self) -> StreamRelay:
         return self
 
