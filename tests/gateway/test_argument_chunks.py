@@ -288,16 +288,19 @@ def test_a_learned_frame_reads_what_decoding_reads() -> None:
     assert fragments.read(second.replace(b'"ty\\":"', b'""')) is None
 
 
-async def _events(body: list[bytes], plain: bool) -> tuple[list[Any], dict[str, Any]]:
+async def _events(
+    body: list[bytes], plain: bool, shapes: LineShapes | None = None
+) -> tuple[list[Any], dict[str, Any]]:
     """Every item the round's chunk reader makes of ``body`` (or the error that
-    ended the stream, by its reason), and its state at the end."""
+    ended the stream, by its reason), and its state at the end; read with a
+    backend's ``shapes`` when given."""
     reader = ChunkReader(
         lambda: stream_parser(TOOLS, "auto", reasoning_open=False),
         lambda: NativeStream(ToolSet(TOOLS)),
         None,
     )
     response: Any = _Body(list(body))
-    stream = ChunkStream(response, "test", Limits(), None, time.monotonic(), plain=plain)
+    stream = ChunkStream(response, "test", Limits(), None, time.monotonic(), plain, shapes)
     items: list[Any] = []
     try:
         async for batch in stream:
@@ -313,6 +316,7 @@ async def _events(body: list[bytes], plain: bool) -> tuple[list[Any], dict[str, 
     state = {
         "raw": reader.raw,
         "finish": reader.finish,
+        "finish_choice": reader.finish_choice,
         "usage": reader.usage,
         "calls": reader.calls,
         "rejected": reader.rejected,
@@ -641,42 +645,6 @@ def backend_streams(draw: st.DrawFn) -> list[list[bytes]]:
     return streams
 
 
-async def _stream_events(
-    body: list[bytes], plain: bool, shapes: LineShapes | None
-) -> tuple[list[Any], dict[str, Any]]:
-    """:func:`_events` of one stream, read with the backend's ``shapes``; the kept
-    choice of the finish too."""
-    reader = ChunkReader(
-        lambda: stream_parser(TOOLS, "auto", reasoning_open=False),
-        lambda: NativeStream(ToolSet(TOOLS)),
-        None,
-    )
-    response: Any = _Body(list(body))
-    stream = ChunkStream(response, "test", Limits(), None, time.monotonic(), plain, shapes)
-    items: list[Any] = []
-    try:
-        async for batch in stream:
-            out: list[StreamItem] = []
-            for chunk in batch:
-                reader.take(chunk, out)
-            items += _normal(out)
-        end: list[StreamItem] = []
-        reader.close(end)
-        items += _normal(end)
-    except BackendError as exc:
-        items.append(("error", exc.reason))
-    state = {
-        "raw": reader.raw,
-        "finish": reader.finish,
-        "finish_choice": reader.finish_choice,
-        "usage": reader.usage,
-        "calls": reader.calls,
-        "rejected": reader.rejected,
-        "saw_text": reader.saw_text,
-    }
-    return items, state
-
-
 @st.composite
 def backend_reads(draw: st.DrawFn) -> list[list[bytes]]:
     """A backend's streams, each cut into reads, its lines in one form."""
@@ -699,10 +667,10 @@ def test_streams_read_through_a_backends_shapes_give_the_events_of_decoded_ones(
     (usage, the finish's choice) as with every line decoded; and what a reader
     keeps of one stream no other stream's reading changes."""
     shapes = LineShapes()
-    fast = [asyncio.run(_stream_events(body, True, shapes)) for body in bodies]
+    fast = [asyncio.run(_events(body, True, shapes)) for body in bodies]
     kept = orjson.dumps([state for _, state in fast])
-    again = [asyncio.run(_stream_events(body, True, shapes)) for body in bodies]
-    slow = [asyncio.run(_stream_events(body, False, None)) for body in bodies]
+    again = [asyncio.run(_events(body, True, shapes)) for body in bodies]
+    slow = [asyncio.run(_events(body, False)) for body in bodies]
     assert fast == slow
     assert again == slow
     assert orjson.dumps([state for _, state in fast]) == kept

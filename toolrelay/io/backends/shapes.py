@@ -271,13 +271,7 @@ def _streams_own(chunk: dict[str, Any]) -> bool:
     delta = choices[0].get("delta")
     if not isinstance(delta, dict):
         return False
-    # (The calls first: on a stream with tools the lines decoded are its calls'.)
-    return bool(
-        delta.get("tool_calls")
-        or delta.get("content")
-        or delta.get("reasoning_content")
-        or delta.get("reasoning")
-    )
+    return _carries(delta)
 
 
 def _inert(choice: dict[str, Any]) -> bool:
@@ -290,11 +284,17 @@ def _inert(choice: dict[str, Any]) -> bool:
     delta = choice.get("delta")
     if not isinstance(delta, dict):
         return True
-    return not (
-        delta.get("reasoning_content")
-        or delta.get("reasoning")
+    return not _carries(delta)
+
+
+def _carries(delta: dict[str, Any]) -> bool:
+    """Whether a delta carries calls, content or reasoning (the calls looked at
+    first: on a stream with tools the lines decoded are its calls')."""
+    return bool(
+        delta.get("tool_calls")
         or delta.get("content")
-        or delta.get("tool_calls")
+        or delta.get("reasoning_content")
+        or delta.get("reasoning")
     )
 
 
