@@ -30,8 +30,9 @@ class EagerStore(ResponseStore):
         super().put(orjson.loads(orjson.dumps(response)), orjson.loads(orjson.dumps(conversation)))
 
     def get(self, response_id: str) -> Kept | None:
+        # Kept whole at put: what the store holds as the conversation is all of it.
         found = super().get(response_id)
-        return None if found is None else (self._entries[response_id][0], [])
+        return None if found is None else (found[0], [])
 
 
 def answered(front: ResponsesFront, body: dict[str, Any], reply: Reply, streamed: bool) -> Any:

@@ -43,3 +43,30 @@ def test_the_store_keeps_the_newest(capacity: int, operations: list[tuple[str, s
         assert store.response(response_id) == (entry and entry[1])
     for response_id in ("resp_a", "resp_b", "resp_c", "resp_d"):
         assert store.get(response_id) == (model[response_id][0] if response_id in model else None)
+
+
+def test_a_kept_response_is_a_copy_no_later_change_reaches() -> None:
+    """What a follow-up reads is what was put: the store keeps the JSON, so a
+    request that changes its history or response afterwards (or a follow-up that
+    changes what it read) changes nothing kept."""
+    store = ResponseStore(4)
+    output = [{"type": "message", "content": [{"type": "output_text", "text": "hi"}]}]
+    response = {"id": "resp_a", "output": output}
+    history = [{"role": "user", "content": "hello"}]
+    store.put(response, history)
+    history.append({"role": "user", "content": "later"})
+    output[0]["content"] = []
+    response["status"] = "changed"
+    read = store.get("resp_a")
+    assert read == (
+        [{"role": "user", "content": "hello"}],
+        [{"type": "message", "content": [{"type": "output_text", "text": "hi"}]}],
+    )
+    assert read is not None
+    read[0].clear()
+    again = store.get("resp_a")
+    assert again is not None and again[0] == [{"role": "user", "content": "hello"}]
+    assert store.response("resp_a") == {
+        "id": "resp_a",
+        "output": [{"type": "message", "content": [{"type": "output_text", "text": "hi"}]}],
+    }

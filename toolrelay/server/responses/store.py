@@ -7,6 +7,13 @@ conversation's next messages (``request.output_messages``), so a stream that
 no follow-up names never makes them. The oldest entry goes first once
 ``capacity`` are kept; nothing survives a restart, and with several workers
 each keeps its own.
+
+Both are kept as their JSON, not as objects. A full store drops an entry on
+every put, and an entry kept as objects is a graph of dicts, lists and strings
+last touched a thousand requests ago: freeing it walks cold memory, which cost
+a stream with tools about 20 µs (bench/RESULTS.md, the twentieth round). Two
+bytes objects are freed at once; a follow-up decodes what it reads, a copy no
+later change to a request can reach.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Protocol
 
+import orjson
 from mypy_extensions import mypyc_attr
 
 # What a follow-up reads of a stored response: the conversation before it (Chat
@@ -46,19 +54,19 @@ class Store(Protocol):
 class ResponseStore:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        # Oldest first. An OrderedDict, not a dict: a full store drops its oldest
-        # entry on every put, and a dict emptied from its front scans the slots
-        # left behind to find the next oldest (twice the cost of a put, callgrind).
-        self._entries: OrderedDict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
+        # Oldest first: id -> (the conversation's JSON, the response's JSON). An
+        # OrderedDict, not a dict: a full store drops its oldest entry on every
+        # put, and a dict emptied from its front scans the slots left behind to
+        # find the next oldest (twice the cost of a put, callgrind).
+        self._entries: OrderedDict[str, tuple[bytes, bytes]] = OrderedDict()
 
     def put(self, response: dict[str, Any], history: list[dict[str, Any]]) -> None:
-        """Keep ``response`` with ``history``, the conversation before it (kept
-        as it is, not copied: no one changes a turn's history once read)."""
+        """Keep ``response`` with ``history``, the conversation before it."""
         if self.capacity <= 0:
             return
         entries = self._entries
         response_id = response["id"]
-        entries[response_id] = (history, response)
+        entries[response_id] = (orjson.dumps(history), orjson.dumps(response))
         entries.move_to_end(response_id)  # kept again: now the newest
         while len(entries) > self.capacity:
             entries.popitem(last=False)
@@ -66,11 +74,14 @@ class ResponseStore:
     def get(self, response_id: str) -> Kept | None:
         """The conversation before the response and its output, if it is kept."""
         entry = self._entries.get(response_id)
-        return None if entry is None else (entry[0], entry[1]["output"])
+        if entry is None:
+            return None
+        response: dict[str, Any] = orjson.loads(entry[1])
+        return orjson.loads(entry[0]), response["output"]
 
     def response(self, response_id: str) -> dict[str, Any] | None:
         entry = self._entries.get(response_id)
-        return None if entry is None else entry[1]
+        return None if entry is None else orjson.loads(entry[1])
 
     def delete(self, response_id: str) -> bool:
         return self._entries.pop(response_id, None) is not None
