@@ -2,8 +2,12 @@
 
 vLLM is not installed (it would pull in torch): its parsers are read from the
 wheel, ``--vllm-wheel PATH``, or ``$VLLM_WHEEL``, or fetched with
-``pip download vllm --no-deps`` into ``~/.cache/toolrelay-bench``; without it
-the bench's rows say why.
+``pip download vllm==0.33.0 --no-deps`` into ``~/.cache/toolrelay-bench``;
+without it the bench's rows say why. The version is pinned: from 0.34 the
+parser engine keeps its tokens in ``vllm.v1.token_buffer``, which imports
+numpy and torch and registers torch custom operators at import, so its
+``qwen3_coder`` parser no longer runs without vLLM installed whole (the Hermes
+parser still does: pass a newer wheel to compare it).
 
 - Hermes: ``vllm/tool_parsers/hermes_tool_parser.py`` is executed with small
   stand-ins for the modules it imports (pydantic models with the fields of
@@ -43,6 +47,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+# The newest release whose parsers run from its wheel (the module's docstring).
+VLLM_VERSION = "0.33.0"
+
 
 def vllm_wheel() -> Path | str:
     """The wheel's path, or why there is none."""
@@ -52,15 +59,16 @@ def vllm_wheel() -> Path | str:
     if os.environ.get("VLLM_WHEEL"):
         return Path(os.environ["VLLM_WHEEL"])
     cache = Path.home() / ".cache" / "toolrelay-bench"
-    found = sorted(cache.glob("vllm-*.whl"))
+    found = sorted(cache.glob(f"vllm-{VLLM_VERSION}-*.whl"))
     if not found:
         cache.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", "vllm", "--no-deps", "-d", str(cache)]
+        requirement = f"vllm=={VLLM_VERSION}"
+        command = [sys.executable, "-m", "pip", "download", requirement, "--no-deps", "-d"]
         try:
-            subprocess.run(command, capture_output=True, timeout=900, check=True)
+            subprocess.run([*command, str(cache)], capture_output=True, timeout=900, check=True)
         except (OSError, subprocess.SubprocessError) as error:
-            return f"`pip download vllm --no-deps` failed ({type(error).__name__})"
-        found = sorted(cache.glob("vllm-*.whl"))
+            return f"`pip download {requirement} --no-deps` failed ({type(error).__name__})"
+        found = sorted(cache.glob(f"vllm-{VLLM_VERSION}-*.whl"))
     return found[-1] if found else "no vllm wheel was downloaded"
 
 
