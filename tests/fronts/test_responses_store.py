@@ -1,6 +1,7 @@
 """The in-memory response store (``ResponseStore``) keeps the newest ``capacity``
 responses, a response kept again counting as new: held to a reference model of
-that rule for generated sequences of puts, gets and deletes."""
+that rule for generated sequences of puts, gets and deletes; what it keeps is a
+copy."""
 
 from __future__ import annotations
 
