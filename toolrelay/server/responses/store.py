@@ -10,10 +10,10 @@ each keeps its own.
 
 Both are kept as their JSON, not as objects. A full store drops an entry on
 every put, and an entry kept as objects is a graph of dicts, lists and strings
-last touched a thousand requests ago: freeing it walks cold memory, which cost
-a stream with tools about 20 µs (bench/RESULTS.md, the twentieth round). Two
-bytes objects are freed at once; a follow-up decodes what it reads, a copy no
-later change to a request can reach.
+last touched a thousand requests ago: kept so, the store cost a stream with
+tools about 20 µs, kept as JSON what it costs switched off (bench/RESULTS.md,
+the twentieth round). Two bytes objects are freed at once; a follow-up decodes
+what it reads, a copy no later change to a request can reach.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Protocol
 
-import orjson
 from mypy_extensions import mypyc_attr
+
+from toolrelay.jsonbytes import dumps, loads
 
 # What a follow-up reads of a stored response: the conversation before it (Chat
 # Completions messages) and the response's output items.
@@ -49,11 +50,11 @@ class Store(Protocol):
 
 
 def _exact(data: bytes) -> bytes:
-    """``data`` copied into bytes of its own length. What orjson returns can hold
-    more memory than its length (the buffer it wrote into): behind a gateway
-    serving Responses streams, a full store of a thousand held 10 MiB more
-    resident memory kept as orjson returned them than as copies (bench/RESULTS.md,
-    the twentieth round). The copy costs about 0.25 µs a put."""
+    """``data`` copied into bytes of its own length. Behind a gateway serving
+    Responses streams, a full store of a thousand held 10 MiB more resident
+    memory with orjson's results kept as it returned them than as copies
+    (bench/RESULTS.md, the twentieth round; measured, the allocator's part in it
+    not pinned down). The copy costs about 0.25 µs a put."""
     return bytes(memoryview(data))
 
 
@@ -75,7 +76,7 @@ class ResponseStore:
             return
         entries = self._entries
         response_id = response["id"]
-        entries[response_id] = (_exact(orjson.dumps(history)), _exact(orjson.dumps(response)))
+        entries[response_id] = (_exact(dumps(history)), _exact(dumps(response)))
         entries.move_to_end(response_id)  # kept again: now the newest
         while len(entries) > self.capacity:
             entries.popitem(last=False)
@@ -85,12 +86,12 @@ class ResponseStore:
         entry = self._entries.get(response_id)
         if entry is None:
             return None
-        response: dict[str, Any] = orjson.loads(entry[1])
-        return orjson.loads(entry[0]), response["output"]
+        response: dict[str, Any] = loads(entry[1])
+        return loads(entry[0]), response["output"]
 
     def response(self, response_id: str) -> dict[str, Any] | None:
         entry = self._entries.get(response_id)
-        return None if entry is None else orjson.loads(entry[1])
+        return None if entry is None else loads(entry[1])
 
     def delete(self, response_id: str) -> bool:
         return self._entries.pop(response_id, None) is not None
